@@ -1,0 +1,459 @@
+//! The queueing configuration as one validated set: flavors, the cohort
+//! tree, ClusterQueues, LocalQueues and priority classes, checked together
+//! with Kueue's rules. Every error names the object and the field path.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cluster_queue::{BorrowWithinCohortPolicy, ReclaimWithinCohort, ResourceGroup};
+use crate::error::FieldError;
+use crate::{
+    ClusterQueue, Cohort, LocalQueue, Quantity, ResourceFlavor, Workload, WorkloadPriorityClass,
+};
+
+/// Any object fleetq stores, tagged by its Kueue kind.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum Object {
+    ResourceFlavor(ResourceFlavor),
+    Cohort(Cohort),
+    ClusterQueue(ClusterQueue),
+    LocalQueue(LocalQueue),
+    WorkloadPriorityClass(WorkloadPriorityClass),
+    Workload(Workload),
+}
+
+impl Object {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Object::ResourceFlavor(_) => "ResourceFlavor",
+            Object::Cohort(_) => "Cohort",
+            Object::ClusterQueue(_) => "ClusterQueue",
+            Object::LocalQueue(_) => "LocalQueue",
+            Object::WorkloadPriorityClass(_) => "WorkloadPriorityClass",
+            Object::Workload(_) => "Workload",
+        }
+    }
+
+    /// `Kind/name` or `Kind/namespace/name`, as errors print it.
+    pub fn display_name(&self) -> String {
+        match self {
+            Object::ResourceFlavor(o) => format!("ResourceFlavor/{}", o.name),
+            Object::Cohort(o) => format!("Cohort/{}", o.name),
+            Object::ClusterQueue(o) => format!("ClusterQueue/{}", o.name),
+            Object::LocalQueue(o) => format!("LocalQueue/{}/{}", o.namespace, o.name),
+            Object::WorkloadPriorityClass(o) => format!("WorkloadPriorityClass/{}", o.name),
+            Object::Workload(o) => format!("Workload/{}/{}", o.namespace, o.name),
+        }
+    }
+}
+
+/// The configuration objects, keyed by name (LocalQueues by `namespace/name`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    pub flavors: BTreeMap<String, ResourceFlavor>,
+    pub cohorts: BTreeMap<String, Cohort>,
+    pub cluster_queues: BTreeMap<String, ClusterQueue>,
+    pub local_queues: BTreeMap<String, LocalQueue>,
+    pub priority_classes: BTreeMap<String, WorkloadPriorityClass>,
+}
+
+/// Where a valid workload goes and at what priority.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkloadBinding {
+    /// `namespace/name` of its LocalQueue.
+    pub local_queue: String,
+    pub cluster_queue: String,
+    pub priority: i32,
+}
+
+impl Config {
+    /// Inserts or replaces a configuration object. Workloads are not
+    /// configuration; they are returned unchanged as `Err`.
+    pub fn upsert(&mut self, object: Object) -> Result<(), Box<Workload>> {
+        match object {
+            Object::ResourceFlavor(o) => {
+                self.flavors.insert(o.name.clone(), o);
+            }
+            Object::Cohort(o) => {
+                self.cohorts.insert(o.name.clone(), o);
+            }
+            Object::ClusterQueue(o) => {
+                self.cluster_queues.insert(o.name.clone(), o);
+            }
+            Object::LocalQueue(o) => {
+                self.local_queues.insert(o.key(), o);
+            }
+            Object::WorkloadPriorityClass(o) => {
+                self.priority_classes.insert(o.name.clone(), o);
+            }
+            Object::Workload(w) => return Err(Box::new(w)),
+        }
+        Ok(())
+    }
+
+    /// Every rule violation in the whole set; empty when valid.
+    pub fn validate(&self) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        for flavor in self.flavors.values() {
+            check_name(
+                &mut errors,
+                &format!("ResourceFlavor/{}", flavor.name),
+                "metadata.name",
+                &flavor.name,
+            );
+        }
+        for cohort in self.cohorts.values() {
+            self.validate_cohort(cohort, &mut errors);
+        }
+        for cq in self.cluster_queues.values() {
+            self.validate_cluster_queue(cq, &mut errors);
+        }
+        for lq in self.local_queues.values() {
+            let object = format!("LocalQueue/{}/{}", lq.namespace, lq.name);
+            check_name(&mut errors, &object, "metadata.name", &lq.name);
+            check_name(&mut errors, &object, "metadata.namespace", &lq.namespace);
+            if !self.cluster_queues.contains_key(&lq.spec.cluster_queue) {
+                errors.push(FieldError::new(
+                    object.clone(),
+                    "spec.clusterQueue",
+                    format!("ClusterQueue {:?} does not exist", lq.spec.cluster_queue),
+                ));
+            }
+            if let Some(budget) = lq.spec.gpu_budget {
+                if budget.burst_gpu_seconds == 0 {
+                    errors.push(FieldError::new(
+                        object.clone(),
+                        "spec.gpuBudget.burstGpuSeconds",
+                        "must be > 0: a budget of 0 GPU-seconds can never admit a GPU workload",
+                    ));
+                }
+            }
+        }
+        for pc in self.priority_classes.values() {
+            check_name(
+                &mut errors,
+                &format!("WorkloadPriorityClass/{}", pc.name),
+                "metadata.name",
+                &pc.name,
+            );
+        }
+        errors
+    }
+
+    fn validate_cohort(&self, cohort: &Cohort, errors: &mut Vec<FieldError>) {
+        let object = format!("Cohort/{}", cohort.name);
+        check_name(errors, &object, "metadata.name", &cohort.name);
+        if let Some(parent) = &cohort.spec.parent {
+            if parent == &cohort.name {
+                errors.push(FieldError::new(
+                    &object,
+                    "spec.parentName",
+                    "a cohort cannot be its own parent",
+                ));
+            } else if !self.cohorts.contains_key(parent) {
+                errors.push(FieldError::new(
+                    &object,
+                    "spec.parentName",
+                    format!("parent Cohort {parent:?} does not exist"),
+                ));
+            } else if let Some(cycle) = self.cohort_cycle(&cohort.name) {
+                errors.push(FieldError::new(
+                    &object,
+                    "spec.parentName",
+                    format!("cohort tree has a cycle: {}", cycle.join(" -> ")),
+                ));
+            }
+        }
+        let has_parent = cohort.spec.parent.is_some();
+        self.validate_resource_groups(&object, &cohort.spec.resource_groups, has_parent, errors);
+    }
+
+    /// The cycle through `start`'s ancestors, if any (`a -> b -> a`).
+    fn cohort_cycle(&self, start: &str) -> Option<Vec<String>> {
+        let mut seen = vec![start.to_string()];
+        let mut current = start;
+        while let Some(parent) = self
+            .cohorts
+            .get(current)
+            .and_then(|c| c.spec.parent.as_deref())
+        {
+            if parent == start {
+                seen.push(parent.to_string());
+                return Some(seen);
+            }
+            if seen.iter().any(|s| s == parent) {
+                // A cycle above us, reported on its own members.
+                return None;
+            }
+            seen.push(parent.to_string());
+            current = parent;
+        }
+        None
+    }
+
+    fn validate_cluster_queue(&self, cq: &ClusterQueue, errors: &mut Vec<FieldError>) {
+        let object = format!("ClusterQueue/{}", cq.name);
+        check_name(errors, &object, "metadata.name", &cq.name);
+        let spec = &cq.spec;
+        self.validate_resource_groups(
+            &object,
+            &spec.resource_groups,
+            spec.cohort.is_some(),
+            errors,
+        );
+        let preemption = &spec.preemption;
+        if preemption.borrow_within_cohort.policy != BorrowWithinCohortPolicy::Never
+            && preemption.reclaim_within_cohort == ReclaimWithinCohort::Never
+        {
+            errors.push(FieldError::new(
+                &object,
+                "spec.preemption.borrowWithinCohort.policy",
+                "requires spec.preemption.reclaimWithinCohort other than Never",
+            ));
+        }
+        if preemption.borrow_within_cohort.policy == BorrowWithinCohortPolicy::Never
+            && preemption
+                .borrow_within_cohort
+                .max_priority_threshold
+                .is_some()
+        {
+            errors.push(FieldError::new(
+                &object,
+                "spec.preemption.borrowWithinCohort.maxPriorityThreshold",
+                "is only meaningful with policy LowerPriority",
+            ));
+        }
+        if let Some(cohort) = &spec.cohort {
+            check_name(errors, &object, "spec.cohortName", cohort);
+        }
+    }
+
+    /// Kueue's resource-group rules, shared by ClusterQueues and Cohorts.
+    fn validate_resource_groups(
+        &self,
+        object: &str,
+        groups: &[ResourceGroup],
+        has_cohort: bool,
+        errors: &mut Vec<FieldError>,
+    ) {
+        let mut covered: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut flavors_seen: BTreeSet<&str> = BTreeSet::new();
+        for (g, group) in groups.iter().enumerate() {
+            let gpath = format!("spec.resourceGroups[{g}]");
+            if group.covered_resources.is_empty() {
+                errors.push(FieldError::new(
+                    object,
+                    format!("{gpath}.coveredResources"),
+                    "must list at least one resource",
+                ));
+            }
+            for (r, resource) in group.covered_resources.iter().enumerate() {
+                if let Some(other) = covered.insert(resource, g) {
+                    errors.push(FieldError::new(
+                        object,
+                        format!("{gpath}.coveredResources[{r}]"),
+                        format!("resource {resource:?} is already covered by spec.resourceGroups[{other}]; a resource belongs to exactly one group"),
+                    ));
+                }
+            }
+            if group.flavors.is_empty() {
+                errors.push(FieldError::new(
+                    object,
+                    format!("{gpath}.flavors"),
+                    "must list at least one flavor",
+                ));
+            }
+            for (f, flavor) in group.flavors.iter().enumerate() {
+                let fpath = format!("{gpath}.flavors[{f}]");
+                if !flavors_seen.insert(&flavor.name) {
+                    errors.push(FieldError::new(
+                        object,
+                        format!("{fpath}.name"),
+                        format!("flavor {:?} appears more than once; a flavor belongs to one resource group", flavor.name),
+                    ));
+                }
+                if !self.flavors.contains_key(&flavor.name) {
+                    errors.push(FieldError::new(
+                        object,
+                        format!("{fpath}.name"),
+                        format!("ResourceFlavor {:?} does not exist", flavor.name),
+                    ));
+                }
+                let names: Vec<&str> = flavor.resources.iter().map(|r| r.name.as_str()).collect();
+                let expected: Vec<&str> =
+                    group.covered_resources.iter().map(String::as_str).collect();
+                if names != expected {
+                    errors.push(FieldError::new(
+                        object,
+                        format!("{fpath}.resources"),
+                        format!("must list exactly the covered resources in the same order: expected {expected:?}, got {names:?}"),
+                    ));
+                }
+                for (r, quota) in flavor.resources.iter().enumerate() {
+                    let rpath = format!("{fpath}.resources[{r}]");
+                    if let Some(lending) = quota.lending_limit {
+                        if !has_cohort {
+                            errors.push(FieldError::new(
+                                object,
+                                format!("{rpath}.lendingLimit"),
+                                "requires a cohort: there is nobody to lend to",
+                            ));
+                        }
+                        if lending > quota.nominal_quota {
+                            errors.push(FieldError::new(
+                                object,
+                                format!("{rpath}.lendingLimit"),
+                                format!("{lending} exceeds nominalQuota {}", quota.nominal_quota),
+                            ));
+                        }
+                    }
+                    if quota.borrowing_limit.is_some() && !has_cohort {
+                        errors.push(FieldError::new(
+                            object,
+                            format!("{rpath}.borrowingLimit"),
+                            "requires a cohort: there is nobody to borrow from",
+                        ));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Checks a workload against this configuration: its LocalQueue exists,
+    /// its priority class exists (no silent fallback), its pod sets are sane
+    /// and every resource it requests is covered by its ClusterQueue.
+    pub fn bind_workload(&self, workload: &Workload) -> Result<WorkloadBinding, Vec<FieldError>> {
+        let object = format!("Workload/{}/{}", workload.namespace, workload.name);
+        let mut errors = Vec::new();
+        check_name(&mut errors, &object, "metadata.name", &workload.name);
+        check_name(
+            &mut errors,
+            &object,
+            "metadata.namespace",
+            &workload.namespace,
+        );
+        let spec = &workload.spec;
+        let lq_key = format!("{}/{}", workload.namespace, spec.queue_name);
+        let cq = match self.local_queues.get(&lq_key) {
+            None => {
+                errors.push(FieldError::new(
+                    &object,
+                    "spec.queueName",
+                    format!(
+                        "LocalQueue {:?} does not exist in namespace {:?}",
+                        spec.queue_name, workload.namespace
+                    ),
+                ));
+                None
+            }
+            Some(lq) => self.cluster_queues.get(&lq.spec.cluster_queue),
+        };
+        let priority = match &spec.priority_class_name {
+            None => 0,
+            Some(name) => match self.priority_classes.get(name) {
+                Some(pc) => pc.value,
+                None => {
+                    errors.push(FieldError::new(
+                        &object,
+                        "spec.priorityClassName",
+                        format!("WorkloadPriorityClass {name:?} does not exist"),
+                    ));
+                    0
+                }
+            },
+        };
+        if spec.pod_sets.is_empty() {
+            errors.push(FieldError::new(
+                &object,
+                "spec.podSets",
+                "must have at least one pod set",
+            ));
+        }
+        let mut names = BTreeSet::new();
+        for (i, ps) in spec.pod_sets.iter().enumerate() {
+            let path = format!("spec.podSets[{i}]");
+            if !names.insert(&ps.name) {
+                errors.push(FieldError::new(
+                    &object,
+                    format!("{path}.name"),
+                    format!("pod set {:?} appears twice", ps.name),
+                ));
+            }
+            if ps.count == 0 {
+                errors.push(FieldError::new(
+                    &object,
+                    format!("{path}.count"),
+                    "must be at least 1",
+                ));
+            }
+            if let Some(min) = ps.min_count {
+                if min == 0 || min > ps.count {
+                    errors.push(FieldError::new(
+                        &object,
+                        format!("{path}.minCount"),
+                        format!("must be between 1 and count ({}), got {min}", ps.count),
+                    ));
+                }
+            }
+            if ps.total(ps.count).is_none() {
+                errors.push(FieldError::new(
+                    &object,
+                    format!("{path}.requests"),
+                    "count x requests overflows",
+                ));
+            }
+            if let Some(cq) = cq {
+                for (resource, q) in &ps.requests {
+                    if *q > Quantity::ZERO && cq.group_for(resource).is_none() {
+                        errors.push(FieldError::new(
+                            &object,
+                            format!("{path}.requests.{resource}"),
+                            format!(
+                                "Misconfigured: ClusterQueue {:?} has no flavor that covers {resource:?}",
+                                cq.name
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        match (errors.is_empty(), cq) {
+            (true, Some(cq)) => Ok(WorkloadBinding {
+                local_queue: lq_key,
+                cluster_queue: cq.name.clone(),
+                priority,
+            }),
+            (true, None) => Err(vec![FieldError::new(
+                &object,
+                "spec.queueName",
+                format!("LocalQueue {lq_key:?} points at a ClusterQueue that does not exist"),
+            )]),
+            (false, _) => Err(errors),
+        }
+    }
+}
+
+/// Kubernetes object names: lowercase RFC 1123 labels joined by dots,
+/// at most 253 characters.
+fn check_name(errors: &mut Vec<FieldError>, object: &str, path: &str, name: &str) {
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        });
+    if !valid {
+        errors.push(FieldError::new(
+            object,
+            path,
+            format!("{name:?} is not a valid name: lowercase letters, digits, '-' and '.', at most 253 characters"),
+        ));
+    }
+}

@@ -1,0 +1,1 @@
+//! Import of Kueue manifests (multi-document YAML) into fleetq objects.

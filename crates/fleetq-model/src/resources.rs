@@ -1,0 +1,62 @@
+//! Resource names, resource lists and the (flavor, resource) pairs that
+//! quota is counted in.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Quantity;
+
+/// Whole GPUs (`nvidia.com/gpu`), counted in devices.
+pub const GPU: &str = "nvidia.com/gpu";
+/// Prefix of MIG slice resources: `nvidia.com/mig-1g.10gb`.
+pub const MIG_PREFIX: &str = "nvidia.com/mig-";
+/// GPU memory in GiB, a counter across devices.
+pub const GPU_MEMORY: &str = "gpu.memory";
+
+/// A resource name such as `cpu`, `memory`, `nvidia.com/gpu`.
+pub type ResourceName = String;
+/// A ResourceFlavor name such as `h100-80gb`.
+pub type FlavorName = String;
+
+/// Amounts per resource, ordered by name so hashing and printing are stable.
+pub type ResourceList = BTreeMap<ResourceName, Quantity>;
+
+/// Whether `name` is a MIG slice resource.
+pub fn is_mig(name: &str) -> bool {
+    name.starts_with(MIG_PREFIX)
+}
+
+/// One cell of a quota table: a resource in a flavor.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FlavorResource {
+    pub flavor: FlavorName,
+    pub resource: ResourceName,
+}
+
+impl FlavorResource {
+    pub fn new(flavor: impl Into<String>, resource: impl Into<String>) -> Self {
+        FlavorResource {
+            flavor: flavor.into(),
+            resource: resource.into(),
+        }
+    }
+}
+
+impl fmt::Display for FlavorResource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} in flavor {}", self.resource, self.flavor)
+    }
+}
+
+/// Usage or quota per (flavor, resource).
+pub type FlavorUsage = BTreeMap<FlavorResource, Quantity>;
+
+/// Multiplies every amount of `per_pod` by `count`; `None` on overflow.
+pub fn scale(per_pod: &ResourceList, count: u64) -> Option<ResourceList> {
+    per_pod
+        .iter()
+        .map(|(name, q)| q.checked_mul(count).map(|q| (name.clone(), q)))
+        .collect()
+}

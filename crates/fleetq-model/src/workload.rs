@@ -1,0 +1,122 @@
+//! Workload: what a tenant asks to run: pod sets with per-pod requests, a
+//! queue, a priority class and the thing to run.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::resources::{scale, ResourceList, GPU};
+use crate::time::duration_opt;
+use crate::Quantity;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    pub namespace: String,
+    pub name: String,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    pub spec: WorkloadSpec,
+}
+
+impl Workload {
+    /// `namespace/name`, unique among live workloads.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// LocalQueue name in the workload's namespace.
+    pub queue_name: String,
+    /// Must name an existing WorkloadPriorityClass; absent means priority 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+    pub pod_sets: Vec<PodSet>,
+    #[serde(default)]
+    pub run: RunSpec,
+    /// Hard limit on runtime; also what a GPU-second budget is charged for.
+    #[serde(
+        default,
+        with = "duration_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub maximum_execution_time: Option<Duration>,
+    /// Not chosen as a preemption victim before it has run this long
+    /// (unless nothing else frees enough).
+    #[serde(
+        default,
+        with = "duration_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub min_runtime_before_preemption: Option<Duration>,
+    /// Time between the stop signal and the kill, to checkpoint.
+    #[serde(
+        default,
+        with = "duration_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub preemption_grace_period: Option<Duration>,
+}
+
+impl WorkloadSpec {
+    /// Total GPUs (`nvidia.com/gpu`) across all pods at full count.
+    pub fn total_gpus(&self) -> u64 {
+        self.pod_sets
+            .iter()
+            .map(|ps| {
+                let per_pod = ps.requests.get(GPU).copied().unwrap_or_default();
+                per_pod.saturating_mul(u64::from(ps.count)).units_ceil()
+            })
+            .sum()
+    }
+}
+
+/// A group of identical pods.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodSet {
+    pub name: String,
+    pub count: u32,
+    /// Partial admission: fewer pods, down to this many, are acceptable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_count: Option<u32>,
+    /// Requests of one pod.
+    #[serde(default)]
+    pub requests: ResourceList,
+}
+
+impl PodSet {
+    /// Requests of `count` pods; `None` on overflow.
+    pub fn total(&self, count: u32) -> Option<ResourceList> {
+        scale(&self.requests, u64::from(count))
+    }
+
+    pub fn request(&self, resource: &str) -> Quantity {
+        self.requests.get(resource).copied().unwrap_or_default()
+    }
+}
+
+/// The thing to run. The agent's executor decides which field it uses.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// A `batch/v1` Job template for the Kubernetes executor, kept verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_template: Option<serde_json::Value>,
+    /// How long the simulated executor "runs" it.
+    #[serde(
+        default,
+        with = "duration_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub duration: Option<Duration>,
+}
