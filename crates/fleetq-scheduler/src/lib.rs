@@ -1,1 +1,91 @@
+//! fleetq's admission scheduler: a pure function from a [`Snapshot`] and
+//! the current (leader-stamped) time to [`Decisions`]. No I/O, no clock, no
+//! randomness: the same input always gives the same decisions.
+//!
+//! ```
+//! use fleetq_scheduler::{schedule, SchedulerConfig, Snapshot};
+//! use fleetq_model::{Config, Timestamp};
+//! let snapshot = Snapshot::new(Config::default(), &[]);
+//! let decisions = schedule(&snapshot, Timestamp(0), &SchedulerConfig::default());
+//! assert!(decisions.admissions.is_empty());
+//! ```
+//!
+//! The ledger owns the snapshot and keeps it current with
+//! [`Snapshot::add_pending`], [`Snapshot::admit`] (which re-validates a
+//! decision against the state it is applied to), [`Snapshot::mark_evicting`]
+//! and [`Snapshot::release`].
 
+pub mod assign;
+pub mod budget;
+pub mod clusters;
+mod cycle;
+pub mod decision;
+pub mod fair;
+mod preempt;
+pub mod quota;
+pub mod snapshot;
+
+use std::time::Duration;
+
+use fleetq_model::Timestamp;
+use serde::{Deserialize, Serialize};
+
+pub use decision::{
+    Admission, Assignment, CycleStats, Decisions, PendingReason, PodSetAssignment, Preemption,
+    PreemptionReason, ReasonKind,
+};
+pub use snapshot::{AdmittedWorkload, PendingWorkload, Snapshot, SnapshotError};
+
+/// Ledger-assigned workload id, increasing in submission order.
+pub type WorkloadId = u64;
+
+/// Kueue's fair-sharing preemption strategies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FairSharingStrategy {
+    /// Preempt if the preemptor's queue, with the workload, has a share no
+    /// higher than the target's queue after losing the victim.
+    LessThanOrEqualToFinalShare,
+    /// Preempt if the preemptor's queue, with the workload, has a share
+    /// strictly lower than the target's queue before preemption.
+    LessThanInitialShare,
+}
+
+/// Fleet-wide scheduler settings (Kueue's Configuration, plus fleetq limits).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchedulerConfig {
+    /// Order ClusterQueues of a cohort by dominant resource share and let
+    /// fair sharing drive preemption between them.
+    pub fair_sharing: bool,
+    pub fair_sharing_strategies: Vec<FairSharingStrategy>,
+    /// Half-life of LocalQueue usage under admission fair sharing.
+    pub afs_half_life: Duration,
+    /// Usage charged to a LocalQueue at admission, per GPU, so a burst of
+    /// admissions alternates between tenants before any usage is sampled.
+    pub afs_entry_penalty: Duration,
+    /// Bounds one AdmitBatch.
+    pub max_admissions_per_cycle: usize,
+    /// A BestEffortFIFO queue stops being scanned after this many
+    /// inadmissible workloads in one cycle; the rest wait with its reason.
+    pub max_inadmissible_per_queue: usize,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> Self {
+        SchedulerConfig {
+            fair_sharing: false,
+            fair_sharing_strategies: vec![
+                FairSharingStrategy::LessThanOrEqualToFinalShare,
+                FairSharingStrategy::LessThanInitialShare,
+            ],
+            afs_half_life: Duration::from_secs(3600),
+            afs_entry_penalty: Duration::from_secs(300),
+            max_admissions_per_cycle: 10_000,
+            max_inadmissible_per_queue: 64,
+        }
+    }
+}
+
+/// Runs one admission cycle over `snapshot` at time `now`.
+pub fn schedule(snapshot: &Snapshot, now: Timestamp, config: &SchedulerConfig) -> Decisions {
+    cycle::Cycle::new(snapshot, now, config).run()
+}

@@ -1,0 +1,387 @@
+//! Flavor assignment: for each resource group the workload touches, walk
+//! the ClusterQueue's flavors in order and pick one by Kueue's fungibility
+//! rules, judging each flavor by quota *and* by whether an eligible cluster
+//! has the devices.
+
+use std::collections::BTreeMap;
+
+use fleetq_model::cluster_queue::{FungibilityPolicy, ReclaimWithinCohort, WithinClusterQueue};
+use fleetq_model::{ClusterQueue, FlavorResource, FlavorUsage, Quantity};
+
+use crate::clusters::{ClusterTable, ClusterUsage};
+use crate::decision::{Assignment, PendingReason, PodSetAssignment, ReasonKind};
+use crate::quota::{FrId, NodeId, QuotaTree, Usage};
+use crate::snapshot::PendingWorkload;
+
+/// How well a flavor (or a whole plan) fits; ordered best to worst.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Mode {
+    /// Fits in the queue's own unused quota.
+    Fit,
+    /// Fits by borrowing from the cohort.
+    Borrow,
+    /// Would fit if something were preempted or finished.
+    Preempt,
+    /// Can never fit as configured.
+    NoFit,
+}
+
+/// What the workload asks of one resource group: total per resource.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GroupDemand {
+    pub group: usize,
+    pub resources: Vec<(String, u64)>,
+}
+
+/// Per-group totals for given pod counts. Fails with `Misconfigured` when
+/// a requested resource is covered by no resource group.
+pub fn demand(
+    cq: &ClusterQueue,
+    workload: &PendingWorkload,
+    counts: &[u32],
+) -> Result<Vec<GroupDemand>, PendingReason> {
+    let mut groups: BTreeMap<usize, BTreeMap<String, u64>> = BTreeMap::new();
+    for (ps, &count) in workload.workload.spec.pod_sets.iter().zip(counts) {
+        for (resource, q) in &ps.requests {
+            if q.is_zero() {
+                continue;
+            }
+            let Some((g, _)) = cq.group_for(resource) else {
+                return Err(PendingReason::new(
+                    ReasonKind::Misconfigured,
+                    format!(
+                        "pod set {:?} requests {resource:?}, which no flavor of ClusterQueue {:?} covers",
+                        ps.name, cq.name
+                    ),
+                ));
+            };
+            let total = q.milli().saturating_mul(u64::from(count));
+            let slot = groups
+                .entry(g)
+                .or_default()
+                .entry(resource.clone())
+                .or_default();
+            *slot = slot.saturating_add(total);
+        }
+    }
+    Ok(groups
+        .into_iter()
+        .map(|(group, r)| GroupDemand {
+            group,
+            resources: r.into_iter().collect(),
+        })
+        .collect())
+}
+
+/// A chosen flavor per group and the cells it charges.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub flavors: Vec<(usize, String)>,
+    pub cells: Vec<(FrId, u64)>,
+    pub mode: Mode,
+    /// Why the plan is not `Fit`/`Borrow`, for the pending reason.
+    pub reason: Option<PendingReason>,
+}
+
+/// Everything flavor assignment reads, borrowed from the cycle.
+pub struct AssignContext<'a> {
+    pub tree: &'a QuotaTree,
+    pub usage: &'a Usage,
+    pub clusters: &'a ClusterTable,
+    pub cluster_usage: &'a ClusterUsage,
+    pub eligible: &'a [usize],
+    pub node: NodeId,
+    pub cq: &'a ClusterQueue,
+}
+
+impl AssignContext<'_> {
+    fn can_preempt(&self) -> bool {
+        let p = &self.cq.spec.preemption;
+        p.within_cluster_queue != WithinClusterQueue::Never
+            || p.reclaim_within_cohort != ReclaimWithinCohort::Never
+    }
+
+    /// Judges one flavor for one group.
+    fn judge(
+        &self,
+        flavor: &str,
+        demand: &GroupDemand,
+    ) -> (Mode, Vec<(FrId, u64)>, Option<PendingReason>) {
+        let mut cells = Vec::with_capacity(demand.resources.len());
+        let mut mode = Mode::Fit;
+        let mut reason = None;
+        let worsen =
+            |m: Mode, r: PendingReason, mode: &mut Mode, reason: &mut Option<PendingReason>| {
+                if m > *mode || reason.is_none() && m == *mode {
+                    *mode = m;
+                    *reason = Some(r);
+                }
+            };
+        for (resource, q) in &demand.resources {
+            let Some(fr) = self.tree.cell_of(flavor, resource) else {
+                worsen(
+                    Mode::NoFit,
+                    PendingReason::new(
+                        ReasonKind::Misconfigured,
+                        format!(
+                            "flavor {flavor} of ClusterQueue {:?} has no quota for {resource}",
+                            self.cq.name
+                        ),
+                    ),
+                    &mut mode,
+                    &mut reason,
+                );
+                continue;
+            };
+            cells.push((fr, *q));
+            let available = self.tree.available(self.usage, self.node, fr);
+            let fr_name = &self.tree.cells[fr];
+            if *q <= available {
+                if self.usage.get(self.node, fr).saturating_add(*q)
+                    > self.tree.nodes[self.node].subtree_quota[fr]
+                {
+                    mode = mode.max(Mode::Borrow);
+                }
+                continue;
+            }
+            let max = self.tree.max_capacity(self.node, fr);
+            if *q > max {
+                worsen(
+                    Mode::NoFit,
+                    PendingReason::new(
+                        ReasonKind::ExceedsMaxQuota,
+                        format!(
+                            "requests {} of {fr_name} but ClusterQueue {:?} can get at most {} even with its cohort idle",
+                            Quantity::from_milli(*q),
+                            self.cq.name,
+                            Quantity::from_milli(max)
+                        ),
+                    ),
+                    &mut mode,
+                    &mut reason,
+                );
+            } else {
+                worsen(
+                    Mode::Preempt,
+                    PendingReason::new(
+                        ReasonKind::WaitingForQuota,
+                        format!(
+                            "insufficient unused quota for {fr_name} in ClusterQueue {:?}: {} more needed (requested {}, available {})",
+                            self.cq.name,
+                            Quantity::from_milli(*q - available),
+                            Quantity::from_milli(*q),
+                            Quantity::from_milli(available)
+                        ),
+                    ),
+                    &mut mode,
+                    &mut reason,
+                );
+            }
+        }
+        if mode <= Mode::Preempt {
+            let (phys, why) = self.judge_devices(flavor, &cells);
+            if phys > mode {
+                mode = phys;
+                reason = why;
+            }
+        }
+        (mode, cells, reason)
+    }
+
+    /// Devices: `Fit` if an eligible cluster has the room now, `Preempt` if
+    /// one is big enough once work there ends, else `NoFit`.
+    fn judge_devices(&self, flavor: &str, cells: &[(FrId, u64)]) -> (Mode, Option<PendingReason>) {
+        if self
+            .eligible
+            .iter()
+            .any(|&c| self.clusters.fits_now(self.cluster_usage, c, cells))
+        {
+            return (Mode::Fit, None);
+        }
+        let what = describe(self.tree, cells);
+        if self
+            .eligible
+            .iter()
+            .any(|&c| self.clusters.fits_empty(c, cells))
+        {
+            return (
+                Mode::Preempt,
+                Some(PendingReason::new(
+                    ReasonKind::NoClusterCapacity,
+                    format!("no eligible cluster has {what} free in flavor {flavor} right now"),
+                )),
+            );
+        }
+        let message = if self.eligible.is_empty() {
+            format!(
+                "no Ready cluster matches the placement of ClusterQueue {:?}",
+                self.cq.name
+            )
+        } else {
+            format!("no eligible cluster is large enough for {what} in flavor {flavor}")
+        };
+        (
+            Mode::NoFit,
+            Some(PendingReason::new(ReasonKind::NoClusterCapacity, message)),
+        )
+    }
+
+    /// Picks a flavor for every group, honouring `flavorFungibility`.
+    pub fn assign(&self, demands: &[GroupDemand]) -> Plan {
+        let fungibility = self.cq.spec.flavor_fungibility;
+        let mut plan = Plan {
+            flavors: Vec::new(),
+            cells: Vec::new(),
+            mode: Mode::Fit,
+            reason: None,
+        };
+        for demand in demands {
+            let group = &self.cq.spec.resource_groups[demand.group];
+            let mut best: Option<(Mode, String, Vec<(FrId, u64)>, Option<PendingReason>)> = None;
+            for flavor in &group.flavors {
+                let (mode, cells, reason) = self.judge(&flavor.name, demand);
+                let stop = match mode {
+                    Mode::Fit => true,
+                    Mode::Borrow => fungibility.when_can_borrow == FungibilityPolicy::MayStopSearch,
+                    Mode::Preempt => {
+                        self.can_preempt()
+                            && fungibility.when_can_preempt == FungibilityPolicy::MayStopSearch
+                    }
+                    Mode::NoFit => false,
+                };
+                // Keep the first flavor of the best mode; for reasons keep the
+                // first flavor's, which is the one the user expects to get.
+                if best.as_ref().is_none_or(|b| mode < b.0) {
+                    best = Some((mode, flavor.name.clone(), cells, reason));
+                }
+                if stop {
+                    break;
+                }
+            }
+            let Some((mode, flavor, cells, reason)) = best else {
+                plan.mode = Mode::NoFit;
+                plan.reason = Some(PendingReason::new(
+                    ReasonKind::Misconfigured,
+                    format!(
+                        "resource group {} of ClusterQueue {:?} has no flavors",
+                        demand.group, self.cq.name
+                    ),
+                ));
+                return plan;
+            };
+            if mode > plan.mode || (mode == plan.mode && plan.reason.is_none()) {
+                plan.reason = reason;
+            }
+            plan.mode = plan.mode.max(mode);
+            plan.flavors.push((demand.group, flavor));
+            plan.cells.extend(cells);
+        }
+        plan
+    }
+}
+
+/// "8 nvidia.com/gpu, 64Gi memory" for a list of cells.
+pub fn describe(tree: &QuotaTree, cells: &[(FrId, u64)]) -> String {
+    cells
+        .iter()
+        .map(|&(fr, q)| format!("{} {}", Quantity::from_milli(q), tree.cells[fr].resource))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The assignment record for a plan placed on `cluster`.
+pub fn to_assignment(
+    cq: &ClusterQueue,
+    workload: &PendingWorkload,
+    counts: &[u32],
+    plan: &Plan,
+    cluster: &str,
+    tree: &QuotaTree,
+) -> Assignment {
+    let flavor_of_group: BTreeMap<usize, &str> =
+        plan.flavors.iter().map(|(g, f)| (*g, f.as_str())).collect();
+    let pod_sets = workload
+        .workload
+        .spec
+        .pod_sets
+        .iter()
+        .zip(counts)
+        .map(|(ps, &count)| PodSetAssignment {
+            name: ps.name.clone(),
+            count,
+            flavors: ps
+                .requests
+                .iter()
+                .filter(|(_, q)| !q.is_zero())
+                .filter_map(|(r, _)| {
+                    let (g, _) = cq.group_for(r)?;
+                    Some((r.clone(), flavor_of_group.get(&g)?.to_string()))
+                })
+                .collect(),
+        })
+        .collect();
+    let mut usage = FlavorUsage::new();
+    for &(fr, q) in &plan.cells {
+        let slot = usage.entry(tree.cells[fr].clone()).or_default();
+        *slot = slot.saturating_add(Quantity::from_milli(q));
+    }
+    Assignment {
+        cluster: cluster.to_string(),
+        pod_sets,
+        usage,
+    }
+}
+
+/// Re-derives the charge of `assignment` from the workload's pod sets and
+/// compares: every pod set present once, counts within [minCount, count],
+/// every requested resource given a flavor, and the usage exactly the sum of
+/// count x per-pod request. Used by apply() so a corrupt or forged decision
+/// cannot charge the wrong amount.
+pub fn check_assignment_matches(
+    workload: &PendingWorkload,
+    assignment: &Assignment,
+) -> Result<(), String> {
+    let spec = &workload.workload.spec;
+    if assignment.pod_sets.len() != spec.pod_sets.len() {
+        return Err(format!(
+            "{} pod set assignments for {} pod sets",
+            assignment.pod_sets.len(),
+            spec.pod_sets.len()
+        ));
+    }
+    let mut expected = FlavorUsage::new();
+    for (ps, a) in spec.pod_sets.iter().zip(&assignment.pod_sets) {
+        if ps.name != a.name {
+            return Err(format!("pod set {:?} assigned as {:?}", ps.name, a.name));
+        }
+        let min = ps.min_count.unwrap_or(ps.count);
+        if a.count < min || a.count > ps.count {
+            return Err(format!(
+                "pod set {:?} admitted with {} pods, allowed {min}..={}",
+                ps.name, a.count, ps.count
+            ));
+        }
+        for (resource, q) in &ps.requests {
+            if q.is_zero() {
+                continue;
+            }
+            let flavor = a
+                .flavors
+                .get(resource)
+                .ok_or_else(|| format!("pod set {:?} has no flavor for {resource}", ps.name))?;
+            let total = q
+                .checked_mul(u64::from(a.count))
+                .ok_or_else(|| format!("pod set {:?} request overflows", ps.name))?;
+            let slot = expected
+                .entry(FlavorResource::new(flavor, resource))
+                .or_default();
+            *slot = slot
+                .checked_add(total)
+                .ok_or_else(|| format!("pod set {:?} request overflows", ps.name))?;
+        }
+    }
+    if expected != assignment.usage {
+        return Err("recorded usage is not the sum of the pod sets' requests".into());
+    }
+    Ok(())
+}

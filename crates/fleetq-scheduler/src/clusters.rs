@@ -1,0 +1,216 @@
+//! Physical capacity of clusters, in the same cells as quota.
+//!
+//! Quota says what a queue may use; a cluster says what devices exist. A
+//! workload is admitted only onto one cluster that has room for all of it.
+//!
+//! Which cells a cluster constrains: a flavor that some cluster reports is
+//! *tracked*; a cluster hosts a tracked flavor only if it reports it, and is
+//! limited to the amounts it reports for that flavor's resources (a resource
+//! it does not report, such as `cpu` next to GPUs, is not limited there). A
+//! flavor no cluster reports (a CPU-only `default-flavor`) is quota-only and
+//! fits on every cluster.
+
+use std::collections::BTreeSet;
+
+use fleetq_model::cluster_queue::{Placement, PlacementStrategy};
+use fleetq_model::{Cluster, ClusterState};
+
+use crate::quota::{FrId, QuotaTree};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Capacity {
+    /// The cluster does not host this flavor.
+    Absent,
+    /// Hosted and not limited (resource not reported, or flavor untracked).
+    Unlimited,
+    /// Hosted with this many milli-units in total.
+    Limited(u64),
+}
+
+#[derive(Clone, Debug)]
+pub struct ClusterInfo {
+    pub cluster: Cluster,
+    pub capacity: Vec<Capacity>,
+}
+
+impl ClusterInfo {
+    pub fn name(&self) -> &str {
+        &self.cluster.name
+    }
+
+    pub fn state(&self) -> ClusterState {
+        self.cluster.state
+    }
+
+    /// Whether a queue with `placement` may place new work here.
+    pub fn eligible_for(&self, placement: &Placement) -> bool {
+        self.cluster.state.accepts_new_work()
+            && (placement.clusters.is_empty()
+                || placement.clusters.iter().any(|c| c == self.name()))
+            && placement
+                .cluster_selector
+                .iter()
+                .all(|(k, v)| self.cluster.labels.get(k) == Some(v))
+    }
+}
+
+/// All clusters, indexed by position in name order.
+#[derive(Clone, Debug, Default)]
+pub struct ClusterTable {
+    pub clusters: Vec<ClusterInfo>,
+}
+
+/// Assigned milli-units per cluster and cell, `clusters x cells`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterUsage {
+    cells: usize,
+    values: Vec<u64>,
+}
+
+impl ClusterUsage {
+    pub fn get(&self, cluster: usize, fr: FrId) -> u64 {
+        self.values[cluster * self.cells + fr]
+    }
+
+    pub fn add(&mut self, cluster: usize, fr: FrId, amount: u64) {
+        let slot = &mut self.values[cluster * self.cells + fr];
+        *slot = slot.saturating_add(amount);
+    }
+
+    pub fn sub(&mut self, cluster: usize, fr: FrId, amount: u64) {
+        let slot = &mut self.values[cluster * self.cells + fr];
+        *slot = slot.saturating_sub(amount);
+    }
+}
+
+impl ClusterTable {
+    pub fn build(tree: &QuotaTree, clusters: &[Cluster]) -> ClusterTable {
+        let mut sorted: Vec<Cluster> = clusters.to_vec();
+        sorted.sort_by(|a, b| a.name.cmp(&b.name));
+        let tracked: BTreeSet<&str> = sorted
+            .iter()
+            .flat_map(|c| c.capacity.keys().map(String::as_str))
+            .collect();
+        let infos = sorted
+            .iter()
+            .map(|cluster| {
+                let capacity = tree
+                    .cells
+                    .iter()
+                    .map(|fr| match cluster.capacity.get(&fr.flavor) {
+                        None if tracked.contains(fr.flavor.as_str()) => Capacity::Absent,
+                        None => Capacity::Unlimited,
+                        Some(resources) => match resources.get(&fr.resource) {
+                            Some(q) => Capacity::Limited(q.milli()),
+                            None => Capacity::Unlimited,
+                        },
+                    })
+                    .collect();
+                ClusterInfo {
+                    cluster: cluster.clone(),
+                    capacity,
+                }
+            })
+            .collect();
+        ClusterTable { clusters: infos }
+    }
+
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.clusters.binary_search_by(|c| c.name().cmp(name)).ok()
+    }
+
+    pub fn new_usage(&self, cells: usize) -> ClusterUsage {
+        ClusterUsage {
+            cells,
+            values: vec![0; cells * self.clusters.len()],
+        }
+    }
+
+    /// Room left for `fr` on `cluster`: `None` if not hosted, `u64::MAX` if
+    /// unlimited.
+    pub fn free(&self, used: &ClusterUsage, cluster: usize, fr: FrId) -> Option<u64> {
+        match self.clusters[cluster].capacity[fr] {
+            Capacity::Absent => None,
+            Capacity::Unlimited => Some(u64::MAX),
+            Capacity::Limited(total) => Some(total.saturating_sub(used.get(cluster, fr))),
+        }
+    }
+
+    /// Whether `demand` fits in what is free on `cluster` now.
+    pub fn fits_now(&self, used: &ClusterUsage, cluster: usize, demand: &[(FrId, u64)]) -> bool {
+        demand
+            .iter()
+            .all(|&(fr, q)| self.free(used, cluster, fr).is_some_and(|free| q <= free))
+    }
+
+    /// Whether `demand` could ever fit on `cluster` if it were empty.
+    pub fn fits_empty(&self, cluster: usize, demand: &[(FrId, u64)]) -> bool {
+        demand
+            .iter()
+            .all(|&(fr, q)| match self.clusters[cluster].capacity[fr] {
+                Capacity::Absent => false,
+                Capacity::Unlimited => true,
+                Capacity::Limited(total) => q <= total,
+            })
+    }
+
+    /// Picks a cluster for `demand` among `eligible` by `strategy`: BinPack
+    /// takes the one left with the least room in the first limited cell,
+    /// Spread the one with the most. Ties go to the first by name, so the
+    /// choice is deterministic.
+    pub fn choose(
+        &self,
+        used: &ClusterUsage,
+        eligible: &[usize],
+        demand: &[(FrId, u64)],
+        strategy: PlacementStrategy,
+    ) -> Option<usize> {
+        let mut best: Option<(u64, usize)> = None;
+        for &c in eligible {
+            if !self.fits_now(used, c, demand) {
+                continue;
+            }
+            let room_after = demand
+                .iter()
+                .find_map(|&(fr, q)| match self.clusters[c].capacity[fr] {
+                    Capacity::Limited(_) => self.free(used, c, fr).map(|f| f - q),
+                    _ => None,
+                })
+                .unwrap_or(u64::MAX);
+            let better = match (best, strategy) {
+                (None, _) => true,
+                (Some((b, _)), PlacementStrategy::BinPack) => room_after < b,
+                (Some((b, _)), PlacementStrategy::Spread) => room_after > b,
+            };
+            if better {
+                best = Some((room_after, c));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
+    /// Every cell where a cluster holds more than it reported.
+    pub fn violations(&self, tree: &QuotaTree, used: &ClusterUsage) -> Vec<String> {
+        let mut out = Vec::new();
+        for (c, info) in self.clusters.iter().enumerate() {
+            for (fr, cap) in info.capacity.iter().enumerate() {
+                let assigned = used.get(c, fr);
+                let over = match cap {
+                    Capacity::Absent => assigned > 0,
+                    Capacity::Unlimited => false,
+                    Capacity::Limited(total) => assigned > *total,
+                };
+                if over {
+                    out.push(format!(
+                        "cluster {:?} has {} assigned of {} but reports {:?}",
+                        info.name(),
+                        fleetq_model::Quantity::from_milli(assigned),
+                        tree.cells[fr],
+                        cap
+                    ));
+                }
+            }
+        }
+        out
+    }
+}

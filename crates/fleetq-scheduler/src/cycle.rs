@@ -1,0 +1,537 @@
+//! One scheduling cycle: pop the best head among all ClusterQueues, try to
+//! place it, repeat. Unlike Kueue, which admits one head per ClusterQueue
+//! per cycle, a cycle admits as many as fit; each attempt costs O(log n)
+//! queue work plus a walk up the cohort tree, never a rescan.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::ops::Bound;
+
+use fleetq_model::cluster_queue::{QueueingStrategy, StopPolicy};
+use fleetq_model::resources::GPU;
+use fleetq_model::{ClusterQueue, Timestamp};
+
+use crate::assign::{self, AssignContext, GroupDemand, Mode};
+use crate::budget;
+use crate::clusters::ClusterUsage;
+use crate::decision::{Admission, Decisions, PendingReason, ReasonKind};
+use crate::fair;
+use crate::preempt;
+use crate::quota::{NodeId, Usage};
+use crate::snapshot::{PendingWorkload, QueueKey, Snapshot};
+use crate::{SchedulerConfig, WorkloadId};
+
+/// Order of ClusterQueue heads: priority, then fair share (0 when fair
+/// sharing is off), then admission-fair-sharing usage, then age, then id.
+type HeadKey = (Reverse<i32>, u64, u64, Timestamp, WorkloadId, NodeId);
+
+/// Per-ClusterQueue progress through its pending set in this cycle.
+#[derive(Default)]
+struct Cursor {
+    /// Last key taken from each sub-queue.
+    last: BTreeMap<String, QueueKey>,
+    /// Sub-queue of the head currently in the heap.
+    head_sub: Option<String>,
+    inadmissible: usize,
+}
+
+/// Per-LocalQueue figures as of `now`, updated as the cycle admits.
+#[derive(Clone, Copy)]
+struct LocalQueueNow {
+    afs: u64,
+    tokens: Option<u64>,
+}
+
+pub(crate) struct Cycle<'a> {
+    pub snap: &'a Snapshot,
+    pub now: Timestamp,
+    pub cfg: &'a SchedulerConfig,
+    pub usage: Usage,
+    pub cluster_usage: ClusterUsage,
+    /// Victims and evicting workloads already counted as freed this cycle.
+    pub taken: HashSet<WorkloadId>,
+    pub decisions: Decisions,
+    local_queues: HashMap<String, LocalQueueNow>,
+    heads: BTreeSet<HeadKey>,
+    cursors: HashMap<NodeId, Cursor>,
+    eligible: HashMap<NodeId, Vec<usize>>,
+    /// Failed demand shapes per ClusterQueue, with their reason.
+    memo: HashMap<(NodeId, i32, Vec<GroupDemand>), PendingReason>,
+}
+
+enum Outcome {
+    Admitted,
+    Preempting(PendingReason),
+    Wait(PendingReason),
+}
+
+impl<'a> Cycle<'a> {
+    pub fn new(snap: &'a Snapshot, now: Timestamp, cfg: &'a SchedulerConfig) -> Self {
+        Cycle {
+            snap,
+            now,
+            cfg,
+            usage: snap.usage.clone(),
+            cluster_usage: snap.cluster_usage.clone(),
+            taken: HashSet::new(),
+            decisions: Decisions::default(),
+            local_queues: HashMap::new(),
+            heads: BTreeSet::new(),
+            cursors: HashMap::new(),
+            eligible: HashMap::new(),
+            memo: HashMap::new(),
+        }
+    }
+
+    fn cluster_queue(&self, node: NodeId) -> &'a ClusterQueue {
+        let name = &self.snap.tree.nodes[node].name;
+        // Every ClusterQueue node was built from the configuration.
+        &self.snap.config.cluster_queues[name]
+    }
+
+    pub fn run(mut self) -> Decisions {
+        let nodes: Vec<NodeId> = self.snap.tree.cluster_queue_ids().collect();
+        for node in nodes {
+            if self.snap.queues[node].len == 0 {
+                continue;
+            }
+            let cq = self.cluster_queue(node);
+            if cq.spec.stop_policy != StopPolicy::None {
+                self.decisions.queue_reasons.insert(
+                    cq.name.clone(),
+                    PendingReason::new(
+                        ReasonKind::Suspended,
+                        format!(
+                            "ClusterQueue {:?} is stopped (stopPolicy {:?})",
+                            cq.name, cq.spec.stop_policy
+                        ),
+                    ),
+                );
+                continue;
+            }
+            self.push_head(node);
+        }
+        while let Some(head) = self.heads.pop_first() {
+            let node = head.5;
+            if self.decisions.admissions.len() >= self.cfg.max_admissions_per_cycle {
+                self.heads.insert(head);
+                self.defer_remaining();
+                break;
+            }
+            let cursor = self.cursors.entry(node).or_default();
+            let sub = cursor.head_sub.take().unwrap_or_default();
+            cursor.last.insert(sub, (head.0, head.3, head.4));
+            let workload = &self.snap.pending[&head.4];
+            self.decisions.stats.examined += 1;
+            let cq = self.cluster_queue(node);
+            match self.attempt(node, cq, workload) {
+                Outcome::Admitted => self.push_head(node),
+                Outcome::Preempting(reason) | Outcome::Wait(reason) => {
+                    self.decisions.pending.insert(workload.id, reason.clone());
+                    if cq.spec.queueing_strategy == QueueingStrategy::StrictFIFO {
+                        self.decisions.queue_reasons.insert(
+                            cq.name.clone(),
+                            PendingReason::new(
+                                ReasonKind::BlockedByHead,
+                                format!(
+                                    "StrictFIFO: waiting behind {}/{}: {}",
+                                    workload.workload.namespace,
+                                    workload.workload.name,
+                                    reason.message
+                                ),
+                            ),
+                        );
+                        continue;
+                    }
+                    let cursor = self.cursors.entry(node).or_default();
+                    cursor.inadmissible += 1;
+                    if cursor.inadmissible >= self.cfg.max_inadmissible_per_queue {
+                        self.decisions.queue_reasons.insert(
+                            cq.name.clone(),
+                            PendingReason::new(
+                                ReasonKind::NotYetConsidered,
+                                format!(
+                                    "the {} workloads ahead of it in ClusterQueue {:?} do not fit either; last: {}",
+                                    cursor.inadmissible, cq.name, reason.message
+                                ),
+                            ),
+                        );
+                        continue;
+                    }
+                    self.push_head(node);
+                }
+            }
+        }
+        self.decisions.stats.admitted = self.decisions.admissions.len() as u64;
+        self.decisions
+    }
+
+    fn defer_remaining(&mut self) {
+        let limit = self.cfg.max_admissions_per_cycle;
+        for head in std::mem::take(&mut self.heads) {
+            let name = self.snap.tree.nodes[head.5].name.clone();
+            self.decisions.queue_reasons.insert(
+                name,
+                PendingReason::new(
+                    ReasonKind::NotYetConsidered,
+                    format!("this cycle reached its limit of {limit} admissions; the next cycle continues"),
+                ),
+            );
+        }
+    }
+
+    fn local_queue_now(&mut self, key: &str) -> LocalQueueNow {
+        if let Some(lq) = self.local_queues.get(key) {
+            return *lq;
+        }
+        let state = self.snap.local_queue_state(key);
+        let spec = self
+            .snap
+            .config
+            .local_queues
+            .get(key)
+            .and_then(|l| l.spec.gpu_budget);
+        let lq = LocalQueueNow {
+            afs: fair::usage_at(state.afs, self.now, self.cfg.afs_half_life),
+            tokens: spec.map(|s| budget::tokens_at(s, state.budget, self.now)),
+        };
+        self.local_queues.insert(key.to_string(), lq);
+        lq
+    }
+
+    fn local_queue_weight(&self, key: &str) -> u64 {
+        self.snap
+            .config
+            .local_queues
+            .get(key)
+            .and_then(|l| l.spec.fair_sharing)
+            .and_then(|f| f.weight)
+            .map_or(1000, |w| w.milli())
+    }
+
+    /// Finds the next eligible workload of `node` and puts it in the heap.
+    fn push_head(&mut self, node: NodeId) {
+        let snap = self.snap;
+        let queue = &snap.queues[node];
+        let mut best: Option<(HeadKey, String)> = None;
+        let subs: Vec<&String> = queue.sub_queues.keys().collect();
+        for sub in subs {
+            let Some(key) = self.next_in(node, sub) else {
+                continue;
+            };
+            let afs = if sub.is_empty() {
+                0
+            } else {
+                let weight = self.local_queue_weight(sub).max(1);
+                self.local_queue_now(sub).afs.saturating_mul(1000) / weight
+            };
+            let candidate = (key.0, 0, afs, key.1, key.2, node);
+            if best.as_ref().is_none_or(|(b, _)| candidate < *b) {
+                best = Some((candidate, sub.clone()));
+            }
+        }
+        let Some((mut key, sub)) = best else { return };
+        if self.cfg.fair_sharing {
+            let cq = self.cluster_queue(node);
+            key.1 = fair::dominant_resource_share(
+                &snap.tree,
+                &self.usage,
+                node,
+                cq.fair_sharing_weight(),
+            );
+        }
+        self.cursors.entry(node).or_default().head_sub = Some(sub);
+        self.heads.insert(key);
+    }
+
+    /// The next workload of a sub-queue after its cursor, skipping (with a
+    /// reason) those still backing off.
+    fn next_in(&mut self, node: NodeId, sub: &str) -> Option<QueueKey> {
+        let set = self.snap.queues[node].sub_queues.get(sub)?;
+        loop {
+            let cursor = self.cursors.entry(node).or_default();
+            let next = match cursor.last.get(sub) {
+                Some(last) => set.range((Bound::Excluded(*last), Bound::Unbounded)).next(),
+                None => set.iter().next(),
+            }?;
+            let workload = &self.snap.pending[&next.2];
+            match workload.not_before {
+                Some(t) if t > self.now => {
+                    cursor.last.insert(sub.to_string(), *next);
+                    self.decisions.pending.insert(
+                        workload.id,
+                        PendingReason::new(
+                            ReasonKind::BackingOff,
+                            format!("requeued after an eviction; eligible again at {t}"),
+                        )
+                        .retry_at(t),
+                    );
+                }
+                _ => return Some(*next),
+            }
+        }
+    }
+
+    fn eligible_clusters(&mut self, node: NodeId, cq: &ClusterQueue) -> Vec<usize> {
+        self.eligible
+            .entry(node)
+            .or_insert_with(|| {
+                self.snap
+                    .clusters
+                    .clusters
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.eligible_for(&cq.spec.placement))
+                    .map(|(i, _)| i)
+                    .collect()
+            })
+            .clone()
+    }
+
+    fn attempt(&mut self, node: NodeId, cq: &'a ClusterQueue, w: &'a PendingWorkload) -> Outcome {
+        if let Some(lq) = self.snap.config.local_queues.get(&w.local_queue) {
+            if lq.spec.stop_policy != StopPolicy::None {
+                return Outcome::Wait(PendingReason::new(
+                    ReasonKind::Suspended,
+                    format!("LocalQueue {} is stopped", w.local_queue),
+                ));
+            }
+        }
+        let full: Vec<u32> = w.workload.spec.pod_sets.iter().map(|p| p.count).collect();
+        let minimal: Vec<u32> = w
+            .workload
+            .spec
+            .pod_sets
+            .iter()
+            .map(|p| p.min_count.unwrap_or(p.count))
+            .collect();
+        if let Err(reason) = self.check_budget(w, &minimal) {
+            return Outcome::Wait(reason);
+        }
+        let demands = match assign::demand(cq, w, &full) {
+            Ok(d) => d,
+            Err(reason) => return Outcome::Wait(reason),
+        };
+        let memo_key = (node, w.priority, demands.clone());
+        if let Some(reason) = self.memo.get(&memo_key) {
+            self.decisions.stats.memo_hits += 1;
+            return Outcome::Wait(reason.clone());
+        }
+        let eligible = self.eligible_clusters(node, cq);
+        let plan = self.context(node, cq, &eligible).assign(&demands);
+        if plan.mode <= Mode::Borrow {
+            if let Some(c) = self.choose_cluster(cq, &eligible, &plan.cells) {
+                return self.admit(node, cq, w, &full, &plan, c);
+            }
+        }
+        if plan.mode == Mode::Preempt {
+            if let Some(reason) = preempt::try_preempt(self, node, cq, w, &plan, &eligible) {
+                return Outcome::Preempting(reason);
+            }
+        }
+        if minimal != full {
+            if let Some(outcome) = self.try_partial(node, cq, w, &full, &minimal, &eligible) {
+                return outcome;
+            }
+        }
+        let reason = plan.reason.unwrap_or_else(|| {
+            PendingReason::new(
+                ReasonKind::NoClusterCapacity,
+                format!(
+                    "quota is free but no single eligible cluster has {} free",
+                    assign::describe(&self.snap.tree, &plan.cells)
+                ),
+            )
+        });
+        self.memo.insert(memo_key, reason.clone());
+        Outcome::Wait(reason)
+    }
+
+    fn context<'c>(
+        &'c self,
+        node: NodeId,
+        cq: &'c ClusterQueue,
+        eligible: &'c [usize],
+    ) -> AssignContext<'c> {
+        AssignContext {
+            tree: &self.snap.tree,
+            usage: &self.usage,
+            clusters: &self.snap.clusters,
+            cluster_usage: &self.cluster_usage,
+            eligible,
+            node,
+            cq,
+        }
+    }
+
+    fn choose_cluster(
+        &self,
+        cq: &ClusterQueue,
+        eligible: &[usize],
+        cells: &[(usize, u64)],
+    ) -> Option<usize> {
+        self.snap.clusters.choose(
+            &self.cluster_usage,
+            eligible,
+            cells,
+            cq.spec.placement.strategy,
+        )
+    }
+
+    /// Partial admission: the most pods, down to each pod set's minCount,
+    /// that fit without preemption. Pod sets shrink in proportion to how
+    /// much they may shrink; binary search on that step.
+    fn try_partial(
+        &mut self,
+        node: NodeId,
+        cq: &'a ClusterQueue,
+        w: &'a PendingWorkload,
+        full: &[u32],
+        minimal: &[u32],
+        eligible: &[usize],
+    ) -> Option<Outcome> {
+        let steps = full
+            .iter()
+            .zip(minimal)
+            .map(|(f, m)| f - m)
+            .max()
+            .unwrap_or(0);
+        let counts_at = |s: u32| -> Vec<u32> {
+            full.iter()
+                .zip(minimal)
+                .map(|(&f, &m)| {
+                    f - (u64::from(s) * u64::from(f - m)).div_ceil(u64::from(steps)) as u32
+                })
+                .collect()
+        };
+        let fits = |cycle: &Self, counts: &[u32]| -> Option<(assign::Plan, usize)> {
+            let demands = assign::demand(cq, w, counts).ok()?;
+            let plan = cycle.context(node, cq, eligible).assign(&demands);
+            if plan.mode > Mode::Borrow {
+                return None;
+            }
+            let c = cycle.choose_cluster(cq, eligible, &plan.cells)?;
+            Some((plan, c))
+        };
+        fits(self, &counts_at(steps))?;
+        let (mut lo, mut hi) = (1, steps);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if fits(self, &counts_at(mid)).is_some() {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        let counts = counts_at(lo);
+        let (plan, c) = fits(self, &counts)?;
+        if let Err(reason) = self.check_budget(w, &counts) {
+            return Some(Outcome::Wait(reason));
+        }
+        Some(self.admit(node, cq, w, &counts, &plan, c))
+    }
+
+    /// GPUs (milli) of the workload at these counts.
+    fn gpus(w: &PendingWorkload, counts: &[u32]) -> u64 {
+        w.workload
+            .spec
+            .pod_sets
+            .iter()
+            .zip(counts)
+            .map(|(ps, &c)| ps.request(GPU).milli().saturating_mul(u64::from(c)))
+            .fold(0, u64::saturating_add)
+    }
+
+    /// The GPU-second charge of the workload at `counts`, or why its
+    /// LocalQueue's budget cannot pay it now.
+    fn check_budget(&mut self, w: &PendingWorkload, counts: &[u32]) -> Result<u64, PendingReason> {
+        let Some(spec) = self
+            .snap
+            .config
+            .local_queues
+            .get(&w.local_queue)
+            .and_then(|l| l.spec.gpu_budget)
+        else {
+            return Ok(0);
+        };
+        let gpus = Self::gpus(w, counts);
+        if gpus == 0 {
+            return Ok(0);
+        }
+        let Some(max_runtime) = w.workload.spec.maximum_execution_time else {
+            return Err(PendingReason::new(
+                ReasonKind::Misconfigured,
+                format!(
+                    "LocalQueue {} has a GPU-second budget, so GPU workloads must set spec.maximumExecutionTime",
+                    w.local_queue
+                ),
+            ));
+        };
+        let cost = budget::cost(gpus, max_runtime);
+        let tokens = self.local_queue_now(&w.local_queue).tokens.unwrap_or(0);
+        if cost <= tokens {
+            return Ok(cost);
+        }
+        let state = self.snap.local_queue_state(&w.local_queue).budget;
+        // The bucket as of `now` minus what this cycle already spent.
+        let spent_now = budget::tokens_at(spec, state, self.now).saturating_sub(tokens);
+        let as_if = Some(budget::charge(spec, state, self.now, spent_now));
+        let message = format!(
+            "LocalQueue {} has {} GPU-seconds of budget left; this workload needs {}",
+            w.local_queue,
+            tokens / 1000,
+            cost.div_ceil(1000)
+        );
+        let reason = PendingReason::new(ReasonKind::BudgetExhausted, message);
+        Err(match budget::fits_at(spec, as_if, self.now, cost) {
+            Some(at) => reason.retry_at(at),
+            None => PendingReason::new(
+                ReasonKind::BudgetExhausted,
+                format!(
+                    "needs {} GPU-seconds but LocalQueue {} can hold at most {} (burstGpuSeconds)",
+                    cost.div_ceil(1000),
+                    w.local_queue,
+                    spec.burst_gpu_seconds
+                ),
+            ),
+        })
+    }
+
+    fn admit(
+        &mut self,
+        node: NodeId,
+        cq: &ClusterQueue,
+        w: &PendingWorkload,
+        counts: &[u32],
+        plan: &assign::Plan,
+        cluster: usize,
+    ) -> Outcome {
+        let charge = match self.check_budget(w, counts) {
+            Ok(c) => c,
+            Err(reason) => return Outcome::Wait(reason),
+        };
+        for &(fr, q) in &plan.cells {
+            self.snap.tree.charge(&mut self.usage, node, fr, q);
+            self.cluster_usage.add(cluster, fr, q);
+        }
+        let gpus = Self::gpus(w, counts);
+        let penalty = gpus.saturating_mul(self.cfg.afs_entry_penalty.as_secs());
+        let lq = self.local_queue_now(&w.local_queue);
+        self.local_queues.insert(
+            w.local_queue.clone(),
+            LocalQueueNow {
+                afs: lq.afs.saturating_add(penalty),
+                tokens: lq.tokens.map(|t| t.saturating_sub(charge)),
+            },
+        );
+        let cluster_name = self.snap.clusters.clusters[cluster].name().to_string();
+        let assignment = assign::to_assignment(cq, w, counts, plan, &cluster_name, &self.snap.tree);
+        self.decisions.admissions.push(Admission {
+            workload: w.id,
+            cluster_queue: cq.name.clone(),
+            assignment,
+            budget_charge: charge,
+        });
+        Outcome::Admitted
+    }
+}

@@ -1,0 +1,420 @@
+//! Choosing preemption victims, with Kueue's policies, for quota *and*
+//! devices on one cluster.
+//!
+//! Candidates are ordered as Kueue orders them: workloads already being
+//! evicted first (they cost nothing), then those of other ClusterQueues
+//! (only while their queue borrows), then lower priority, then the most
+//! recently admitted. Victims are removed in that order until the preemptor
+//! fits, then added back where the preemptor still fits without them, so the
+//! set is minimal. Each eligible cluster is tried; the one needing the
+//! fewest, lowest-priority victims wins.
+
+use std::cmp::Reverse;
+
+use fleetq_model::cluster_queue::{
+    BorrowWithinCohortPolicy, ReclaimWithinCohort, WithinClusterQueue,
+};
+use fleetq_model::ClusterQueue;
+
+use crate::assign::Plan;
+use crate::cycle::Cycle;
+use crate::decision::{PendingReason, Preemption, PreemptionReason, ReasonKind};
+use crate::fair;
+use crate::quota::{FrId, NodeId};
+use crate::snapshot::{AdmittedWorkload, PendingWorkload};
+use crate::{FairSharingStrategy, WorkloadId};
+
+struct Candidate<'a> {
+    workload: &'a AdmittedWorkload,
+    node: NodeId,
+    cluster: Option<usize>,
+    cells: Vec<(FrId, u64)>,
+    /// Already being evicted: free for the taking, not a new victim.
+    evicting: bool,
+    reason: PreemptionReason,
+}
+
+impl Candidate<'_> {
+    /// Evicting first, then other queues, lower priority, newest (ties:
+    /// the later submission) first.
+    fn order_key(
+        &self,
+        own: NodeId,
+    ) -> (
+        u8,
+        i32,
+        Reverse<fleetq_model::Timestamp>,
+        Reverse<WorkloadId>,
+    ) {
+        let class = if self.evicting {
+            0
+        } else if self.node != own {
+            1
+        } else {
+            2
+        };
+        (
+            class,
+            self.workload.pending.priority,
+            Reverse(self.workload.admitted_at),
+            Reverse(self.workload.pending.id),
+        )
+    }
+}
+
+/// Tries to make room for `w` by preemption. On success the victims are
+/// recorded in the cycle's decisions, the freed quota is reserved for `w`
+/// for the rest of the cycle, and the reason `w` now waits is returned.
+pub(crate) fn try_preempt(
+    cycle: &mut Cycle<'_>,
+    node: NodeId,
+    cq: &ClusterQueue,
+    w: &PendingWorkload,
+    plan: &Plan,
+    eligible: &[usize],
+) -> Option<PendingReason> {
+    cycle.decisions.stats.preemption_searches += 1;
+    let all = candidates(cycle, node, cq, w, plan, false);
+    let mut best = search(cycle, node, cq, plan, eligible, &all).map(|(c, v)| (c, v, all));
+    if best.is_none() {
+        // minRuntimeBeforePreemption protects young workloads unless nothing
+        // else frees enough and they rank below the preemptor.
+        let with_protected = candidates(cycle, node, cq, w, plan, true);
+        best = search(cycle, node, cq, plan, eligible, &with_protected)
+            .map(|(c, v)| (c, v, with_protected));
+    }
+    let (cluster, chosen, all) = best?;
+    let snap = cycle.snap;
+    let mut new_victims = 0;
+    let mut waiting_for = 0;
+    for cand in chosen.iter().map(|&i| &all[i]) {
+        release(cycle, cand);
+        cycle.taken.insert(cand.workload.pending.id);
+        if cand.evicting {
+            waiting_for += 1;
+            continue;
+        }
+        new_victims += 1;
+        cycle.decisions.preemptions.push(Preemption {
+            victim: cand.workload.pending.id,
+            preemptor: w.id,
+            reason: cand.reason,
+            grace_period: cand.workload.pending.workload.spec.preemption_grace_period,
+        });
+    }
+    for &(fr, q) in &plan.cells {
+        snap.tree.charge(&mut cycle.usage, node, fr, q);
+        cycle.cluster_usage.add(cluster, fr, q);
+    }
+    let cluster_name = snap.clusters.clusters[cluster].name();
+    let message = if new_victims > 0 {
+        format!("preempting {new_victims} workload(s) on cluster {cluster_name}; admitted once they stop")
+    } else {
+        format!("waiting for {waiting_for} evicted workload(s) on cluster {cluster_name} to stop")
+    };
+    Some(PendingReason::new(ReasonKind::Preempting, message))
+}
+
+fn candidates<'s>(
+    cycle: &Cycle<'s>,
+    node: NodeId,
+    cq: &ClusterQueue,
+    w: &PendingWorkload,
+    plan: &Plan,
+    include_protected: bool,
+) -> Vec<Candidate<'s>> {
+    let snap = cycle.snap;
+    let tree = &snap.tree;
+    let policy = cq.spec.preemption;
+    let needed: Vec<FrId> = plan.cells.iter().map(|&(fr, _)| fr).collect();
+    let root = root_of(cycle, node);
+    let borrows_after = plan.cells.iter().any(|&(fr, q)| {
+        cycle.usage.get(node, fr).saturating_add(q) > tree.nodes[node].subtree_quota[fr]
+    });
+    let mut out = Vec::new();
+    let mut consider = |a: &'s AdmittedWorkload, evicting: bool, reason: PreemptionReason| {
+        if cycle.taken.contains(&a.pending.id) {
+            return;
+        }
+        let Some(cand_node) = tree.cluster_queue(&a.pending.cluster_queue) else {
+            return;
+        };
+        let cells: Vec<(FrId, u64)> = a
+            .assignment
+            .usage
+            .iter()
+            .filter_map(|(fr, q)| tree.cell(fr).map(|id| (id, q.milli())))
+            .collect();
+        if !cells.iter().any(|(fr, _)| needed.contains(fr)) {
+            return;
+        }
+        if !evicting && !include_protected {
+            let protected = a
+                .pending
+                .workload
+                .spec
+                .min_runtime_before_preemption
+                .is_some_and(|min| cycle.now.since(a.admitted_at) < min);
+            if protected {
+                return;
+            }
+        }
+        if include_protected && !evicting && a.pending.priority >= w.priority {
+            let protected = a
+                .pending
+                .workload
+                .spec
+                .min_runtime_before_preemption
+                .is_some_and(|min| cycle.now.since(a.admitted_at) < min);
+            if protected {
+                return;
+            }
+        }
+        out.push(Candidate {
+            workload: a,
+            node: cand_node,
+            cluster: snap.clusters.index_of(&a.assignment.cluster),
+            cells,
+            evicting,
+            reason,
+        });
+    };
+    for id in &snap.evicting {
+        if let Some(a) = snap.admitted.get(id) {
+            if tree
+                .cluster_queue(&a.pending.cluster_queue)
+                .is_some_and(|n| root_of(cycle, n) == root)
+            {
+                consider(a, true, PreemptionReason::InClusterQueue);
+            }
+        }
+    }
+    // Within the ClusterQueue, ordered lowest priority first.
+    for &(priority, _, id) in &snap.admitted_by_node[node] {
+        let allowed = match policy.within_cluster_queue {
+            WithinClusterQueue::Never => false,
+            WithinClusterQueue::LowerPriority => priority < w.priority,
+            WithinClusterQueue::LowerOrNewerEqualPriority => {
+                priority < w.priority
+                    || (priority == w.priority
+                        && snap.admitted[&id].pending.created_at > w.created_at)
+            }
+        };
+        if priority > w.priority {
+            break;
+        }
+        if allowed && !snap.admitted[&id].evicting {
+            consider(&snap.admitted[&id], false, PreemptionReason::InClusterQueue);
+        }
+    }
+    // Elsewhere in the cohort tree: only from queues that borrow, and only
+    // as the reclaim / borrow-within-cohort policies allow.
+    if root != node {
+        for other in tree.cluster_queue_ids() {
+            if other == node || root_of(cycle, other) != root {
+                continue;
+            }
+            if !needed
+                .iter()
+                .any(|&fr| tree.is_borrowing(&cycle.usage, other, fr))
+            {
+                continue;
+            }
+            for &(priority, _, id) in &snap.admitted_by_node[other] {
+                let a = &snap.admitted[&id];
+                if a.evicting {
+                    continue;
+                }
+                let reason = if cycle.cfg.fair_sharing {
+                    Some(PreemptionReason::InCohortFairSharing).filter(|_| {
+                        reclaim_allows(policy.reclaim_within_cohort, priority, w.priority)
+                    })
+                } else if borrows_after {
+                    let bwc = policy.borrow_within_cohort;
+                    let allowed = bwc.policy == BorrowWithinCohortPolicy::LowerPriority
+                        && priority < w.priority
+                        && bwc.max_priority_threshold.is_none_or(|t| priority <= t);
+                    Some(PreemptionReason::InCohortReclaimWhileBorrowing).filter(|_| allowed)
+                } else {
+                    Some(PreemptionReason::InCohortReclamation).filter(|_| {
+                        reclaim_allows(policy.reclaim_within_cohort, priority, w.priority)
+                    })
+                };
+                if let Some(reason) = reason {
+                    consider(a, false, reason);
+                }
+            }
+        }
+    }
+    out.sort_by_key(|c| c.order_key(node));
+    out
+}
+
+fn reclaim_allows(policy: ReclaimWithinCohort, victim: i32, preemptor: i32) -> bool {
+    match policy {
+        ReclaimWithinCohort::Never => false,
+        ReclaimWithinCohort::LowerPriority => victim < preemptor,
+        ReclaimWithinCohort::Any => true,
+    }
+}
+
+fn root_of(cycle: &Cycle<'_>, mut node: NodeId) -> NodeId {
+    while let Some(p) = cycle.snap.tree.nodes[node].parent {
+        node = p;
+    }
+    node
+}
+
+fn release(cycle: &mut Cycle<'_>, cand: &Candidate<'_>) {
+    for &(fr, q) in &cand.cells {
+        cycle.snap.tree.release(&mut cycle.usage, cand.node, fr, q);
+        if let Some(c) = cand.cluster {
+            cycle.cluster_usage.sub(c, fr, q);
+        }
+    }
+}
+
+fn restore(cycle: &mut Cycle<'_>, cand: &Candidate<'_>) {
+    for &(fr, q) in &cand.cells {
+        cycle.snap.tree.charge(&mut cycle.usage, cand.node, fr, q);
+        if let Some(c) = cand.cluster {
+            cycle.cluster_usage.add(c, fr, q);
+        }
+    }
+}
+
+fn fits(cycle: &Cycle<'_>, node: NodeId, plan: &Plan, cluster: usize) -> bool {
+    plan.cells
+        .iter()
+        .all(|&(fr, q)| q <= cycle.snap.tree.available(&cycle.usage, node, fr))
+        && cycle
+            .snap
+            .clusters
+            .fits_now(&cycle.cluster_usage, cluster, &plan.cells)
+}
+
+/// Whether fair sharing lets the preemptor's queue take from `cand`'s
+/// queue, by the configured strategies (any one suffices).
+fn fair_share_allows(
+    cycle: &Cycle<'_>,
+    node: NodeId,
+    cq: &ClusterQueue,
+    plan: &Plan,
+    cand: &Candidate<'_>,
+) -> bool {
+    let snap = cycle.snap;
+    let tree = &snap.tree;
+    let preemptor_after =
+        fair::dominant_resource_share_with(tree, node, cq.fair_sharing_weight(), |fr| {
+            let extra: u64 = plan.cells.iter().filter(|c| c.0 == fr).map(|c| c.1).sum();
+            cycle.usage.get(node, fr).saturating_add(extra)
+        });
+    let target_cq = &snap.config.cluster_queues[&tree.nodes[cand.node].name];
+    let weight = target_cq.fair_sharing_weight();
+    let target_before = fair::dominant_resource_share(tree, &cycle.usage, cand.node, weight);
+    let target_after = fair::dominant_resource_share_with(tree, cand.node, weight, |fr| {
+        let freed: u64 = cand.cells.iter().filter(|c| c.0 == fr).map(|c| c.1).sum();
+        cycle.usage.get(cand.node, fr).saturating_sub(freed)
+    });
+    cycle.cfg.fair_sharing_strategies.iter().any(|s| match s {
+        FairSharingStrategy::LessThanOrEqualToFinalShare => preemptor_after <= target_after,
+        FairSharingStrategy::LessThanInitialShare => preemptor_after < target_before,
+    })
+}
+
+/// The best (cluster, victim indices into `all`) over all eligible
+/// clusters, or `None`.
+fn search(
+    cycle: &mut Cycle<'_>,
+    node: NodeId,
+    cq: &ClusterQueue,
+    plan: &Plan,
+    eligible: &[usize],
+    all: &[Candidate<'_>],
+) -> Option<(usize, Vec<usize>)> {
+    let mut best: Option<((usize, i64, usize), Vec<usize>)> = None;
+    for &cluster in eligible {
+        if !cycle.snap.clusters.fits_empty(cluster, &plan.cells) {
+            continue;
+        }
+        let Some(victims) = minimal_set(cycle, node, cq, plan, cluster, all) else {
+            continue;
+        };
+        let new: Vec<&Candidate> = victims
+            .iter()
+            .map(|&i| &all[i])
+            .filter(|c| !c.evicting)
+            .collect();
+        let score = (
+            new.len(),
+            new.iter()
+                .map(|c| i64::from(c.workload.pending.priority))
+                .sum::<i64>(),
+            cluster,
+        );
+        if best.as_ref().is_none_or(|(b, _)| score < *b) {
+            best = Some((score, victims));
+        }
+    }
+    best.map(|(score, victims)| (score.2, victims))
+}
+
+fn minimal_set(
+    cycle: &mut Cycle<'_>,
+    node: NodeId,
+    cq: &ClusterQueue,
+    plan: &Plan,
+    cluster: usize,
+    all: &[Candidate<'_>],
+) -> Option<Vec<usize>> {
+    let mut removed: Vec<usize> = Vec::new();
+    let mut fit = fits(cycle, node, plan, cluster);
+    for (i, cand) in all.iter().enumerate() {
+        if fit {
+            break;
+        }
+        if !cand.evicting && cand.node != node {
+            // Reclaim only while the other queue still borrows what we need.
+            let still_borrowing = plan
+                .cells
+                .iter()
+                .any(|&(fr, _)| cycle.snap.tree.is_borrowing(&cycle.usage, cand.node, fr));
+            if !still_borrowing {
+                continue;
+            }
+            if cycle.cfg.fair_sharing && !fair_share_allows(cycle, node, cq, plan, cand) {
+                continue;
+            }
+        }
+        release(cycle, cand);
+        removed.push(i);
+        fit = fits(cycle, node, plan, cluster);
+    }
+    if !fit {
+        for &i in removed.iter().rev() {
+            restore(cycle, &all[i]);
+        }
+        return None;
+    }
+    // Fill back: keep out only those without which it would not fit.
+    let mut kept: Vec<usize> = Vec::new();
+    let last = removed.pop();
+    for i in removed.into_iter().rev() {
+        if all[i].evicting {
+            kept.push(i);
+            continue;
+        }
+        restore(cycle, &all[i]);
+        if fits(cycle, node, plan, cluster) {
+            continue;
+        }
+        release(cycle, &all[i]);
+        kept.push(i);
+    }
+    kept.extend(last);
+    for &i in &kept {
+        restore(cycle, &all[i]);
+    }
+    kept.sort_unstable();
+    Some(kept)
+}

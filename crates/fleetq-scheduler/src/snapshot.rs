@@ -1,0 +1,544 @@
+//! The scheduler's view of the world, kept up to date incrementally by its
+//! owner (the ledger) so that a cycle never sorts or rescans everything.
+//!
+//! Pending workloads sit in per-ClusterQueue ordered sets (one per
+//! LocalQueue under admission fair sharing); admitted workloads are indexed
+//! per ClusterQueue in preemption order; usage is a flat table per tree
+//! node and per cluster.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleetq_model::{Cluster, Config, FlavorResource, Timestamp, Workload};
+use serde::{Deserialize, Serialize};
+
+use crate::budget::{self, BudgetState};
+use crate::clusters::{ClusterTable, ClusterUsage};
+use crate::decision::{Admission, Assignment, Decisions};
+use crate::fair::{self, AfsUsage};
+use crate::quota::{FrId, NodeId, QuotaTree, Usage};
+use crate::WorkloadId;
+
+/// A workload waiting for admission, bound to its queues and priority.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingWorkload {
+    pub id: WorkloadId,
+    pub workload: Arc<Workload>,
+    /// `namespace/name` of the LocalQueue.
+    pub local_queue: String,
+    pub cluster_queue: String,
+    pub priority: i32,
+    pub created_at: Timestamp,
+    /// Requeue backoff: not admitted before this time.
+    pub not_before: Option<Timestamp>,
+}
+
+/// A workload holding a quota reservation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdmittedWorkload {
+    pub pending: PendingWorkload,
+    pub assignment: Assignment,
+    pub admitted_at: Timestamp,
+    /// Chosen as a preemption victim; still charged until it stops.
+    pub evicting: bool,
+    pub budget_charge: u64,
+}
+
+/// Order inside a queue: higher priority first, then older, then lower id.
+pub type QueueKey = (Reverse<i32>, Timestamp, WorkloadId);
+
+/// Order of preemption candidates inside a ClusterQueue: lower priority
+/// first, then the most recently admitted.
+pub type VictimKey = (i32, Reverse<Timestamp>, WorkloadId);
+
+/// Pending workloads of one ClusterQueue, one ordered set per LocalQueue
+/// when it uses admission fair sharing, else one set under the key "".
+#[derive(Clone, Debug, Default)]
+pub struct ClusterQueueQueue {
+    pub sub_queues: BTreeMap<String, BTreeSet<QueueKey>>,
+    pub len: usize,
+}
+
+/// Per-LocalQueue state that changes over time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalQueueState {
+    pub afs: AfsUsage,
+    pub budget: Option<BudgetState>,
+}
+
+/// Why the snapshot refused a change; the ledger re-validates through these.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("workload {0} is not pending")]
+    NotPending(WorkloadId),
+    #[error("workload {0} is not admitted")]
+    NotAdmitted(WorkloadId),
+    #[error("workload {0} already exists")]
+    Duplicate(WorkloadId),
+    #[error("ClusterQueue {0:?} does not exist")]
+    UnknownClusterQueue(String),
+    #[error("admission of {workload} targets ClusterQueue {got:?} but the workload is bound to {expected:?}")]
+    WrongClusterQueue {
+        workload: WorkloadId,
+        expected: String,
+        got: String,
+    },
+    #[error("cluster {0:?} does not exist or accepts no new work")]
+    ClusterUnavailable(String),
+    #[error("{0} has no quota cell in this configuration")]
+    UnknownCell(FlavorResource),
+    #[error("admission of {workload} no longer fits: {detail}")]
+    NoLongerFits {
+        workload: WorkloadId,
+        detail: String,
+    },
+    #[error("admission of {workload} does not match the workload's requests: {detail}")]
+    Inconsistent {
+        workload: WorkloadId,
+        detail: String,
+    },
+}
+
+/// Everything the scheduler reads. Cloning is cheap where it matters: the
+/// workloads are shared through `Arc`.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub(crate) config: Arc<Config>,
+    pub(crate) tree: QuotaTree,
+    pub(crate) usage: Usage,
+    pub(crate) clusters: ClusterTable,
+    pub(crate) cluster_usage: ClusterUsage,
+    pub(crate) queues: Vec<ClusterQueueQueue>,
+    pub(crate) pending: BTreeMap<WorkloadId, PendingWorkload>,
+    pub(crate) admitted: BTreeMap<WorkloadId, AdmittedWorkload>,
+    pub(crate) admitted_by_node: Vec<BTreeSet<VictimKey>>,
+    pub(crate) local_queues: BTreeMap<String, LocalQueueState>,
+    /// Workloads being evicted that hold each cell, for the preemption
+    /// search's "already freed" shortcut.
+    pub(crate) evicting: BTreeSet<WorkloadId>,
+}
+
+impl Snapshot {
+    /// A snapshot of a validated configuration with no workloads.
+    pub fn new(config: Config, clusters: &[Cluster]) -> Snapshot {
+        let tree = QuotaTree::build(&config);
+        let usage = tree.new_usage();
+        let clusters = ClusterTable::build(&tree, clusters);
+        let cluster_usage = clusters.new_usage(tree.cells.len());
+        let nodes = tree.nodes.len();
+        Snapshot {
+            config: Arc::new(config),
+            tree,
+            usage,
+            clusters,
+            cluster_usage,
+            queues: vec![ClusterQueueQueue::default(); nodes],
+            pending: BTreeMap::new(),
+            admitted: BTreeMap::new(),
+            admitted_by_node: vec![BTreeSet::new(); nodes],
+            local_queues: BTreeMap::new(),
+            evicting: BTreeSet::new(),
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn tree(&self) -> &QuotaTree {
+        &self.tree
+    }
+
+    pub fn usage(&self) -> &Usage {
+        &self.usage
+    }
+
+    pub fn cluster_table(&self) -> &ClusterTable {
+        &self.clusters
+    }
+
+    pub fn cluster_usage(&self) -> &ClusterUsage {
+        &self.cluster_usage
+    }
+
+    pub fn pending(&self) -> impl Iterator<Item = &PendingWorkload> {
+        self.pending.values()
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn get_pending(&self, id: WorkloadId) -> Option<&PendingWorkload> {
+        self.pending.get(&id)
+    }
+
+    pub fn admitted(&self) -> impl Iterator<Item = &AdmittedWorkload> {
+        self.admitted.values()
+    }
+
+    pub fn get_admitted(&self, id: WorkloadId) -> Option<&AdmittedWorkload> {
+        self.admitted.get(&id)
+    }
+
+    pub fn local_queue_state(&self, key: &str) -> LocalQueueState {
+        self.local_queues.get(key).copied().unwrap_or_default()
+    }
+
+    /// Replaces the configuration and clusters, re-binding every workload
+    /// by name and re-charging every reservation. Pending workloads whose
+    /// ClusterQueue vanished are returned so the owner can report them.
+    pub fn rebuild(&mut self, config: Config, clusters: &[Cluster]) -> Vec<PendingWorkload> {
+        let pending = std::mem::take(&mut self.pending);
+        let admitted = std::mem::take(&mut self.admitted);
+        let local_queues = std::mem::take(&mut self.local_queues);
+        *self = Snapshot::new(config, clusters);
+        self.local_queues = local_queues;
+        for a in admitted.into_values() {
+            self.insert_admitted(a);
+        }
+        let mut orphans = Vec::new();
+        for p in pending.into_values() {
+            if let Err(SnapshotError::UnknownClusterQueue(_)) = self.add_pending(p.clone()) {
+                orphans.push(p);
+            }
+        }
+        orphans
+    }
+
+    /// Replaces the cluster list (registration, inventory change, state).
+    pub fn set_clusters(&mut self, clusters: &[Cluster]) {
+        self.clusters = ClusterTable::build(&self.tree, clusters);
+        self.cluster_usage = self.clusters.new_usage(self.tree.cells.len());
+        let charges: Vec<(usize, Vec<(FrId, u64)>)> = self
+            .admitted
+            .values()
+            .filter_map(|a| {
+                let c = self.clusters.index_of(&a.assignment.cluster)?;
+                Some((c, self.cells_of(&a.assignment)))
+            })
+            .collect();
+        for (c, cells) in charges {
+            for (fr, q) in cells {
+                self.cluster_usage.add(c, fr, q);
+            }
+        }
+    }
+
+    fn cells_of(&self, assignment: &Assignment) -> Vec<(FrId, u64)> {
+        assignment
+            .usage
+            .iter()
+            .filter_map(|(fr, q)| self.tree.cell(fr).map(|id| (id, q.milli())))
+            .collect()
+    }
+
+    fn sub_queue_key(&self, node: NodeId, local_queue: &str) -> String {
+        let uses_afs = self
+            .config
+            .cluster_queues
+            .get(&self.tree.nodes[node].name)
+            .is_some_and(|cq| cq.uses_admission_fair_sharing());
+        if uses_afs {
+            local_queue.to_string()
+        } else {
+            String::new()
+        }
+    }
+
+    /// Queues a workload. Its binding must name an existing ClusterQueue.
+    pub fn add_pending(&mut self, workload: PendingWorkload) -> Result<(), SnapshotError> {
+        if self.pending.contains_key(&workload.id) || self.admitted.contains_key(&workload.id) {
+            return Err(SnapshotError::Duplicate(workload.id));
+        }
+        let node = self
+            .tree
+            .cluster_queue(&workload.cluster_queue)
+            .ok_or_else(|| SnapshotError::UnknownClusterQueue(workload.cluster_queue.clone()))?;
+        let sub = self.sub_queue_key(node, &workload.local_queue);
+        let queue = &mut self.queues[node];
+        queue.sub_queues.entry(sub).or_default().insert((
+            Reverse(workload.priority),
+            workload.created_at,
+            workload.id,
+        ));
+        queue.len += 1;
+        self.pending.insert(workload.id, workload);
+        Ok(())
+    }
+
+    /// Takes a workload out of its queue (cancelled, or about to be admitted).
+    pub fn remove_pending(&mut self, id: WorkloadId) -> Option<PendingWorkload> {
+        let workload = self.pending.remove(&id)?;
+        if let Some(node) = self.tree.cluster_queue(&workload.cluster_queue) {
+            let sub = self.sub_queue_key(node, &workload.local_queue);
+            let queue = &mut self.queues[node];
+            if let Some(set) = queue.sub_queues.get_mut(&sub) {
+                if set.remove(&(Reverse(workload.priority), workload.created_at, id)) {
+                    queue.len -= 1;
+                }
+                if set.is_empty() {
+                    queue.sub_queues.remove(&sub);
+                }
+            }
+        }
+        Some(workload)
+    }
+
+    /// Admits a pending workload, re-validating the decision against the
+    /// current state: the workload must still be pending in that
+    /// ClusterQueue, the assignment must charge exactly what its pod sets
+    /// request, and quota and cluster capacity must still hold it. On
+    /// error nothing changes.
+    pub fn admit(&mut self, admission: &Admission, at: Timestamp) -> Result<(), SnapshotError> {
+        let id = admission.workload;
+        let pending = self.pending.get(&id).ok_or(SnapshotError::NotPending(id))?;
+        if pending.cluster_queue != admission.cluster_queue {
+            return Err(SnapshotError::WrongClusterQueue {
+                workload: id,
+                expected: pending.cluster_queue.clone(),
+                got: admission.cluster_queue.clone(),
+            });
+        }
+        let node = self
+            .tree
+            .cluster_queue(&pending.cluster_queue)
+            .ok_or_else(|| SnapshotError::UnknownClusterQueue(pending.cluster_queue.clone()))?;
+        crate::assign::check_assignment_matches(pending, &admission.assignment).map_err(
+            |detail| SnapshotError::Inconsistent {
+                workload: id,
+                detail,
+            },
+        )?;
+        let cluster = self
+            .clusters
+            .index_of(&admission.assignment.cluster)
+            .filter(|&c| self.clusters.clusters[c].state().accepts_new_work())
+            .ok_or_else(|| {
+                SnapshotError::ClusterUnavailable(admission.assignment.cluster.clone())
+            })?;
+        let mut cells = Vec::with_capacity(admission.assignment.usage.len());
+        for (fr, q) in &admission.assignment.usage {
+            let cell = self
+                .tree
+                .cell(fr)
+                .ok_or_else(|| SnapshotError::UnknownCell(fr.clone()))?;
+            cells.push((cell, q.milli()));
+        }
+        for &(fr, q) in &cells {
+            let available = self.tree.available(&self.usage, node, fr);
+            if q > available {
+                return Err(SnapshotError::NoLongerFits {
+                    workload: id,
+                    detail: format!(
+                        "{} needs {} but ClusterQueue {:?} has {} available",
+                        self.tree.cells[fr],
+                        fleetq_model::Quantity::from_milli(q),
+                        pending.cluster_queue,
+                        fleetq_model::Quantity::from_milli(available)
+                    ),
+                });
+            }
+        }
+        if !self.clusters.fits_now(&self.cluster_usage, cluster, &cells) {
+            return Err(SnapshotError::NoLongerFits {
+                workload: id,
+                detail: format!(
+                    "cluster {:?} has no room left",
+                    admission.assignment.cluster
+                ),
+            });
+        }
+        let lq_key = pending.local_queue.clone();
+        let budget_spec = self
+            .config
+            .local_queues
+            .get(&lq_key)
+            .and_then(|lq| lq.spec.gpu_budget);
+        if let Some(spec) = budget_spec {
+            let state = self.local_queue_state(&lq_key).budget;
+            let tokens = budget::tokens_at(spec, state, at);
+            if admission.budget_charge > tokens {
+                return Err(SnapshotError::NoLongerFits {
+                    workload: id,
+                    detail: format!(
+                        "LocalQueue {lq_key} has {} GPU-seconds of budget left, the admission charges {}",
+                        tokens / 1000,
+                        admission.budget_charge / 1000
+                    ),
+                });
+            }
+        }
+        let pending = self
+            .remove_pending(id)
+            .ok_or(SnapshotError::NotPending(id))?;
+        let entry = self.local_queues.entry(lq_key).or_default();
+        if let Some(spec) = budget_spec {
+            entry.budget = Some(budget::charge(
+                spec,
+                entry.budget,
+                at,
+                admission.budget_charge,
+            ));
+        }
+        self.insert_admitted(AdmittedWorkload {
+            pending,
+            assignment: admission.assignment.clone(),
+            admitted_at: at,
+            evicting: false,
+            budget_charge: admission.budget_charge,
+        });
+        Ok(())
+    }
+
+    fn insert_admitted(&mut self, admitted: AdmittedWorkload) {
+        let cells = self.cells_of(&admitted.assignment);
+        if let Some(node) = self.tree.cluster_queue(&admitted.pending.cluster_queue) {
+            for &(fr, q) in &cells {
+                self.tree.charge(&mut self.usage, node, fr, q);
+            }
+            self.admitted_by_node[node].insert((
+                admitted.pending.priority,
+                Reverse(admitted.admitted_at),
+                admitted.pending.id,
+            ));
+        }
+        if let Some(c) = self.clusters.index_of(&admitted.assignment.cluster) {
+            for &(fr, q) in &cells {
+                self.cluster_usage.add(c, fr, q);
+            }
+        }
+        if admitted.evicting {
+            self.evicting.insert(admitted.pending.id);
+        }
+        self.admitted.insert(admitted.pending.id, admitted);
+    }
+
+    /// Marks an admitted workload as being evicted; it keeps its quota until
+    /// [`Snapshot::release`] (quota follows physical truth).
+    pub fn mark_evicting(&mut self, id: WorkloadId) -> Result<(), SnapshotError> {
+        let a = self
+            .admitted
+            .get_mut(&id)
+            .ok_or(SnapshotError::NotAdmitted(id))?;
+        a.evicting = true;
+        self.evicting.insert(id);
+        Ok(())
+    }
+
+    /// Releases a reservation (finished, cancelled and stopped, evicted and
+    /// stopped, or its cluster was lost). Refunds the unused part of its
+    /// GPU-second budget charge at `at`.
+    pub fn release(
+        &mut self,
+        id: WorkloadId,
+        at: Timestamp,
+    ) -> Result<AdmittedWorkload, SnapshotError> {
+        let admitted = self
+            .admitted
+            .remove(&id)
+            .ok_or(SnapshotError::NotAdmitted(id))?;
+        self.evicting.remove(&id);
+        let cells = self.cells_of(&admitted.assignment);
+        if let Some(node) = self.tree.cluster_queue(&admitted.pending.cluster_queue) {
+            for &(fr, q) in &cells {
+                self.tree.release(&mut self.usage, node, fr, q);
+            }
+            self.admitted_by_node[node].remove(&(
+                admitted.pending.priority,
+                Reverse(admitted.admitted_at),
+                id,
+            ));
+        }
+        if let Some(c) = self.clusters.index_of(&admitted.assignment.cluster) {
+            for &(fr, q) in &cells {
+                self.cluster_usage.sub(c, fr, q);
+            }
+        }
+        let lq = admitted.pending.local_queue.clone();
+        let spec = self
+            .config
+            .local_queues
+            .get(&lq)
+            .and_then(|l| l.spec.gpu_budget);
+        let ran = at.since(admitted.admitted_at);
+        let entry = self.local_queues.entry(lq).or_default();
+        if let (Some(spec), Some(max)) =
+            (spec, admitted.pending.workload.spec.maximum_execution_time)
+        {
+            let refund = budget::refund(admitted.budget_charge, max, ran);
+            entry.budget = Some(budget::credit(spec, entry.budget, at, refund));
+        }
+        Ok(admitted)
+    }
+
+    /// Adds consumed GPU-seconds to a LocalQueue's admission-fair-sharing
+    /// usage at `at` (decaying what was there).
+    pub fn record_local_queue_usage(
+        &mut self,
+        local_queue: &str,
+        gpu_milli_seconds: u64,
+        at: Timestamp,
+        half_life: Duration,
+    ) {
+        let entry = self
+            .local_queues
+            .entry(local_queue.to_string())
+            .or_default();
+        entry.afs = fair::add_usage(entry.afs, gpu_milli_seconds, at, half_life);
+    }
+
+    /// Applies a cycle's decisions as the ledger would: admissions are
+    /// re-validated one by one (rejected ones are returned with their
+    /// error), victims are marked as evicting.
+    pub fn apply(
+        &mut self,
+        decisions: &Decisions,
+        at: Timestamp,
+    ) -> Vec<(WorkloadId, SnapshotError)> {
+        let mut rejected = Vec::new();
+        for p in &decisions.preemptions {
+            if let Err(e) = self.mark_evicting(p.victim) {
+                rejected.push((p.victim, e));
+            }
+        }
+        for a in &decisions.admissions {
+            if let Err(e) = self.admit(a, at) {
+                rejected.push((a.workload, e));
+            }
+        }
+        rejected
+    }
+
+    /// Every broken limit (quota tree and clusters) and every mismatch
+    /// between recorded usage and the sum over reservations (invariants 1
+    /// and 2 of DESIGN.md §6). Empty when all hold.
+    pub fn violations(&self) -> Vec<String> {
+        let mut out = self.tree.violations(&self.usage);
+        out.extend(self.clusters.violations(&self.tree, &self.cluster_usage));
+        let mut usage = self.tree.new_usage();
+        let mut cluster_usage = self.clusters.new_usage(self.tree.cells.len());
+        for a in self.admitted.values() {
+            let cells = self.cells_of(&a.assignment);
+            if let Some(node) = self.tree.cluster_queue(&a.pending.cluster_queue) {
+                for &(fr, q) in &cells {
+                    self.tree.charge(&mut usage, node, fr, q);
+                }
+            }
+            if let Some(c) = self.clusters.index_of(&a.assignment.cluster) {
+                for &(fr, q) in &cells {
+                    cluster_usage.add(c, fr, q);
+                }
+            }
+        }
+        if usage != self.usage {
+            out.push("quota usage differs from the sum over reservations".into());
+        }
+        if cluster_usage != self.cluster_usage {
+            out.push("cluster usage differs from the sum over reservations".into());
+        }
+        out
+    }
+}

@@ -1,0 +1,260 @@
+//! A small harness for scenario tests: a configuration in YAML, clusters,
+//! workloads written as one line each, and cycles applied the way the
+//! ledger applies them (re-validated, invariants checked after each).
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleetq_model::config::Object;
+use fleetq_model::time::parse_duration;
+use fleetq_model::workload::{PodSet, WorkloadSpec};
+use fleetq_model::{Cluster, ClusterState, Config, Quantity, Timestamp, Workload};
+use fleetq_scheduler::{
+    schedule, Decisions, PendingReason, PendingWorkload, ReasonKind, SchedulerConfig, Snapshot,
+};
+
+pub struct Sim {
+    pub snap: Snapshot,
+    pub now: Timestamp,
+    pub cfg: SchedulerConfig,
+    ids: BTreeMap<String, u64>,
+    names: BTreeMap<u64, String>,
+    next_id: u64,
+    pub last: Decisions,
+    clusters: Vec<Cluster>,
+}
+
+/// Parses `[{kind: ..., name: ..., spec: ...}, ...]` into a validated Config.
+pub fn config(yaml: &str) -> Config {
+    let objects: Vec<Object> = serde_norway::from_str(yaml).expect("scenario YAML parses");
+    let mut config = Config::default();
+    for o in objects {
+        config.upsert(o).expect("configuration objects only");
+    }
+    let errors = config.validate();
+    assert!(errors.is_empty(), "scenario config invalid: {errors:?}");
+    config
+}
+
+/// `east: h100-80gb/nvidia.com/gpu=8, mig/nvidia.com/mig-1g.10gb=7`
+pub fn cluster(line: &str) -> Cluster {
+    let (name, rest) = line.split_once(':').expect("name: cells");
+    let mut capacity: BTreeMap<String, BTreeMap<String, Quantity>> = BTreeMap::new();
+    for cell in rest.split(',').map(str::trim).filter(|c| !c.is_empty()) {
+        let (fr, q) = cell.split_once('=').expect("flavor/resource=qty");
+        let (flavor, resource) = fr.split_once('/').expect("flavor/resource");
+        capacity
+            .entry(flavor.to_string())
+            .or_default()
+            .insert(resource.to_string(), q.parse().expect("quantity"));
+    }
+    Cluster {
+        name: name.trim().to_string(),
+        labels: BTreeMap::new(),
+        capacity,
+        state: ClusterState::Ready,
+    }
+}
+
+impl Sim {
+    pub fn new(yaml: &str, clusters: &[&str]) -> Sim {
+        let clusters: Vec<Cluster> = clusters.iter().map(|c| cluster(c)).collect();
+        Sim {
+            snap: Snapshot::new(config(yaml), &clusters),
+            now: Timestamp::from_secs(1_000),
+            cfg: SchedulerConfig::default(),
+            ids: BTreeMap::new(),
+            names: BTreeMap::new(),
+            next_id: 1,
+            last: Decisions::default(),
+            clusters,
+        }
+    }
+
+    pub fn with_config(mut self, cfg: SchedulerConfig) -> Sim {
+        self.cfg = cfg;
+        self
+    }
+
+    /// Submits one workload written as `name key=value ...`:
+    /// `q=` LocalQueue (namespace `ns`), `gpu=` per pod, `cpu=`, `mig=` (1g.10gb
+    /// slices), `n=` pods, `min=` minCount, `pc=` priority class,
+    /// `maxrun=`, `minrun=` (minRuntimeBeforePreemption), `grace=`.
+    pub fn submit(&mut self, line: &str) -> u64 {
+        let mut parts = line.split_whitespace();
+        let name = parts.next().expect("workload name").to_string();
+        let mut spec = WorkloadSpec::default();
+        let mut pod = PodSet {
+            name: "main".into(),
+            count: 1,
+            ..PodSet::default()
+        };
+        for kv in parts {
+            let (k, v) = kv.split_once('=').expect("key=value");
+            match k {
+                "q" => spec.queue_name = v.into(),
+                "gpu" => {
+                    pod.requests
+                        .insert("nvidia.com/gpu".into(), v.parse().unwrap());
+                }
+                "cpu" => {
+                    pod.requests.insert("cpu".into(), v.parse().unwrap());
+                }
+                "mig" => {
+                    pod.requests
+                        .insert("nvidia.com/mig-1g.10gb".into(), v.parse().unwrap());
+                }
+                "n" => pod.count = v.parse().unwrap(),
+                "min" => pod.min_count = Some(v.parse().unwrap()),
+                "pc" => spec.priority_class_name = Some(v.into()),
+                "maxrun" => spec.maximum_execution_time = Some(parse_duration(v).unwrap()),
+                "minrun" => spec.min_runtime_before_preemption = Some(parse_duration(v).unwrap()),
+                "grace" => spec.preemption_grace_period = Some(parse_duration(v).unwrap()),
+                other => panic!("unknown key {other}"),
+            }
+        }
+        spec.pod_sets.push(pod);
+        let workload = Workload {
+            namespace: "ns".into(),
+            name: name.clone(),
+            labels: BTreeMap::new(),
+            spec,
+        };
+        let binding = self
+            .snap
+            .config()
+            .bind_workload(&workload)
+            .unwrap_or_else(|e| panic!("{name} does not bind: {e:?}"));
+        let id = self.next_id;
+        self.next_id += 1;
+        self.now = Timestamp(self.now.0 + 1);
+        self.snap
+            .add_pending(PendingWorkload {
+                id,
+                workload: Arc::new(workload),
+                local_queue: binding.local_queue,
+                cluster_queue: binding.cluster_queue,
+                priority: binding.priority,
+                created_at: self.now,
+                not_before: None,
+            })
+            .unwrap();
+        self.ids.insert(name.clone(), id);
+        self.names.insert(id, name);
+        id
+    }
+
+    pub fn id(&self, name: &str) -> u64 {
+        self.ids[name]
+    }
+
+    pub fn name(&self, id: u64) -> String {
+        self.names[&id].clone()
+    }
+
+    /// Runs one cycle and applies it; every decision must pass re-validation
+    /// and the invariants must hold afterwards.
+    pub fn cycle(&mut self) -> &Decisions {
+        self.now = Timestamp(self.now.0 + 1);
+        let decisions = schedule(&self.snap, self.now, &self.cfg);
+        let again = schedule(&self.snap, self.now, &self.cfg);
+        assert_eq!(decisions, again, "same input must give the same decisions");
+        let rejected = self.snap.apply(&decisions, self.now);
+        assert!(
+            rejected.is_empty(),
+            "apply rejected decisions: {rejected:?}"
+        );
+        let violations = self.snap.violations();
+        assert!(violations.is_empty(), "invariants broken: {violations:?}");
+        self.last = decisions;
+        &self.last
+    }
+
+    pub fn admitted_now(&self) -> BTreeSet<String> {
+        self.last
+            .admissions
+            .iter()
+            .map(|a| self.name(a.workload))
+            .collect()
+    }
+
+    pub fn preempted_now(&self) -> BTreeSet<String> {
+        self.last
+            .preemptions
+            .iter()
+            .map(|p| self.name(p.victim))
+            .collect()
+    }
+
+    /// Every workload holding quota and not being evicted.
+    pub fn running(&self) -> BTreeSet<String> {
+        self.snap
+            .admitted()
+            .filter(|a| !a.evicting)
+            .map(|a| self.name(a.pending.id))
+            .collect()
+    }
+
+    pub fn cluster_of(&self, name: &str) -> String {
+        self.snap
+            .get_admitted(self.id(name))
+            .expect("admitted")
+            .assignment
+            .cluster
+            .clone()
+    }
+
+    pub fn reason(&self, name: &str) -> PendingReason {
+        let id = self.id(name);
+        let w = self
+            .snap
+            .get_pending(id)
+            .unwrap_or_else(|| panic!("{name} is not pending"));
+        self.last
+            .reason_for(id, &w.cluster_queue)
+            .unwrap_or_else(|| panic!("{name} is pending without a reason"))
+            .clone()
+    }
+
+    pub fn reason_kind(&self, name: &str) -> ReasonKind {
+        self.reason(name).kind
+    }
+
+    /// Victims confirm they stopped: their quota is released.
+    pub fn evictions_complete(&mut self) {
+        let evicting: Vec<u64> = self
+            .snap
+            .admitted()
+            .filter(|a| a.evicting)
+            .map(|a| a.pending.id)
+            .collect();
+        for id in evicting {
+            self.snap.release(id, self.now).unwrap();
+        }
+    }
+
+    pub fn finish(&mut self, name: &str) {
+        self.snap.release(self.id(name), self.now).unwrap();
+    }
+
+    pub fn advance(&mut self, d: &str) {
+        let d: Duration = parse_duration(d).unwrap();
+        self.now = self.now.saturating_add(d);
+    }
+
+    pub fn set_cluster_state(&mut self, name: &str, state: ClusterState) {
+        for c in &mut self.clusters {
+            if c.name == name {
+                c.state = state;
+            }
+        }
+        self.snap.set_clusters(&self.clusters);
+    }
+}
+
+pub fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
