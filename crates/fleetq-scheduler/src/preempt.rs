@@ -87,9 +87,28 @@ pub(crate) fn try_preempt(
     let snap = cycle.snap;
     let mut new_victims = 0;
     let mut waiting_for = 0;
+    // Victims keep their quota until they really stop (quota follows
+    // physical truth), so the cycle's working state keeps charging them:
+    // nobody else in this cycle may use what they will free. What the
+    // preemptor needs beyond what its victims free comes out of currently
+    // free quota; reserve that part now so a later, lower-ranked workload in
+    // this cycle cannot take it. The working state thus only ever
+    // over-approximates real usage, so every admission it allows is one the
+    // ledger will accept.
+    let mut reserve = plan.cells.clone();
+    let mut reserve_on_cluster = plan.cells.clone();
     for cand in chosen.iter().map(|&i| &all[i]) {
-        release(cycle, cand);
         cycle.taken.insert(cand.workload.pending.id);
+        for &(fr, q) in &cand.cells {
+            for r in reserve.iter_mut().filter(|r| r.0 == fr) {
+                r.1 = r.1.saturating_sub(q);
+            }
+            if cand.cluster == Some(cluster) {
+                for r in reserve_on_cluster.iter_mut().filter(|r| r.0 == fr) {
+                    r.1 = r.1.saturating_sub(q);
+                }
+            }
+        }
         if cand.evicting {
             waiting_for += 1;
             continue;
@@ -102,8 +121,10 @@ pub(crate) fn try_preempt(
             grace_period: cand.workload.pending.workload.spec.preemption_grace_period,
         });
     }
-    for &(fr, q) in &plan.cells {
+    for &(fr, q) in &reserve {
         snap.tree.charge(&mut cycle.usage, node, fr, q);
+    }
+    for &(fr, q) in &reserve_on_cluster {
         cycle.cluster_usage.add(cluster, fr, q);
     }
     let cluster_name = snap.clusters.clusters[cluster].name();
