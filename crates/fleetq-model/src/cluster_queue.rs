@@ -135,17 +135,12 @@ fn default_when_can_preempt() -> FungibilityPolicy {
     FungibilityPolicy::TryNextFlavor
 }
 
-impl Default for FungibilityPolicy {
-    fn default() -> Self {
-        FungibilityPolicy::TryNextFlavor
-    }
-}
-
 /// Kueue v1beta2 spelling; v1beta1's `Borrow` and `Preempt` mean `MayStopSearch`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FungibilityPolicy {
     #[serde(alias = "Borrow", alias = "Preempt")]
     MayStopSearch,
+    #[default]
     TryNextFlavor,
 }
 

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster_queue::{BorrowWithinCohortPolicy, ReclaimWithinCohort, ResourceGroup};
 use crate::error::FieldError;
+use crate::kueue::join_path;
+use crate::kueue::rules::Checker;
+use crate::kueue::syntax::{dns_label_error, qualified_name_error};
 use crate::{
     ClusterQueue, Cohort, LocalQueue, Quantity, ResourceFlavor, Workload, WorkloadPriorityClass,
 };
@@ -68,6 +71,46 @@ pub struct WorkloadBinding {
     pub priority: i32,
 }
 
+/// Kueue's size limits (CRD schema and webhooks). They keep one object's
+/// quota table small enough to check on every admission.
+pub const MAX_RESOURCE_GROUPS: usize = 16;
+pub const MAX_COVERED_RESOURCES_PER_GROUP: usize = 64;
+pub const MAX_FLAVORS_PER_GROUP: usize = 64;
+pub const MAX_RESOURCES_PER_FLAVOR: usize = 64;
+pub const MAX_TOTAL_FLAVORS: usize = 256;
+pub const MAX_TOTAL_COVERED_RESOURCES: usize = 256;
+pub const MAX_FLAVOR_RESOURCES_PER_GROUP: usize = 512;
+pub const MAX_NODE_LABELS: usize = 8;
+pub const MAX_POD_SETS: usize = 18;
+
+/// Who owns a quota table: the lending and borrowing rules differ.
+#[derive(Clone, Copy)]
+enum QuotaOwner {
+    ClusterQueue { in_cohort: bool },
+    Cohort { has_parent: bool },
+}
+
+impl QuotaOwner {
+    /// Whether there is anyone to lend to or borrow from.
+    fn can_share(self) -> bool {
+        match self {
+            QuotaOwner::ClusterQueue { in_cohort } => in_cohort,
+            QuotaOwner::Cohort { has_parent } => has_parent,
+        }
+    }
+
+    fn missing_partner(self) -> &'static str {
+        match self {
+            QuotaOwner::ClusterQueue { .. } => {
+                "requires spec.cohortName: without a cohort there is nobody to share with"
+            }
+            QuotaOwner::Cohort { .. } => {
+                "requires spec.parentName: a root cohort has nobody to share with"
+            }
+        }
+    }
+}
+
 impl Config {
     /// Inserts or replaces a configuration object. Workloads are not
     /// configuration; they are returned unchanged as `Err`.
@@ -97,12 +140,7 @@ impl Config {
     pub fn validate(&self) -> Vec<FieldError> {
         let mut errors = Vec::new();
         for flavor in self.flavors.values() {
-            check_name(
-                &mut errors,
-                &format!("ResourceFlavor/{}", flavor.name),
-                "metadata.name",
-                &flavor.name,
-            );
+            validate_flavor(flavor, &mut errors);
         }
         for cohort in self.cohorts.values() {
             self.validate_cohort(cohort, &mut errors);
@@ -166,8 +204,10 @@ impl Config {
                 ));
             }
         }
-        let has_parent = cohort.spec.parent.is_some();
-        self.validate_resource_groups(&object, &cohort.spec.resource_groups, has_parent, errors);
+        let owner = QuotaOwner::Cohort {
+            has_parent: cohort.spec.parent.is_some(),
+        };
+        self.validate_resource_groups(&object, &cohort.spec.resource_groups, owner, errors);
     }
 
     /// The cycle through `start`'s ancestors, if any (`a -> b -> a`).
@@ -197,12 +237,10 @@ impl Config {
         let object = format!("ClusterQueue/{}", cq.name);
         check_name(errors, &object, "metadata.name", &cq.name);
         let spec = &cq.spec;
-        self.validate_resource_groups(
-            &object,
-            &spec.resource_groups,
-            spec.cohort.is_some(),
-            errors,
-        );
+        let owner = QuotaOwner::ClusterQueue {
+            in_cohort: spec.cohort.is_some(),
+        };
+        self.validate_resource_groups(&object, &spec.resource_groups, owner, errors);
         let preemption = &spec.preemption;
         if preemption.borrow_within_cohort.policy != BorrowWithinCohortPolicy::Never
             && preemption.reclaim_within_cohort == ReclaimWithinCohort::Never
@@ -228,6 +266,51 @@ impl Config {
         if let Some(cohort) = &spec.cohort {
             check_name(errors, &object, "spec.cohortName", cohort);
         }
+        let queue_flavors: BTreeSet<&str> = spec
+            .resource_groups
+            .iter()
+            .flat_map(|g| g.flavors.iter().map(|f| f.name.as_str()))
+            .collect();
+        let mut check = Checker {
+            object: &object,
+            errors,
+        };
+        if let Some(selector) = &spec.namespace_selector {
+            check.label_selector("spec.namespaceSelector", selector);
+        }
+        if let Some(strategy) = &spec.admission_checks_strategy {
+            check.admission_checks_strategy(
+                "spec.admissionChecksStrategy",
+                strategy,
+                &queue_flavors,
+            );
+            if !spec.admission_checks.is_empty() {
+                check.push(
+                    "spec.admissionChecks",
+                    "cannot be used together with spec.admissionChecksStrategy; list the checks in the strategy",
+                );
+            }
+        }
+        for (i, name) in spec.admission_checks.iter().enumerate() {
+            check_name(
+                check.errors,
+                &object,
+                &format!("spec.admissionChecks[{i}]"),
+                name,
+            );
+        }
+        let mut clusters = BTreeSet::new();
+        for (i, cluster) in spec.placement.clusters.iter().enumerate() {
+            let path = format!("spec.placement.clusters[{i}]");
+            check_name(check.errors, &object, &path, cluster);
+            if !clusters.insert(cluster) {
+                check.push(path, format!("cluster {cluster:?} is listed twice"));
+            }
+        }
+        check.labels(
+            "spec.placement.clusterSelector",
+            &spec.placement.cluster_selector,
+        );
     }
 
     /// Kueue's resource-group rules, shared by ClusterQueues and Cohorts.
@@ -235,86 +318,124 @@ impl Config {
         &self,
         object: &str,
         groups: &[ResourceGroup],
-        has_cohort: bool,
+        owner: QuotaOwner,
         errors: &mut Vec<FieldError>,
     ) {
+        let mut check = Checker { object, errors };
+        check.at_most(
+            "spec.resourceGroups",
+            groups,
+            MAX_RESOURCE_GROUPS,
+            "resource groups",
+        );
+        let total_flavors: usize = groups.iter().map(|g| g.flavors.len()).sum();
+        if total_flavors > MAX_TOTAL_FLAVORS {
+            check.push(
+                "spec.resourceGroups",
+                format!(
+                    "has {total_flavors} flavors in all; Kueue allows at most {MAX_TOTAL_FLAVORS}"
+                ),
+            );
+        }
+        let total_covered: usize = groups.iter().map(|g| g.covered_resources.len()).sum();
+        if total_covered > MAX_TOTAL_COVERED_RESOURCES {
+            check.push(
+                "spec.resourceGroups",
+                format!("covers {total_covered} resources in all; Kueue allows at most {MAX_TOTAL_COVERED_RESOURCES}"),
+            );
+        }
         let mut covered: BTreeMap<&str, usize> = BTreeMap::new();
         let mut flavors_seen: BTreeSet<&str> = BTreeSet::new();
         for (g, group) in groups.iter().enumerate() {
             let gpath = format!("spec.resourceGroups[{g}]");
             if group.covered_resources.is_empty() {
-                errors.push(FieldError::new(
-                    object,
+                check.push(
                     format!("{gpath}.coveredResources"),
                     "must list at least one resource",
-                ));
+                );
+            }
+            check.at_most(
+                &format!("{gpath}.coveredResources"),
+                &group.covered_resources,
+                MAX_COVERED_RESOURCES_PER_GROUP,
+                "resources",
+            );
+            let combinations: usize = group.flavors.iter().map(|f| f.resources.len()).sum();
+            if combinations > MAX_FLAVOR_RESOURCES_PER_GROUP {
+                check.push(
+                    gpath.clone(),
+                    format!("has {combinations} flavor-resource quotas; Kueue allows at most {MAX_FLAVOR_RESOURCES_PER_GROUP} in one group"),
+                );
             }
             for (r, resource) in group.covered_resources.iter().enumerate() {
+                let rpath = format!("{gpath}.coveredResources[{r}]");
+                if let Some(problem) = qualified_name_error(resource) {
+                    check.push(rpath.clone(), format!("resource name {problem}"));
+                }
                 if let Some(other) = covered.insert(resource, g) {
-                    errors.push(FieldError::new(
-                        object,
-                        format!("{gpath}.coveredResources[{r}]"),
+                    check.push(
+                        rpath,
                         format!("resource {resource:?} is already covered by spec.resourceGroups[{other}]; a resource belongs to exactly one group"),
-                    ));
+                    );
                 }
             }
             if group.flavors.is_empty() {
-                errors.push(FieldError::new(
-                    object,
-                    format!("{gpath}.flavors"),
-                    "must list at least one flavor",
-                ));
+                check.push(format!("{gpath}.flavors"), "must list at least one flavor");
             }
+            check.at_most(
+                &format!("{gpath}.flavors"),
+                &group.flavors,
+                MAX_FLAVORS_PER_GROUP,
+                "flavors",
+            );
             for (f, flavor) in group.flavors.iter().enumerate() {
                 let fpath = format!("{gpath}.flavors[{f}]");
                 if !flavors_seen.insert(&flavor.name) {
-                    errors.push(FieldError::new(
-                        object,
+                    check.push(
                         format!("{fpath}.name"),
                         format!("flavor {:?} appears more than once; a flavor belongs to one resource group", flavor.name),
-                    ));
+                    );
                 }
                 if !self.flavors.contains_key(&flavor.name) {
-                    errors.push(FieldError::new(
-                        object,
+                    check.push(
                         format!("{fpath}.name"),
                         format!("ResourceFlavor {:?} does not exist", flavor.name),
-                    ));
+                    );
                 }
+                check.at_most(
+                    &format!("{fpath}.resources"),
+                    &flavor.resources,
+                    MAX_RESOURCES_PER_FLAVOR,
+                    "resources",
+                );
                 let names: Vec<&str> = flavor.resources.iter().map(|r| r.name.as_str()).collect();
                 let expected: Vec<&str> =
                     group.covered_resources.iter().map(String::as_str).collect();
                 if names != expected {
-                    errors.push(FieldError::new(
-                        object,
+                    check.push(
                         format!("{fpath}.resources"),
                         format!("must list exactly the covered resources in the same order: expected {expected:?}, got {names:?}"),
-                    ));
+                    );
                 }
                 for (r, quota) in flavor.resources.iter().enumerate() {
                     let rpath = format!("{fpath}.resources[{r}]");
                     if let Some(lending) = quota.lending_limit {
-                        if !has_cohort {
-                            errors.push(FieldError::new(
-                                object,
-                                format!("{rpath}.lendingLimit"),
-                                "requires a cohort: there is nobody to lend to",
-                            ));
+                        if !owner.can_share() {
+                            check.push(format!("{rpath}.lendingLimit"), owner.missing_partner());
                         }
-                        if lending > quota.nominal_quota {
-                            errors.push(FieldError::new(
-                                object,
+                        // A cohort lends its whole subtree's quota to its
+                        // parent, so Kueue caps only a ClusterQueue's
+                        // lendingLimit by its own nominalQuota.
+                        let capped = matches!(owner, QuotaOwner::ClusterQueue { .. });
+                        if capped && lending > quota.nominal_quota {
+                            check.push(
                                 format!("{rpath}.lendingLimit"),
                                 format!("{lending} exceeds nominalQuota {}", quota.nominal_quota),
-                            ));
+                            );
                         }
                     }
-                    if quota.borrowing_limit.is_some() && !has_cohort {
-                        errors.push(FieldError::new(
-                            object,
-                            format!("{rpath}.borrowingLimit"),
-                            "requires a cohort: there is nobody to borrow from",
-                        ));
+                    if quota.borrowing_limit.is_some() && !owner.can_share() {
+                        check.push(format!("{rpath}.borrowingLimit"), owner.missing_partner());
                     }
                 }
             }
@@ -371,9 +492,57 @@ impl Config {
                 "must have at least one pod set",
             ));
         }
+        if spec.pod_sets.len() > MAX_POD_SETS {
+            errors.push(FieldError::new(
+                &object,
+                "spec.podSets",
+                format!(
+                    "has {} pod sets; Kueue allows at most {MAX_POD_SETS}",
+                    spec.pod_sets.len()
+                ),
+            ));
+        }
+        let partial = spec
+            .pod_sets
+            .iter()
+            .filter(|ps| ps.min_count.is_some())
+            .count();
+        if partial > 1 {
+            errors.push(FieldError::new(
+                &object,
+                "spec.podSets",
+                format!("{partial} pod sets set minCount; at most one pod set can use partial admission"),
+            ));
+        }
+        if spec.maximum_execution_time.is_some_and(|t| t.is_zero()) {
+            errors.push(FieldError::new(
+                &object,
+                "spec.maximumExecutionTime",
+                "must be greater than zero",
+            ));
+        }
         let mut names = BTreeSet::new();
         for (i, ps) in spec.pod_sets.iter().enumerate() {
             let path = format!("spec.podSets[{i}]");
+            if let Some(problem) = dns_label_error(&ps.name) {
+                errors.push(FieldError::new(&object, format!("{path}.name"), problem));
+            }
+            for resource in ps.requests.keys() {
+                let rpath = join_path(&format!("{path}.requests"), resource);
+                if resource == "pods" {
+                    errors.push(FieldError::new(
+                        &object,
+                        rpath,
+                        "the resource name \"pods\" is reserved: Kueue counts a workload's pods itself",
+                    ));
+                } else if let Some(problem) = qualified_name_error(resource) {
+                    errors.push(FieldError::new(
+                        &object,
+                        rpath,
+                        format!("resource name {problem}"),
+                    ));
+                }
+            }
             if !names.insert(&ps.name) {
                 errors.push(FieldError::new(
                     &object,
@@ -406,10 +575,11 @@ impl Config {
             }
             if let Some(cq) = cq {
                 for (resource, q) in &ps.requests {
-                    if *q > Quantity::ZERO && cq.group_for(resource).is_none() {
+                    if *q > Quantity::ZERO && resource != "pods" && cq.group_for(resource).is_none()
+                    {
                         errors.push(FieldError::new(
                             &object,
-                            format!("{path}.requests.{resource}"),
+                            join_path(&format!("{path}.requests"), resource),
                             format!(
                                 "Misconfigured: ClusterQueue {:?} has no flavor that covers {resource:?}",
                                 cq.name
@@ -433,6 +603,40 @@ impl Config {
             (false, _) => Err(errors),
         }
     }
+}
+
+/// ResourceFlavor rules: a valid name and Kueue's node label, taint and
+/// toleration rules.
+fn validate_flavor(flavor: &ResourceFlavor, errors: &mut Vec<FieldError>) {
+    let object = format!("ResourceFlavor/{}", flavor.name);
+    check_name(errors, &object, "metadata.name", &flavor.name);
+    let spec = &flavor.spec;
+    if let Some(topology) = &spec.topology_name {
+        check_name(errors, &object, "spec.topologyName", topology);
+        if spec.node_labels.is_empty() {
+            errors.push(FieldError::new(
+                &object,
+                "spec.topologyName",
+                "requires at least one entry in spec.nodeLabels",
+            ));
+        }
+    }
+    let mut check = Checker {
+        object: &object,
+        errors,
+    };
+    if spec.node_labels.len() > MAX_NODE_LABELS {
+        check.push(
+            "spec.nodeLabels",
+            format!(
+                "has {} labels; Kueue allows at most {MAX_NODE_LABELS}",
+                spec.node_labels.len()
+            ),
+        );
+    }
+    check.labels("spec.nodeLabels", &spec.node_labels);
+    check.node_taints("spec.nodeTaints", &spec.node_taints);
+    check.tolerations("spec.tolerations", &spec.tolerations);
 }
 
 /// Kubernetes object names: lowercase RFC 1123 labels joined by dots,

@@ -1,0 +1,219 @@
+//! `batch/v1` Job -> fleetq Workload, the way Kueue's job integration builds
+//! a Workload for a Job: one pod set named `main`, the queue and priority
+//! class from labels, partial admission from an annotation.
+//!
+//! Only the fields fleetq interprets are checked (their types and values);
+//! the rest of the Job, a full PodSpec with hundreds of fields, passes through
+//! verbatim in `spec.run.jobTemplate` for the Kubernetes executor, whose API
+//! server validates it when the Job is created there.
+
+use std::time::Duration;
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::meta::{annotation_path, decode, label_path, Location, ObjectMeta};
+use super::pod::PodTemplate;
+use super::workload::{pod_requests, workload_name, NamedWorkload};
+use super::{
+    Converted, DEFAULT_NAMESPACE, DEFAULT_POD_SET, MAX_EXEC_TIME_LABEL, MIN_PARALLELISM_ANNOTATION,
+    PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL,
+};
+use crate::workload::{RunSpec, WorkloadSpec};
+use crate::{FieldError, PodSet, ResourceList};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobManifest {
+    #[serde(rename = "apiVersion")]
+    _api_version: IgnoredAny,
+    #[serde(rename = "kind")]
+    _kind: IgnoredAny,
+    #[serde(default)]
+    metadata: ObjectMeta,
+    spec: JobSpec,
+    #[serde(default, rename = "status")]
+    _status: IgnoredAny,
+}
+
+/// The Job fields fleetq reads; others are allowed and kept verbatim.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JobSpec {
+    #[serde(default)]
+    parallelism: Option<i32>,
+    #[serde(default)]
+    completions: Option<i32>,
+    #[serde(default)]
+    active_deadline_seconds: Option<i64>,
+    template: PodTemplate,
+}
+
+const REQUESTS_PATH: &str = "spec.template.spec.containers[*].resources.requests";
+
+pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldError>> {
+    let job_template = value.clone();
+    let manifest: JobManifest = decode(value, at).map_err(|e| vec![e])?;
+    let (name, generated_name) = workload_name(&manifest.metadata, &job_template, at)?;
+    let metadata = manifest.metadata;
+    let spec = manifest.spec;
+    let namespace = metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+    let mut errors = Vec::new();
+
+    let queue_name = match metadata.labels.get(QUEUE_NAME_LABEL) {
+        Some(queue) if !queue.is_empty() => queue.clone(),
+        _ => {
+            let hint = if metadata.annotations.contains_key(QUEUE_NAME_LABEL) {
+                " (it is set as an annotation; Kueue and fleetq read the label)"
+            } else {
+                ""
+            };
+            errors.push(at.error(
+                label_path(QUEUE_NAME_LABEL),
+                format!("is required: it names the LocalQueue the Job is submitted to{hint}"),
+            ));
+            String::new()
+        }
+    };
+    let priority_class_name = metadata.labels.get(PRIORITY_CLASS_LABEL).cloned();
+
+    // Kueue counts min(parallelism, completions) pods; Kubernetes defaults
+    // parallelism to 1.
+    let parallelism = spec.parallelism.unwrap_or(1);
+    let pods = spec.completions.map_or(parallelism, |c| c.min(parallelism));
+    let count = u32::try_from(pods).unwrap_or_else(|_| {
+        let field = if parallelism < 0 {
+            "spec.parallelism"
+        } else {
+            "spec.completions"
+        };
+        errors.push(at.error(field, format!("must be >= 0, got {pods}")));
+        0
+    });
+    let min_count = metadata
+        .annotations
+        .get(MIN_PARALLELISM_ANNOTATION)
+        .and_then(|text| match text.trim().parse::<u32>() {
+            Ok(min) if min >= 1 && min < count => Some(min),
+            Ok(min) => {
+                errors.push(at.error(
+                    annotation_path(MIN_PARALLELISM_ANNOTATION),
+                    format!(
+                        "{min} must be between 1 and {} (one less than the pod count {count})",
+                        count.saturating_sub(1)
+                    ),
+                ));
+                None
+            }
+            Err(_) => {
+                errors.push(at.error(
+                    annotation_path(MIN_PARALLELISM_ANNOTATION),
+                    format!("{text:?} is not a whole number of pods"),
+                ));
+                None
+            }
+        });
+    let maximum_execution_time = maximum_execution_time(&metadata, &spec, at, &mut errors);
+    let requests =
+        pod_requests(&spec.template.spec, "spec.template.spec", at).unwrap_or_else(|error| {
+            errors.push(error);
+            ResourceList::new()
+        });
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+
+    let pod = &spec.template.spec;
+    let run = RunSpec {
+        command: pod.first_command(),
+        image: pod.first_image(),
+        env: pod.first_env(),
+        job_template: Some(job_template),
+        ..RunSpec::default()
+    };
+    let workload = NamedWorkload {
+        source_name: format!("Job/{namespace}/{name}"),
+        namespace,
+        name,
+        labels: metadata.labels,
+        spec: WorkloadSpec {
+            queue_name,
+            priority_class_name,
+            pod_sets: vec![PodSet {
+                name: DEFAULT_POD_SET.to_string(),
+                count,
+                min_count,
+                requests,
+            }],
+            run,
+            maximum_execution_time,
+            ..WorkloadSpec::default()
+        },
+    };
+    Ok(workload.into_converted(generated_name, job_rewrites()))
+}
+
+/// The shorter of `spec.activeDeadlineSeconds` (Kubernetes kills the Job
+/// then) and Kueue's `kueue.x-k8s.io/max-exec-time-seconds` label (Kueue
+/// evicts it then): the Job cannot run longer than either.
+fn maximum_execution_time(
+    metadata: &ObjectMeta,
+    spec: &JobSpec,
+    at: &Location,
+    errors: &mut Vec<FieldError>,
+) -> Option<Duration> {
+    let deadline = match spec.active_deadline_seconds {
+        None => None,
+        Some(seconds) if seconds > 0 => Some(Duration::from_secs(seconds.unsigned_abs())),
+        Some(seconds) => {
+            errors.push(at.error(
+                "spec.activeDeadlineSeconds",
+                format!("must be > 0, got {seconds}"),
+            ));
+            None
+        }
+    };
+    let label = metadata.labels.get(MAX_EXEC_TIME_LABEL).and_then(|text| {
+        match text.trim().parse::<u32>() {
+            Ok(seconds) if seconds > 0 => Some(Duration::from_secs(seconds.into())),
+            _ => {
+                errors.push(at.error(
+                    label_path(MAX_EXEC_TIME_LABEL),
+                    format!("{text:?} must be a whole number of seconds > 0"),
+                ));
+                None
+            }
+        }
+    });
+    match (deadline, label) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Where a Job's Workload fields come from, so that errors about the
+/// Workload point at what the user wrote.
+fn job_rewrites() -> Vec<(String, String)> {
+    [
+        ("spec.queueName", label_path(QUEUE_NAME_LABEL)),
+        ("spec.priorityClassName", label_path(PRIORITY_CLASS_LABEL)),
+        ("spec.podSets[0].count", "spec.parallelism".to_string()),
+        (
+            "spec.podSets[0].minCount",
+            annotation_path(MIN_PARALLELISM_ANNOTATION),
+        ),
+        ("spec.podSets[0].requests", REQUESTS_PATH.to_string()),
+        ("spec.podSets", "spec.template".to_string()),
+        (
+            "spec.maximumExecutionTime",
+            "spec.activeDeadlineSeconds".to_string(),
+        ),
+    ]
+    .into_iter()
+    .map(|(ours, theirs)| (ours.to_string(), theirs))
+    .collect()
+}

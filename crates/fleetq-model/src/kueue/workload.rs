@@ -1,0 +1,370 @@
+//! Kueue's own `Workload` kind, and what every workload import shares with
+//! Jobs: names (including `generateName`) and per-pod requests.
+
+use std::time::Duration;
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::meta::{decode, Location, ObjectMeta};
+use super::pod::{PodSpec, PodTemplate};
+use super::{Converted, DEFAULT_NAMESPACE, DEFAULT_POD_SET, KUEUE_GROUP};
+use crate::config::Object;
+use crate::workload::{RunSpec, WorkloadSpec};
+use crate::{FieldError, PodSet, ResourceList, Workload};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkloadManifest {
+    #[serde(rename = "apiVersion")]
+    _api_version: IgnoredAny,
+    #[serde(rename = "kind")]
+    _kind: IgnoredAny,
+    #[serde(default)]
+    metadata: ObjectMeta,
+    spec: KueueWorkloadSpec,
+    #[serde(default, rename = "status")]
+    _status: IgnoredAny,
+}
+
+/// Kueue's WorkloadSpec, v1beta1 and v1beta2 fields together.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct KueueWorkloadSpec {
+    pod_sets: Vec<KueuePodSet>,
+    #[serde(default)]
+    queue_name: Option<String>,
+    /// v1beta1.
+    #[serde(default)]
+    priority_class_name: Option<String>,
+    /// v1beta1: `kueue.x-k8s.io/workloadpriorityclass` or
+    /// `scheduling.k8s.io/priorityclass`.
+    #[serde(default)]
+    priority_class_source: Option<String>,
+    /// v1beta2.
+    #[serde(default)]
+    priority_class_ref: Option<PriorityClassRef>,
+    /// Kueue copies the class's value here; fleetq reads the class itself,
+    /// so a stale copy cannot disagree with it.
+    #[serde(default, rename = "priority")]
+    _priority: Option<i32>,
+    #[serde(default)]
+    active: Option<bool>,
+    #[serde(default)]
+    maximum_execution_time_seconds: Option<i32>,
+    #[serde(default)]
+    preemption_gates: Vec<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PriorityClassRef {
+    group: String,
+    kind: String,
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct KueuePodSet {
+    #[serde(default = "default_pod_set_name")]
+    name: String,
+    #[serde(default = "one")]
+    count: i32,
+    #[serde(default)]
+    min_count: Option<i32>,
+    template: PodTemplate,
+    /// Topology-aware scheduling inside a cluster is the cluster's business.
+    #[serde(default, rename = "topologyRequest")]
+    _topology_request: IgnoredAny,
+}
+
+fn default_pod_set_name() -> String {
+    DEFAULT_POD_SET.to_string()
+}
+
+fn one() -> i32 {
+    1
+}
+
+const WORKLOAD_PRIORITY_SOURCE: &str = "kueue.x-k8s.io/workloadpriorityclass";
+const POD_PRIORITY_SOURCE: &str = "scheduling.k8s.io/priorityclass";
+
+pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, Vec<FieldError>> {
+    let seed = value.clone();
+    let manifest: WorkloadManifest = decode(value, at).map_err(|e| vec![e])?;
+    let (name, generated_name) = workload_name(&manifest.metadata, &seed, at)?;
+    let namespace = manifest
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+    let spec = manifest.spec;
+    let mut errors = Vec::new();
+    let mut rewrites = Vec::new();
+
+    let queue_name = match spec.queue_name {
+        Some(queue) if !queue.is_empty() => queue,
+        _ => {
+            errors.push(at.error(
+                "spec.queueName",
+                "is required: fleetq admits workloads through a LocalQueue",
+            ));
+            String::new()
+        }
+    };
+    let priority_class_name = match priority_class(
+        spec.priority_class_name,
+        spec.priority_class_source,
+        spec.priority_class_ref,
+        at,
+    ) {
+        Ok((name, from_ref)) => {
+            if from_ref {
+                rewrites.push((
+                    "spec.priorityClassName".to_string(),
+                    "spec.priorityClassRef.name".to_string(),
+                ));
+            }
+            name
+        }
+        Err(error) => {
+            errors.push(error);
+            None
+        }
+    };
+    if spec.active == Some(false) {
+        errors.push(at.error(
+            "spec.active",
+            "false is not supported: fleetq has no inactive workloads; submit the workload when it should run",
+        ));
+    }
+    if !spec.preemption_gates.is_empty() {
+        errors.push(at.error(
+            "spec.preemptionGates",
+            "is not supported by fleetq; remove the gates",
+        ));
+    }
+    let maximum_execution_time = match spec.maximum_execution_time_seconds {
+        None => None,
+        Some(seconds) if seconds >= 1 => Some(Duration::from_secs(seconds.unsigned_abs().into())),
+        Some(seconds) => {
+            errors.push(at.error(
+                "spec.maximumExecutionTimeSeconds",
+                format!("must be at least 1, got {seconds}"),
+            ));
+            None
+        }
+    };
+    rewrites.push((
+        "spec.maximumExecutionTime".to_string(),
+        "spec.maximumExecutionTimeSeconds".to_string(),
+    ));
+
+    let mut pod_sets = Vec::new();
+    for (i, pod_set) in spec.pod_sets.iter().enumerate() {
+        let path = format!("spec.podSets[{i}]");
+        let count = non_negative(pod_set.count, &format!("{path}.count"), at, &mut errors);
+        let min_count = pod_set
+            .min_count
+            .map(|min| non_negative(min, &format!("{path}.minCount"), at, &mut errors));
+        let requests = pod_requests(&pod_set.template.spec, &format!("{path}.template.spec"), at)
+            .unwrap_or_else(|error| {
+                errors.push(error);
+                ResourceList::new()
+            });
+        rewrites.push((
+            format!("{path}.requests"),
+            format!("{path}.template.spec.containers[*].resources.requests"),
+        ));
+        pod_sets.push(PodSet {
+            name: pod_set.name.clone(),
+            count,
+            min_count,
+            requests,
+        });
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let first_pod = spec.pod_sets.first().map(|ps| &ps.template.spec);
+    let run = RunSpec {
+        command: first_pod.map(PodSpec::first_command).unwrap_or_default(),
+        image: first_pod.and_then(PodSpec::first_image),
+        env: first_pod.map(PodSpec::first_env).unwrap_or_default(),
+        ..RunSpec::default()
+    };
+    let workload = NamedWorkload {
+        source_name: format!("Workload/{namespace}/{name}"),
+        namespace,
+        name,
+        labels: manifest.metadata.labels,
+        spec: WorkloadSpec {
+            queue_name,
+            priority_class_name,
+            pod_sets,
+            run,
+            maximum_execution_time,
+            ..WorkloadSpec::default()
+        },
+    };
+    Ok(workload.into_converted(generated_name, rewrites))
+}
+
+/// The WorkloadPriorityClass a Kueue Workload names, and whether it named
+/// it through v1beta2's `priorityClassRef`. fleetq has no pod
+/// PriorityClasses: a pod priority means nothing across clusters.
+fn priority_class(
+    name: Option<String>,
+    source: Option<String>,
+    reference: Option<PriorityClassRef>,
+    at: &Location,
+) -> Result<(Option<String>, bool), FieldError> {
+    match (name.filter(|n| !n.is_empty()), reference) {
+        (Some(_), Some(_)) => Err(at.error(
+            "spec.priorityClassRef",
+            "set either priorityClassRef (v1beta2) or priorityClassName (v1beta1), not both",
+        )),
+        (None, Some(reference)) => {
+            if reference.group == KUEUE_GROUP && reference.kind == "WorkloadPriorityClass" {
+                Ok((Some(reference.name), true))
+            } else {
+                Err(at.error(
+                    "spec.priorityClassRef",
+                    format!(
+                        "{}/{} is not supported: fleetq orders workloads by WorkloadPriorityClass (group kueue.x-k8s.io) only",
+                        reference.group, reference.kind
+                    ),
+                ))
+            }
+        }
+        (Some(name), None) => match source.as_deref() {
+            None | Some("") | Some(WORKLOAD_PRIORITY_SOURCE) => Ok((Some(name), false)),
+            Some(POD_PRIORITY_SOURCE) => Err(at.error(
+                "spec.priorityClassSource",
+                "scheduling.k8s.io/priorityclass is not supported: fleetq orders workloads by WorkloadPriorityClass only",
+            )),
+            Some(other) => Err(at.error(
+                "spec.priorityClassSource",
+                format!("{other:?} is not a priority class source; use {WORKLOAD_PRIORITY_SOURCE}"),
+            )),
+        },
+        (None, None) => Ok((None, false)),
+    }
+}
+
+fn non_negative(value: i32, path: &str, at: &Location, errors: &mut Vec<FieldError>) -> u32 {
+    u32::try_from(value).unwrap_or_else(|_| {
+        errors.push(at.error(path, format!("must be >= 0, got {value}")));
+        0
+    })
+}
+
+/// Per-pod requests of a pod spec at `path`.
+pub(super) fn pod_requests(
+    spec: &PodSpec,
+    path: &str,
+    at: &Location,
+) -> Result<ResourceList, FieldError> {
+    if spec.containers.is_empty() {
+        return Err(at.error(
+            format!("{path}.containers"),
+            "must have at least one container",
+        ));
+    }
+    spec.effective_requests().ok_or_else(|| {
+        at.error(
+            path,
+            "the containers' resource requests add up past the largest quantity fleetq can count",
+        )
+    })
+}
+
+/// A workload's name: `metadata.name`, or one made from `generateName` the
+/// way the API server does (prefix plus five characters). The suffix is a
+/// hash of the document rather than random, so the same file always yields
+/// the same name and two files rarely collide.
+pub(super) fn workload_name(
+    metadata: &ObjectMeta,
+    document: &Value,
+    at: &Location,
+) -> Result<(String, bool), Vec<FieldError>> {
+    match (&metadata.name, &metadata.generate_name) {
+        (Some(name), _) => Ok((name.clone(), false)),
+        (None, Some(prefix)) => Ok((generated_name(prefix, document, at.document), true)),
+        (None, None) => {
+            Err(vec![at.error(
+                "metadata.name",
+                "is required (or metadata.generateName)",
+            )])
+        }
+    }
+}
+
+fn generated_name(prefix: &str, document: &Value, number: usize) -> String {
+    // Kubernetes' alphabet for generated names: no vowels, no look-alikes.
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    // FNV-1a: tiny, stable across Rust versions and platforms.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let text = format!("{number}\n{document}");
+    for byte in text.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut suffix = String::with_capacity(5);
+    for _ in 0..5 {
+        let index = usize::try_from(hash % ALPHABET.len() as u64).unwrap_or(0);
+        suffix.push(char::from(ALPHABET[index]));
+        hash /= ALPHABET.len() as u64;
+    }
+    // The API server keeps at most 58 characters of the prefix.
+    let prefix: String = prefix.chars().take(58).collect();
+    format!("{prefix}{suffix}")
+}
+
+/// A fleetq Workload together with the name of the manifest it came from.
+pub(super) struct NamedWorkload {
+    pub source_name: String,
+    pub namespace: String,
+    pub name: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub spec: WorkloadSpec,
+}
+
+impl NamedWorkload {
+    pub fn into_converted(
+        self,
+        generated_name: bool,
+        rewrites: Vec<(String, String)>,
+    ) -> Converted {
+        Converted {
+            object: Object::Workload(Workload {
+                namespace: self.namespace,
+                name: self.name,
+                labels: self.labels,
+                spec: self.spec,
+            }),
+            source_name: self.source_name,
+            generated_name,
+            rewrites,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_names_are_stable_and_valid() {
+        let doc = serde_json::json!({"a": 1});
+        let a = generated_name("sample-job-", &doc, 1);
+        assert_eq!(a, generated_name("sample-job-", &doc, 1));
+        assert_ne!(a, generated_name("sample-job-", &doc, 2));
+        assert!(a.starts_with("sample-job-") && a.len() == "sample-job-".len() + 5);
+        assert!(crate::kueue::syntax::dns_label_error(&a).is_none(), "{a}");
+        let long = generated_name(&"x".repeat(80), &doc, 1);
+        assert_eq!(long.len(), 63);
+    }
+}

@@ -1,0 +1,4 @@
+//! Subcommands of the `fleetq` binary.
+
+pub mod input;
+pub mod validate;
