@@ -788,7 +788,9 @@ fn negative_amounts_are_rejected_everywhere() {
     let yaml = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {name: c}\nspec: {fairSharing: {weight: \"-0.5\"}}\n";
     let text = import_err(yaml)[0].to_string();
     assert!(
-        text.starts_with("document 1: Cohort/c: spec.fairSharing.weight: quantity \"-0.5\" is negative"),
+        text.starts_with(
+            "document 1: Cohort/c: spec.fairSharing.weight: quantity \"-0.5\" is negative"
+        ),
         "{text}"
     );
 }
