@@ -1,1 +1,195 @@
-fn main() {}
+//! One scheduling cycle over deep queues: 1k, 10k and 100k pending
+//! workloads spread over 10, 100 and 1,000 ClusterQueues (cohorts of 10),
+//! 8 clusters of 128 GPUs. Quota admits 1,000 one-GPU workloads per cycle,
+//! so the cost per admitted workload shows whether a cycle rescans the
+//! queue per decision (it must not).
+//!
+//! `cargo bench -p fleetq-scheduler` runs criterion and then prints a table
+//! of cycle time and cost per admission for the README.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, BenchmarkId, Criterion};
+use fleetq_model::cluster_queue::{ClusterQueueSpec, FlavorQuotas, ResourceGroup, ResourceQuota};
+use fleetq_model::flavor::ResourceFlavorSpec;
+use fleetq_model::local_queue::LocalQueueSpec;
+use fleetq_model::workload::{PodSet, WorkloadSpec};
+use fleetq_model::{
+    Cluster, ClusterQueue, ClusterState, Config, LocalQueue, Quantity, ResourceFlavor, Timestamp,
+    Workload,
+};
+use fleetq_scheduler::{schedule, PendingWorkload, SchedulerConfig, Snapshot};
+
+const GPU: &str = "nvidia.com/gpu";
+const ADMITTABLE: u64 = 1_000;
+const CLUSTERS: usize = 8;
+
+fn snapshot(pending: usize, queues: usize) -> Snapshot {
+    let mut config = Config::default();
+    config.flavors.insert(
+        "h100".into(),
+        ResourceFlavor {
+            name: "h100".into(),
+            spec: ResourceFlavorSpec::default(),
+        },
+    );
+    let per_queue = ADMITTABLE / queues as u64;
+    for q in 0..queues {
+        let name = format!("cq-{q}");
+        let spec = ClusterQueueSpec {
+            cohort: Some(format!("cohort-{}", q / 10)),
+            resource_groups: vec![ResourceGroup {
+                covered_resources: vec![GPU.into(), "cpu".into()],
+                flavors: vec![FlavorQuotas {
+                    name: "h100".into(),
+                    resources: vec![
+                        ResourceQuota {
+                            name: GPU.into(),
+                            nominal_quota: Quantity::units(per_queue),
+                            borrowing_limit: Some(Quantity::ZERO),
+                            lending_limit: None,
+                        },
+                        ResourceQuota {
+                            name: "cpu".into(),
+                            nominal_quota: Quantity::units(per_queue * 16),
+                            borrowing_limit: None,
+                            lending_limit: None,
+                        },
+                    ],
+                }],
+            }],
+            ..ClusterQueueSpec::default()
+        };
+        config.cluster_queues.insert(
+            name.clone(),
+            ClusterQueue {
+                name: name.clone(),
+                spec,
+            },
+        );
+        let lq = LocalQueue {
+            namespace: format!("team-{q}"),
+            name: "default".into(),
+            spec: LocalQueueSpec {
+                cluster_queue: name,
+                ..LocalQueueSpec::default()
+            },
+        };
+        config.local_queues.insert(lq.key(), lq);
+    }
+    let clusters: Vec<Cluster> = (0..CLUSTERS)
+        .map(|c| Cluster {
+            name: format!("cluster-{c}"),
+            labels: BTreeMap::new(),
+            capacity: [(
+                "h100".to_string(),
+                [(GPU.to_string(), Quantity::units(128))].into(),
+            )]
+            .into(),
+            state: ClusterState::Ready,
+        })
+        .collect();
+    let mut snap = Snapshot::new(config, &clusters);
+    for i in 0..pending {
+        let q = i % queues;
+        let workload = Workload {
+            namespace: format!("team-{q}"),
+            name: format!("job-{i}"),
+            labels: BTreeMap::new(),
+            spec: WorkloadSpec {
+                queue_name: "default".into(),
+                pod_sets: vec![PodSet {
+                    name: "main".into(),
+                    count: 1,
+                    min_count: None,
+                    requests: [
+                        (GPU.to_string(), Quantity::units(1)),
+                        ("cpu".to_string(), Quantity::units(8)),
+                    ]
+                    .into(),
+                }],
+                ..WorkloadSpec::default()
+            },
+        };
+        snap.add_pending(PendingWorkload {
+            id: i as u64 + 1,
+            workload: Arc::new(workload),
+            local_queue: format!("team-{q}/default"),
+            cluster_queue: format!("cq-{q}"),
+            priority: (i % 3) as i32 * 100,
+            created_at: Timestamp(i as u64),
+            not_before: None,
+        })
+        .expect("fresh id");
+    }
+    snap
+}
+
+const SIZES: [(usize, usize); 9] = [
+    (1_000, 10),
+    (1_000, 100),
+    (1_000, 1_000),
+    (10_000, 10),
+    (10_000, 100),
+    (10_000, 1_000),
+    (100_000, 10),
+    (100_000, 100),
+    (100_000, 1_000),
+];
+
+fn cycle(c: &mut Criterion) {
+    let cfg = SchedulerConfig::default();
+    let mut group = c.benchmark_group("cycle");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(3));
+    for (pending, queues) in SIZES {
+        let snap = snapshot(pending, queues);
+        group.bench_with_input(
+            BenchmarkId::new(format!("{queues}cq"), pending),
+            &snap,
+            |b, snap| b.iter(|| schedule(black_box(snap), Timestamp(1_000_000), &cfg)),
+        );
+    }
+    group.finish();
+}
+
+/// Median of a few timed cycles per size, printed as the README table.
+fn summary() {
+    let cfg = SchedulerConfig::default();
+    println!(
+        "\n| pending | ClusterQueues | admitted | cycle (median) | per admission | vs 1k pending |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|");
+    let mut base: BTreeMap<usize, f64> = BTreeMap::new();
+    for (pending, queues) in SIZES {
+        let snap = snapshot(pending, queues);
+        let mut times = Vec::new();
+        let mut admitted = 0;
+        for _ in 0..15 {
+            let start = Instant::now();
+            let d = schedule(&snap, Timestamp(1_000_000), &cfg);
+            times.push(start.elapsed());
+            admitted = d.admissions.len();
+        }
+        times.sort();
+        let median = times[times.len() / 2];
+        let per = median.as_secs_f64() * 1e6 / admitted.max(1) as f64;
+        let ratio = per / *base.entry(queues).or_insert(per);
+        println!(
+            "| {pending} | {queues} | {admitted} | {:.2} ms | {per:.2} µs | {ratio:.2}x |",
+            median.as_secs_f64() * 1e3
+        );
+    }
+}
+
+criterion_group!(benches, cycle);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    summary();
+}

@@ -18,7 +18,7 @@ use crate::decision::{Admission, Decisions, PendingReason, ReasonKind};
 use crate::fair;
 use crate::preempt;
 use crate::quota::{NodeId, Usage};
-use crate::snapshot::{PendingWorkload, QueueKey, Snapshot};
+use crate::snapshot::{PendingWorkload, QueueKey, Snapshot, SubQueueKey};
 use crate::{SchedulerConfig, WorkloadId};
 
 /// Order of ClusterQueue heads: priority, then fair share (0 when fair
@@ -29,9 +29,9 @@ type HeadKey = (Reverse<i32>, u64, u64, Timestamp, WorkloadId, NodeId);
 #[derive(Default)]
 struct Cursor {
     /// Last key taken from each sub-queue.
-    last: BTreeMap<String, QueueKey>,
+    last: BTreeMap<SubQueueKey, QueueKey>,
     /// Sub-queue of the head currently in the heap.
-    head_sub: Option<String>,
+    head_sub: Option<SubQueueKey>,
     inadmissible: usize,
 }
 
@@ -48,6 +48,14 @@ pub(crate) struct Cycle<'a> {
     pub cfg: &'a SchedulerConfig,
     pub usage: Usage,
     pub cluster_usage: ClusterUsage,
+    /// Usage as it will be once this cycle's victims have stopped and their
+    /// preemptors are admitted. `usage` keeps victims charged (they hold
+    /// their quota until they stop), which is right for admitting but would
+    /// make a preemptor's queue look emptier, and its victims' queues fuller,
+    /// than they are about to be; preemption decisions (who borrows, which
+    /// victims free enough, fair shares) are taken against this instead.
+    pub projected: Usage,
+    pub projected_cluster: ClusterUsage,
     /// Victims and evicting workloads already counted as freed this cycle.
     pub taken: HashSet<WorkloadId>,
     pub decisions: Decisions,
@@ -57,6 +65,11 @@ pub(crate) struct Cycle<'a> {
     eligible: HashMap<NodeId, Vec<usize>>,
     /// Failed demand shapes per ClusterQueue, with their reason.
     memo: HashMap<(NodeId, i32, Vec<GroupDemand>), PendingReason>,
+    /// Resources a ClusterQueue has no unused quota for in any flavor, with
+    /// the reason. Usage only grows within a cycle, so a later workload
+    /// (never of higher priority) asking for one of them cannot fit either;
+    /// checking this first keeps a deep, full queue cheap to skip.
+    exhausted: HashMap<NodeId, Vec<(String, PendingReason)>>,
 }
 
 enum Outcome {
@@ -73,6 +86,8 @@ impl<'a> Cycle<'a> {
             cfg,
             usage: snap.usage.clone(),
             cluster_usage: snap.cluster_usage.clone(),
+            projected: snap.usage.clone(),
+            projected_cluster: snap.cluster_usage.clone(),
             taken: HashSet::new(),
             decisions: Decisions::default(),
             local_queues: HashMap::new(),
@@ -80,6 +95,7 @@ impl<'a> Cycle<'a> {
             cursors: HashMap::new(),
             eligible: HashMap::new(),
             memo: HashMap::new(),
+            exhausted: HashMap::new(),
         }
     }
 
@@ -143,6 +159,21 @@ impl<'a> Cycle<'a> {
                         );
                         continue;
                     }
+                    if reason.kind == ReasonKind::WaitingForQuota && self.quota_exhausted(node) {
+                        // Nothing behind it can fit without preemption, and
+                        // the head (highest priority) already found no victims.
+                        self.decisions.queue_reasons.insert(
+                            cq.name.clone(),
+                            PendingReason::new(
+                                ReasonKind::WaitingForQuota,
+                                format!(
+                                    "ClusterQueue {:?} has no unused quota left: {}",
+                                    cq.name, reason.message
+                                ),
+                            ),
+                        );
+                        continue;
+                    }
                     let cursor = self.cursors.entry(node).or_default();
                     cursor.inadmissible += 1;
                     if cursor.inadmissible >= self.cfg.max_inadmissible_per_queue {
@@ -164,6 +195,14 @@ impl<'a> Cycle<'a> {
         }
         self.decisions.stats.admitted = self.decisions.admissions.len() as u64;
         self.decisions
+    }
+
+    /// Whether `node` has no quota left in any cell it holds quota for.
+    fn quota_exhausted(&self, node: NodeId) -> bool {
+        let tree = &self.snap.tree;
+        (0..tree.cells.len())
+            .filter(|&fr| tree.nodes[node].limits[fr].is_some())
+            .all(|fr| tree.available(&self.usage, node, fr) == 0)
     }
 
     fn defer_remaining(&mut self) {
@@ -210,27 +249,42 @@ impl<'a> Cycle<'a> {
     }
 
     /// Finds the next eligible workload of `node` and puts it in the heap.
+    /// Sub-queues asking for a resource the queue has run out of are
+    /// skipped whole; if that leaves nothing, the queue's reason says why.
     fn push_head(&mut self, node: NodeId) {
         let snap = self.snap;
         let queue = &snap.queues[node];
-        let mut best: Option<(HeadKey, String)> = None;
-        let subs: Vec<&String> = queue.sub_queues.keys().collect();
-        for sub in subs {
+        let mut best: Option<(HeadKey, &SubQueueKey)> = None;
+        let mut skipped: Option<PendingReason> = None;
+        for sub in queue.sub_queues.keys() {
+            if let Some(reason) = self.exhausted_reason(node, &sub.resources) {
+                skipped.get_or_insert(reason);
+                continue;
+            }
             let Some(key) = self.next_in(node, sub) else {
                 continue;
             };
-            let afs = if sub.is_empty() {
+            let afs = if sub.local_queue.is_empty() {
                 0
             } else {
-                let weight = self.local_queue_weight(sub).max(1);
-                self.local_queue_now(sub).afs.saturating_mul(1000) / weight
+                let weight = self.local_queue_weight(&sub.local_queue).max(1);
+                self.local_queue_now(&sub.local_queue)
+                    .afs
+                    .saturating_mul(1000)
+                    / weight
             };
             let candidate = (key.0, 0, afs, key.1, key.2, node);
             if best.as_ref().is_none_or(|(b, _)| candidate < *b) {
-                best = Some((candidate, sub.clone()));
+                best = Some((candidate, sub));
             }
         }
-        let Some((mut key, sub)) = best else { return };
+        let Some((mut key, sub)) = best else {
+            if let Some(reason) = skipped {
+                let name = snap.tree.nodes[node].name.clone();
+                self.decisions.queue_reasons.entry(name).or_insert(reason);
+            }
+            return;
+        };
         if self.cfg.fair_sharing {
             let cq = self.cluster_queue(node);
             key.1 = fair::dominant_resource_share(
@@ -240,13 +294,21 @@ impl<'a> Cycle<'a> {
                 cq.fair_sharing_weight(),
             );
         }
-        self.cursors.entry(node).or_default().head_sub = Some(sub);
+        self.cursors.entry(node).or_default().head_sub = Some(sub.clone());
         self.heads.insert(key);
+    }
+
+    fn exhausted_reason(&self, node: NodeId, resources: &[String]) -> Option<PendingReason> {
+        let exhausted = self.exhausted.get(&node)?;
+        exhausted
+            .iter()
+            .find(|(r, _)| resources.contains(r))
+            .map(|(_, reason)| reason.clone())
     }
 
     /// The next workload of a sub-queue after its cursor, skipping (with a
     /// reason) those still backing off.
-    fn next_in(&mut self, node: NodeId, sub: &str) -> Option<QueueKey> {
+    fn next_in(&mut self, node: NodeId, sub: &SubQueueKey) -> Option<QueueKey> {
         let set = self.snap.queues[node].sub_queues.get(sub)?;
         loop {
             let cursor = self.cursors.entry(node).or_default();
@@ -257,7 +319,7 @@ impl<'a> Cycle<'a> {
             let workload = &self.snap.pending[&next.2];
             match workload.not_before {
                 Some(t) if t > self.now => {
-                    cursor.last.insert(sub.to_string(), *next);
+                    cursor.last.insert(sub.clone(), *next);
                     self.decisions.pending.insert(
                         workload.id,
                         PendingReason::new(
@@ -324,7 +386,7 @@ impl<'a> Cycle<'a> {
                 return self.admit(node, cq, w, &full, &plan, c);
             }
         }
-        if plan.mode == Mode::Preempt {
+        if plan.mode == Mode::Preempt && preempt::policy_allows_any(cq) {
             if let Some(reason) = preempt::try_preempt(self, node, cq, w, &plan, &eligible) {
                 return Outcome::Preempting(reason);
             }
@@ -343,8 +405,38 @@ impl<'a> Cycle<'a> {
                 ),
             )
         });
+        if reason.kind == ReasonKind::WaitingForQuota {
+            self.note_exhausted(node, cq, &demands, &reason);
+        }
         self.memo.insert(memo_key, reason.clone());
         Outcome::Wait(reason)
+    }
+
+    /// Records the requested resources for which every flavor of their
+    /// group has nothing left in `node`.
+    fn note_exhausted(
+        &mut self,
+        node: NodeId,
+        cq: &ClusterQueue,
+        demands: &[GroupDemand],
+        reason: &PendingReason,
+    ) {
+        let tree = &self.snap.tree;
+        for demand in demands {
+            let group = &cq.spec.resource_groups[demand.group];
+            for (resource, _) in &demand.resources {
+                let none_left = group.flavors.iter().all(|f| {
+                    tree.cell_of(&f.name, resource)
+                        .is_none_or(|fr| tree.available(&self.usage, node, fr) == 0)
+                });
+                if none_left {
+                    self.exhausted
+                        .entry(node)
+                        .or_default()
+                        .push((resource.clone(), reason.clone()));
+                }
+            }
+        }
     }
 
     fn context<'c>(
@@ -513,6 +605,8 @@ impl<'a> Cycle<'a> {
         for &(fr, q) in &plan.cells {
             self.snap.tree.charge(&mut self.usage, node, fr, q);
             self.cluster_usage.add(cluster, fr, q);
+            self.snap.tree.charge(&mut self.projected, node, fr, q);
+            self.projected_cluster.add(cluster, fr, q);
         }
         let gpus = Self::gpus(w, counts);
         let penalty = gpus.saturating_mul(self.cfg.afs_entry_penalty.as_secs());

@@ -80,7 +80,7 @@ impl Default for SchedulerConfig {
             afs_half_life: Duration::from_secs(3600),
             afs_entry_penalty: Duration::from_secs(300),
             max_admissions_per_cycle: 10_000,
-            max_inadmissible_per_queue: 64,
+            max_inadmissible_per_queue: 16,
         }
     }
 }

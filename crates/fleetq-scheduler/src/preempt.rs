@@ -127,11 +127,22 @@ pub(crate) fn try_preempt(
     for &(fr, q) in &reserve_on_cluster {
         cycle.cluster_usage.add(cluster, fr, q);
     }
+    // In the projected state the victims are gone and the preemptor runs.
+    for cand in chosen.iter().map(|&i| &all[i]) {
+        release(cycle, cand);
+    }
+    for &(fr, q) in &plan.cells {
+        snap.tree.charge(&mut cycle.projected, node, fr, q);
+        cycle.projected_cluster.add(cluster, fr, q);
+    }
     let cluster_name = snap.clusters.clusters[cluster].name();
     let message = if new_victims > 0 {
         format!("preempting {new_victims} workload(s) on cluster {cluster_name}; admitted once they stop")
-    } else {
+    } else if waiting_for > 0 {
         format!("waiting for {waiting_for} evicted workload(s) on cluster {cluster_name} to stop")
+    } else {
+        // Room that this cycle's earlier victims free beyond their preemptors' needs.
+        format!("waiting for workloads preempted on cluster {cluster_name} to stop")
     };
     Some(PendingReason::new(ReasonKind::Preempting, message))
 }
@@ -150,7 +161,7 @@ fn candidates<'s>(
     let needed: Vec<FrId> = plan.cells.iter().map(|&(fr, _)| fr).collect();
     let root = root_of(cycle, node);
     let borrows_after = plan.cells.iter().any(|&(fr, q)| {
-        cycle.usage.get(node, fr).saturating_add(q) > tree.nodes[node].subtree_quota[fr]
+        cycle.projected.get(node, fr).saturating_add(q) > tree.nodes[node].subtree_quota[fr]
     });
     let mut out = Vec::new();
     let mut consider = |a: &'s AdmittedWorkload, evicting: bool, reason: PreemptionReason| {
@@ -231,13 +242,13 @@ fn candidates<'s>(
     // Elsewhere in the cohort tree: only from queues that borrow, and only
     // as the reclaim / borrow-within-cohort policies allow.
     if root != node {
-        for other in tree.cluster_queue_ids() {
-            if other == node || root_of(cycle, other) != root {
+        for other in tree.cluster_queues_under(root) {
+            if other == node {
                 continue;
             }
             if !needed
                 .iter()
-                .any(|&fr| tree.is_borrowing(&cycle.usage, other, fr))
+                .any(|&fr| tree.is_borrowing(&cycle.projected, other, fr))
             {
                 continue;
             }
@@ -271,6 +282,13 @@ fn candidates<'s>(
     out
 }
 
+/// Whether the ClusterQueue's policy permits any preemption at all.
+pub(crate) fn policy_allows_any(cq: &ClusterQueue) -> bool {
+    let p = &cq.spec.preemption;
+    p.within_cluster_queue != WithinClusterQueue::Never
+        || p.reclaim_within_cohort != ReclaimWithinCohort::Never
+}
+
 fn reclaim_allows(policy: ReclaimWithinCohort, victim: i32, preemptor: i32) -> bool {
     match policy {
         ReclaimWithinCohort::Never => false,
@@ -286,32 +304,42 @@ fn root_of(cycle: &Cycle<'_>, mut node: NodeId) -> NodeId {
     node
 }
 
+/// Takes `cand` out of the projected state: the search, and everything it
+/// asks (who borrows, what fits), works on usage as it will be once this
+/// cycle's victims stop, never on the working state that admissions use.
 fn release(cycle: &mut Cycle<'_>, cand: &Candidate<'_>) {
     for &(fr, q) in &cand.cells {
-        cycle.snap.tree.release(&mut cycle.usage, cand.node, fr, q);
+        cycle
+            .snap
+            .tree
+            .release(&mut cycle.projected, cand.node, fr, q);
         if let Some(c) = cand.cluster {
-            cycle.cluster_usage.sub(c, fr, q);
+            cycle.projected_cluster.sub(c, fr, q);
         }
     }
 }
 
 fn restore(cycle: &mut Cycle<'_>, cand: &Candidate<'_>) {
     for &(fr, q) in &cand.cells {
-        cycle.snap.tree.charge(&mut cycle.usage, cand.node, fr, q);
+        cycle
+            .snap
+            .tree
+            .charge(&mut cycle.projected, cand.node, fr, q);
         if let Some(c) = cand.cluster {
-            cycle.cluster_usage.add(c, fr, q);
+            cycle.projected_cluster.add(c, fr, q);
         }
     }
 }
 
+/// Whether the preemptor fits on `cluster` in the projected state.
 fn fits(cycle: &Cycle<'_>, node: NodeId, plan: &Plan, cluster: usize) -> bool {
     plan.cells
         .iter()
-        .all(|&(fr, q)| q <= cycle.snap.tree.available(&cycle.usage, node, fr))
+        .all(|&(fr, q)| q <= cycle.snap.tree.available(&cycle.projected, node, fr))
         && cycle
             .snap
             .clusters
-            .fits_now(&cycle.cluster_usage, cluster, &plan.cells)
+            .fits_now(&cycle.projected_cluster, cluster, &plan.cells)
 }
 
 /// Whether fair sharing lets the preemptor's queue take from `cand`'s
@@ -328,14 +356,14 @@ fn fair_share_allows(
     let preemptor_after =
         fair::dominant_resource_share_with(tree, node, cq.fair_sharing_weight(), |fr| {
             let extra: u64 = plan.cells.iter().filter(|c| c.0 == fr).map(|c| c.1).sum();
-            cycle.usage.get(node, fr).saturating_add(extra)
+            cycle.projected.get(node, fr).saturating_add(extra)
         });
     let target_cq = &snap.config.cluster_queues[&tree.nodes[cand.node].name];
     let weight = target_cq.fair_sharing_weight();
-    let target_before = fair::dominant_resource_share(tree, &cycle.usage, cand.node, weight);
+    let target_before = fair::dominant_resource_share(tree, &cycle.projected, cand.node, weight);
     let target_after = fair::dominant_resource_share_with(tree, cand.node, weight, |fr| {
         let freed: u64 = cand.cells.iter().filter(|c| c.0 == fr).map(|c| c.1).sum();
-        cycle.usage.get(cand.node, fr).saturating_sub(freed)
+        cycle.projected.get(cand.node, fr).saturating_sub(freed)
     });
     cycle.cfg.fair_sharing_strategies.iter().any(|s| match s {
         FairSharingStrategy::LessThanOrEqualToFinalShare => preemptor_after <= target_after,
@@ -396,10 +424,12 @@ fn minimal_set(
         }
         if !cand.evicting && cand.node != node {
             // Reclaim only while the other queue still borrows what we need.
-            let still_borrowing = plan
-                .cells
-                .iter()
-                .any(|&(fr, _)| cycle.snap.tree.is_borrowing(&cycle.usage, cand.node, fr));
+            let still_borrowing = plan.cells.iter().any(|&(fr, _)| {
+                cycle
+                    .snap
+                    .tree
+                    .is_borrowing(&cycle.projected, cand.node, fr)
+            });
             if !still_borrowing {
                 continue;
             }

@@ -256,6 +256,19 @@ impl QuotaTree {
             .map(|(i, _)| i)
     }
 
+    /// ClusterQueues in the subtree of `node`, depth first.
+    pub fn cluster_queues_under(&self, node: NodeId) -> Vec<NodeId> {
+        let mut out = Vec::new();
+        let mut stack = vec![node];
+        while let Some(n) = stack.pop() {
+            match self.nodes[n].kind {
+                NodeKind::ClusterQueue => out.push(n),
+                NodeKind::Cohort => stack.extend(self.nodes[n].children.iter().rev()),
+            }
+        }
+        out
+    }
+
     pub fn new_usage(&self) -> Usage {
         Usage {
             cells: self.cells.len(),
