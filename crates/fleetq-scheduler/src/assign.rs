@@ -73,6 +73,9 @@ pub fn demand(
         .collect())
 }
 
+/// One flavor judged for one group: mode, flavor, cells, why not better.
+type FlavorChoice = (Mode, String, Vec<(FrId, u64)>, Option<PendingReason>);
+
 /// A chosen flavor per group and the cells it charges.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -237,7 +240,7 @@ impl AssignContext<'_> {
         };
         for demand in demands {
             let group = &self.cq.spec.resource_groups[demand.group];
-            let mut best: Option<(Mode, String, Vec<(FrId, u64)>, Option<PendingReason>)> = None;
+            let mut best: Option<FlavorChoice> = None;
             for flavor in &group.flavors {
                 let (mode, cells, reason) = self.judge(&flavor.name, demand);
                 let stop = match mode {
