@@ -14,6 +14,35 @@
 //! [`Snapshot::add_pending`], [`Snapshot::admit`] (which re-validates a
 //! decision against the state it is applied to), [`Snapshot::mark_evicting`]
 //! and [`Snapshot::release`].
+//!
+//! # Choices DESIGN.md leaves open (`../shared/DESIGN.md` is read-only here)
+//!
+//! - **Devices.** A flavor some cluster reports is *tracked*: only clusters
+//!   reporting it host it, limited to the amounts reported. A resource a
+//!   cluster does not report for a flavor it hosts (say `cpu` beside GPUs) is
+//!   not limited there; a flavor no cluster reports is quota-only.
+//! - **Preemption.** Victims keep their quota until the agent confirms they
+//!   stopped; the preemptor waits with reason `Preempting` and is admitted in
+//!   a later cycle. Within a cycle the working state keeps victims charged
+//!   and reserves the rest of the preemptor's need, so it only ever
+//!   over-approximates real usage: every admission a cycle makes is one
+//!   apply() accepts (a property test checks this).
+//! - **Many admissions per queue per cycle** (Kueue: one head per
+//!   ClusterQueue), bounded by `max_admissions_per_cycle`; a BestEffortFIFO
+//!   queue stops being scanned after `max_inadmissible_per_queue` misses, and
+//!   the workloads a cycle did not reach get their queue's reason
+//!   ([`Decisions::queue_reasons`]).
+//! - **Flavors** are assigned per workload and resource group: all pod sets
+//!   of one workload share a group's flavor (they land on one cluster anyway).
+//! - **Fair sharing** orders heads by each ClusterQueue's dominant resource
+//!   share against its root cohort's lendable quota (not Kueue's per-level
+//!   tournament), and a cohort victim is allowed if any configured strategy
+//!   allows it.
+//! - **Admission fair sharing** decays LocalQueue usage with integer halvings
+//!   plus linear interpolation inside a half-life, so every replica computes
+//!   the same figure; usage is GPU-seconds.
+//! - **GPU-second budgets** count `nvidia.com/gpu` only (MIG slices are not
+//!   charged); a budgeted GPU workload must set `maximumExecutionTime`.
 
 pub mod assign;
 pub mod budget;
