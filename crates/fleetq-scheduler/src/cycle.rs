@@ -21,9 +21,10 @@ use crate::quota::{NodeId, Usage};
 use crate::snapshot::{PendingWorkload, QueueKey, Snapshot, SubQueueKey};
 use crate::{SchedulerConfig, WorkloadId};
 
-/// Order of ClusterQueue heads: priority, then fair share (0 when fair
-/// sharing is off), then admission-fair-sharing usage, then age, then id.
-type HeadKey = (Reverse<i32>, u64, u64, Timestamp, WorkloadId, NodeId);
+/// Order of ClusterQueue heads: priority, then whether it would borrow
+/// (false first), then fair share (0 when fair sharing is off), then
+/// admission-fair-sharing usage, then age, then id.
+type HeadKey = (Reverse<i32>, bool, u64, u64, Timestamp, WorkloadId, NodeId);
 
 /// Per-ClusterQueue progress through its pending set in this cycle.
 #[derive(Default)]
@@ -66,9 +67,9 @@ pub(crate) struct Cycle<'a> {
     /// Failed demand shapes per ClusterQueue, with their reason.
     memo: HashMap<(NodeId, i32, Vec<GroupDemand>), PendingReason>,
     /// Resources a ClusterQueue has no unused quota for in any flavor, with
-    /// the reason. Usage only grows within a cycle, so a later workload
-    /// (never of higher priority) asking for one of them cannot fit either;
-    /// checking this first keeps a deep, full queue cheap to skip.
+    /// the reason. Usage only grows within a cycle, so in a queue that may
+    /// not preempt a later workload asking for one of them cannot fit
+    /// either; checking this first keeps a deep, full queue cheap to skip.
     exhausted: HashMap<NodeId, Vec<(String, PendingReason)>>,
 }
 
@@ -128,7 +129,7 @@ impl<'a> Cycle<'a> {
             self.push_head(node);
         }
         while let Some(head) = self.heads.pop_first() {
-            let node = head.5;
+            let node = head.6;
             if self.decisions.admissions.len() >= self.cfg.max_admissions_per_cycle {
                 self.heads.insert(head);
                 self.defer_remaining();
@@ -136,8 +137,8 @@ impl<'a> Cycle<'a> {
             }
             let cursor = self.cursors.entry(node).or_default();
             let sub = cursor.head_sub.take().unwrap_or_default();
-            cursor.last.insert(sub, (head.0, head.3, head.4));
-            let workload = &self.snap.pending[&head.4];
+            cursor.last.insert(sub, (head.0, head.4, head.5));
+            let workload = &self.snap.pending[&head.5];
             self.decisions.stats.examined += 1;
             let cq = self.cluster_queue(node);
             match self.attempt(node, cq, workload) {
@@ -159,9 +160,15 @@ impl<'a> Cycle<'a> {
                         );
                         continue;
                     }
-                    if reason.kind == ReasonKind::WaitingForQuota && self.quota_exhausted(node) {
-                        // Nothing behind it can fit without preemption, and
-                        // the head (highest priority) already found no victims.
+                    if reason.kind == ReasonKind::WaitingForQuota
+                        && !preempt::policy_allows_any(cq)
+                        && self.quota_exhausted(node)
+                    {
+                        // Nothing behind it can fit, and none may preempt.
+                        // (Where preemption is allowed, a smaller workload
+                        // behind may still find victims the head could not:
+                        // say one that fits the queue's nominal quota and
+                        // reclaims it, behind one that would borrow.)
                         self.decisions.queue_reasons.insert(
                             cq.name.clone(),
                             PendingReason::new(
@@ -208,7 +215,7 @@ impl<'a> Cycle<'a> {
     fn defer_remaining(&mut self) {
         let limit = self.cfg.max_admissions_per_cycle;
         for head in std::mem::take(&mut self.heads) {
-            let name = self.snap.tree.nodes[head.5].name.clone();
+            let name = self.snap.tree.nodes[head.6].name.clone();
             self.decisions.queue_reasons.insert(
                 name,
                 PendingReason::new(
@@ -273,7 +280,7 @@ impl<'a> Cycle<'a> {
                     .saturating_mul(1000)
                     / weight
             };
-            let candidate = (key.0, 0, afs, key.1, key.2, node);
+            let candidate = (key.0, false, 0, afs, key.1, key.2, node);
             if best.as_ref().is_none_or(|(b, _)| candidate < *b) {
                 best = Some((candidate, sub));
             }
@@ -285,9 +292,14 @@ impl<'a> Cycle<'a> {
             }
             return;
         };
+        // Kueue's rule: at equal priority, heads that fit their queue's own
+        // quota go before heads that would borrow, so an owner gets back
+        // what its victims free (or what it lent) before a borrower, even an
+        // older one, takes it again and has to be preempted in turn.
+        key.1 = self.would_borrow(node, &snap.pending[&key.5]);
         if self.cfg.fair_sharing {
             let cq = self.cluster_queue(node);
-            key.1 = fair::dominant_resource_share(
+            key.2 = fair::dominant_resource_share(
                 &snap.tree,
                 &self.usage,
                 node,
@@ -296,6 +308,28 @@ impl<'a> Cycle<'a> {
         }
         self.cursors.entry(node).or_default().head_sub = Some(sub.clone());
         self.heads.insert(key);
+    }
+
+    /// Whether `w`, at full count, would use more than its ClusterQueue's
+    /// own quota in every flavor of some resource group it needs, judged
+    /// on the projected state (this cycle's preemptors running).
+    fn would_borrow(&self, node: NodeId, w: &PendingWorkload) -> bool {
+        let cq = self.cluster_queue(node);
+        let full: Vec<u32> = w.workload.spec.pod_sets.iter().map(|p| p.count).collect();
+        let Ok(demands) = assign::demand(cq, w, &full) else {
+            return false;
+        };
+        let tree = &self.snap.tree;
+        demands.iter().any(|d| {
+            !cq.spec.resource_groups[d.group].flavors.iter().any(|f| {
+                d.resources.iter().all(|(r, q)| {
+                    tree.cell_of(&f.name, r).is_some_and(|fr| {
+                        self.projected.get(node, fr).saturating_add(*q)
+                            <= tree.nodes[node].subtree_quota[fr]
+                    })
+                })
+            })
+        })
     }
 
     fn exhausted_reason(&self, node: NodeId, resources: &[String]) -> Option<PendingReason> {
@@ -405,7 +439,8 @@ impl<'a> Cycle<'a> {
                 ),
             )
         });
-        if reason.kind == ReasonKind::WaitingForQuota {
+        // Only where nothing may preempt: see the queue skip in `run`.
+        if reason.kind == ReasonKind::WaitingForQuota && !preempt::policy_allows_any(cq) {
             self.note_exhausted(node, cq, &demands, &reason);
         }
         self.memo.insert(memo_key, reason.clone());

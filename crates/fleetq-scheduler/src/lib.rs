@@ -27,6 +27,11 @@
 //!   and reserves the rest of the preemptor's need, so it only ever
 //!   over-approximates real usage: every admission a cycle makes is one
 //!   apply() accepts (a property test checks this).
+//! - **Order of heads.** At equal priority, a head that fits its
+//!   ClusterQueue's own quota goes before one that would borrow (Kueue's
+//!   first ordering rule, kept below priority as DESIGN.md §3 orders), so
+//!   quota an owner reclaimed reaches it before an older borrower takes it
+//!   again and has to be preempted in turn.
 //! - **Many admissions per queue per cycle** (Kueue: one head per
 //!   ClusterQueue), bounded by `max_admissions_per_cycle`; a BestEffortFIFO
 //!   queue stops being scanned after `max_inadmissible_per_queue` misses, and

@@ -11,9 +11,12 @@ use std::time::Duration;
 use fleetq_model::config::Object;
 use fleetq_model::time::parse_duration;
 use fleetq_model::workload::{PodSet, WorkloadSpec};
-use fleetq_model::{Cluster, ClusterState, Config, Quantity, Timestamp, Workload};
+use fleetq_model::{
+    Cluster, ClusterState, Config, FieldError, FlavorResource, Quantity, Timestamp, Workload,
+};
 use fleetq_scheduler::{
-    schedule, Decisions, PendingReason, PendingWorkload, ReasonKind, SchedulerConfig, Snapshot,
+    schedule, Decisions, PendingReason, PendingWorkload, PreemptionReason, ReasonKind,
+    SchedulerConfig, Snapshot, SnapshotError,
 };
 
 pub struct Sim {
@@ -59,6 +62,52 @@ pub fn cluster(line: &str) -> Cluster {
     }
 }
 
+/// One workload written as `name key=value ...`:
+/// `q=` LocalQueue (namespace `ns`), `gpu=` per pod, `cpu=`, `mig=` (1g.10gb
+/// slices), `n=` pods, `min=` minCount, `pc=` priority class,
+/// `maxrun=`, `minrun=` (minRuntimeBeforePreemption), `grace=`.
+pub fn workload(line: &str) -> Workload {
+    let mut parts = line.split_whitespace();
+    let name = parts.next().expect("workload name").to_string();
+    let mut spec = WorkloadSpec::default();
+    let mut pod = PodSet {
+        name: "main".into(),
+        count: 1,
+        ..PodSet::default()
+    };
+    for kv in parts {
+        let (k, v) = kv.split_once('=').expect("key=value");
+        match k {
+            "q" => spec.queue_name = v.into(),
+            "gpu" => {
+                pod.requests
+                    .insert("nvidia.com/gpu".into(), v.parse().unwrap());
+            }
+            "cpu" => {
+                pod.requests.insert("cpu".into(), v.parse().unwrap());
+            }
+            "mig" => {
+                pod.requests
+                    .insert("nvidia.com/mig-1g.10gb".into(), v.parse().unwrap());
+            }
+            "n" => pod.count = v.parse().unwrap(),
+            "min" => pod.min_count = Some(v.parse().unwrap()),
+            "pc" => spec.priority_class_name = Some(v.into()),
+            "maxrun" => spec.maximum_execution_time = Some(parse_duration(v).unwrap()),
+            "minrun" => spec.min_runtime_before_preemption = Some(parse_duration(v).unwrap()),
+            "grace" => spec.preemption_grace_period = Some(parse_duration(v).unwrap()),
+            other => panic!("unknown key {other}"),
+        }
+    }
+    spec.pod_sets.push(pod);
+    Workload {
+        namespace: "ns".into(),
+        name,
+        labels: BTreeMap::new(),
+        spec,
+    }
+}
+
 impl Sim {
     pub fn new(yaml: &str, clusters: &[&str]) -> Sim {
         let clusters: Vec<Cluster> = clusters.iter().map(|c| cluster(c)).collect();
@@ -79,55 +128,35 @@ impl Sim {
         self
     }
 
-    /// Submits one workload written as `name key=value ...`:
-    /// `q=` LocalQueue (namespace `ns`), `gpu=` per pod, `cpu=`, `mig=` (1g.10gb
-    /// slices), `n=` pods, `min=` minCount, `pc=` priority class,
-    /// `maxrun=`, `minrun=` (minRuntimeBeforePreemption), `grace=`.
+    /// Submits one workload written as `name key=value ...` (see
+    /// [`workload`] for the keys). Panics if the configuration refuses it.
     pub fn submit(&mut self, line: &str) -> u64 {
-        let mut parts = line.split_whitespace();
-        let name = parts.next().expect("workload name").to_string();
-        let mut spec = WorkloadSpec::default();
-        let mut pod = PodSet {
-            name: "main".into(),
-            count: 1,
-            ..PodSet::default()
-        };
-        for kv in parts {
-            let (k, v) = kv.split_once('=').expect("key=value");
-            match k {
-                "q" => spec.queue_name = v.into(),
-                "gpu" => {
-                    pod.requests
-                        .insert("nvidia.com/gpu".into(), v.parse().unwrap());
-                }
-                "cpu" => {
-                    pod.requests.insert("cpu".into(), v.parse().unwrap());
-                }
-                "mig" => {
-                    pod.requests
-                        .insert("nvidia.com/mig-1g.10gb".into(), v.parse().unwrap());
-                }
-                "n" => pod.count = v.parse().unwrap(),
-                "min" => pod.min_count = Some(v.parse().unwrap()),
-                "pc" => spec.priority_class_name = Some(v.into()),
-                "maxrun" => spec.maximum_execution_time = Some(parse_duration(v).unwrap()),
-                "minrun" => spec.min_runtime_before_preemption = Some(parse_duration(v).unwrap()),
-                "grace" => spec.preemption_grace_period = Some(parse_duration(v).unwrap()),
-                other => panic!("unknown key {other}"),
-            }
-        }
-        spec.pod_sets.push(pod);
-        let workload = Workload {
-            namespace: "ns".into(),
-            name: name.clone(),
-            labels: BTreeMap::new(),
-            spec,
-        };
-        let binding = self
-            .snap
-            .config()
-            .bind_workload(&workload)
-            .unwrap_or_else(|e| panic!("{name} does not bind: {e:?}"));
+        self.try_submit(line)
+            .unwrap_or_else(|e| panic!("{line:?} does not bind: {e:?}"))
+    }
+
+    /// Submits one workload as the ledger would: bound to its LocalQueue,
+    /// ClusterQueue and priority by [`Config::bind_workload`], which may
+    /// refuse it.
+    pub fn try_submit(&mut self, line: &str) -> Result<u64, Vec<FieldError>> {
+        let workload = workload(line);
+        let binding = self.snap.config().bind_workload(&workload)?;
+        Ok(self.enqueue(
+            workload,
+            binding.local_queue,
+            binding.cluster_queue,
+            binding.priority,
+        ))
+    }
+
+    fn enqueue(
+        &mut self,
+        workload: Workload,
+        local_queue: String,
+        cluster_queue: String,
+        priority: i32,
+    ) -> u64 {
+        let name = workload.name.clone();
         let id = self.next_id;
         self.next_id += 1;
         self.now = Timestamp(self.now.0 + 1);
@@ -135,9 +164,9 @@ impl Sim {
             .add_pending(PendingWorkload {
                 id,
                 workload: Arc::new(workload),
-                local_queue: binding.local_queue,
-                cluster_queue: binding.cluster_queue,
-                priority: binding.priority,
+                local_queue,
+                cluster_queue,
+                priority,
                 created_at: self.now,
                 not_before: None,
             })
@@ -158,19 +187,42 @@ impl Sim {
     /// Runs one cycle and applies it; every decision must pass re-validation
     /// and the invariants must hold afterwards.
     pub fn cycle(&mut self) -> &Decisions {
-        self.now = Timestamp(self.now.0 + 1);
-        let decisions = schedule(&self.snap, self.now, &self.cfg);
-        let again = schedule(&self.snap, self.now, &self.cfg);
-        assert_eq!(decisions, again, "same input must give the same decisions");
-        let rejected = self.snap.apply(&decisions, self.now);
+        let decisions = self.decide();
+        let rejected = self.apply(&decisions);
         assert!(
             rejected.is_empty(),
             "apply rejected decisions: {rejected:?}"
         );
-        let violations = self.snap.violations();
-        assert!(violations.is_empty(), "invariants broken: {violations:?}");
         self.last = decisions;
         &self.last
+    }
+
+    /// Runs one cycle without applying it (a leader that has not yet
+    /// proposed its batch).
+    pub fn decide(&mut self) -> Decisions {
+        self.now = Timestamp(self.now.0 + 1);
+        let decisions = schedule(&self.snap, self.now, &self.cfg);
+        let again = schedule(&self.snap, self.now, &self.cfg);
+        assert_eq!(decisions, again, "same input must give the same decisions");
+        decisions
+    }
+
+    /// Applies decisions as the ledger does at the current time, returning
+    /// the ones it rejected; the invariants must hold afterwards either way.
+    pub fn apply(&mut self, decisions: &Decisions) -> Vec<(u64, SnapshotError)> {
+        let rejected = self.snap.apply(decisions, self.now);
+        let violations = self.snap.violations();
+        assert!(violations.is_empty(), "invariants broken: {violations:?}");
+        rejected
+    }
+
+    /// Replaces the configuration (same clusters); returns the pending
+    /// workloads whose ClusterQueue vanished.
+    pub fn reconfigure(&mut self, yaml: &str) -> BTreeSet<String> {
+        let orphans = self.snap.rebuild(config(yaml), &self.clusters);
+        let violations = self.snap.violations();
+        assert!(violations.is_empty(), "invariants broken: {violations:?}");
+        orphans.iter().map(|p| self.name(p.id)).collect()
     }
 
     pub fn admitted_now(&self) -> BTreeSet<String> {
@@ -207,6 +259,71 @@ impl Sim {
             .clone()
     }
 
+    /// Workloads waiting for admission.
+    pub fn pending(&self) -> BTreeSet<String> {
+        self.snap.pending().map(|p| self.name(p.id)).collect()
+    }
+
+    /// The victims of the last cycle with the reason each was chosen.
+    pub fn preemption_reasons(&self) -> BTreeMap<String, PreemptionReason> {
+        self.last
+            .preemptions
+            .iter()
+            .map(|p| (self.name(p.victim), p.reason))
+            .collect()
+    }
+
+    /// The flavor an admitted workload got for `resource`.
+    pub fn flavor_of(&self, name: &str, resource: &str) -> String {
+        self.snap
+            .get_admitted(self.id(name))
+            .unwrap_or_else(|| panic!("{name} is not admitted"))
+            .assignment
+            .pod_sets[0]
+            .flavors[resource]
+            .clone()
+    }
+
+    /// Pods an admitted workload got (below `n=` under partial admission).
+    pub fn pods_of(&self, name: &str) -> u32 {
+        self.snap
+            .get_admitted(self.id(name))
+            .unwrap_or_else(|| panic!("{name} is not admitted"))
+            .assignment
+            .pod_sets[0]
+            .count
+    }
+
+    /// Quota a ClusterQueue or Cohort uses in `flavor/resource`, in units
+    /// (for a cohort: what its children use beyond their guarantees).
+    pub fn used(&self, node: &str, cell: &str) -> Quantity {
+        let tree = self.snap.tree();
+        let node = tree
+            .cluster_queue(node)
+            .or_else(|| tree.cohort(node))
+            .unwrap_or_else(|| panic!("no ClusterQueue or Cohort {node}"));
+        let (flavor, resource) = cell.split_once('/').expect("flavor/resource");
+        let fr = tree
+            .cell(&FlavorResource::new(flavor, resource))
+            .unwrap_or_else(|| panic!("no quota cell {cell}"));
+        Quantity::from_milli(self.snap.usage().get(node, fr))
+    }
+
+    /// Devices assigned on a cluster in `flavor/resource`.
+    pub fn on_cluster(&self, cluster: &str, cell: &str) -> Quantity {
+        let tree = self.snap.tree();
+        let c = self
+            .snap
+            .cluster_table()
+            .index_of(cluster)
+            .unwrap_or_else(|| panic!("no cluster {cluster}"));
+        let (flavor, resource) = cell.split_once('/').expect("flavor/resource");
+        let fr = tree
+            .cell(&FlavorResource::new(flavor, resource))
+            .unwrap_or_else(|| panic!("no quota cell {cell}"));
+        Quantity::from_milli(self.snap.cluster_usage().get(c, fr))
+    }
+
     pub fn reason(&self, name: &str) -> PendingReason {
         let id = self.id(name);
         let w = self
@@ -217,6 +334,19 @@ impl Sim {
             .reason_for(id, &w.cluster_queue)
             .unwrap_or_else(|| panic!("{name} is pending without a reason"))
             .clone()
+    }
+
+    /// Asserts that `name` waits for `kind`, with every one of `numbers`
+    /// (fragments such as "4 more needed") in its message.
+    pub fn assert_waits(&self, name: &str, kind: ReasonKind, numbers: &[&str]) {
+        let reason = self.reason(name);
+        assert_eq!(reason.kind, kind, "{name}: {reason}");
+        for fragment in numbers {
+            assert!(
+                reason.message.contains(fragment),
+                "{name}: {reason:?} lacks {fragment:?}"
+            );
+        }
     }
 
     pub fn reason_kind(&self, name: &str) -> ReasonKind {
@@ -257,4 +387,9 @@ impl Sim {
 
 pub fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| s.to_string()).collect()
+}
+
+/// `n` whole units, for comparing with [`Sim::used`].
+pub fn units(n: u64) -> Quantity {
+    Quantity::units(n)
 }
