@@ -238,7 +238,8 @@ impl<'a> Cycle<'a> {
             .get(key)
             .and_then(|l| l.spec.gpu_budget);
         let lq = LocalQueueNow {
-            afs: fair::usage_at(state.afs, self.now, self.cfg.afs_half_life),
+            afs: fair::usage_at(state.afs, self.now, self.cfg.afs_half_life)
+                .saturating_add(state.afs_penalty),
             tokens: spec.map(|s| budget::tokens_at(s, state.budget, self.now)),
         };
         self.local_queues.insert(key.to_string(), lq);
@@ -660,6 +661,12 @@ impl<'a> Cycle<'a> {
             cluster_queue: cq.name.clone(),
             assignment,
             budget_charge: charge,
+            // Persisted by apply() so the next cycles see it too.
+            afs_penalty: if cq.uses_admission_fair_sharing() {
+                penalty
+            } else {
+                0
+            },
         });
         Outcome::Admitted
     }

@@ -35,6 +35,12 @@ pub struct Admission {
     pub assignment: Assignment,
     /// GPU-seconds (milli) taken from the LocalQueue's budget, 0 if none.
     pub budget_charge: u64,
+    /// Admission fair sharing's entry penalty (milli-GPU-seconds): counted
+    /// as the LocalQueue's usage until its usage is next sampled, so that
+    /// admissions alternate between tenants across cycles too. 0 if the
+    /// ClusterQueue does not use admission fair sharing.
+    #[serde(default)]
+    pub afs_penalty: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -75,6 +75,10 @@ pub struct ClusterQueueQueue {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LocalQueueState {
     pub afs: AfsUsage,
+    /// Entry penalties of admissions since usage was last sampled; they
+    /// count on top of `afs` and fold into it at the next sample.
+    #[serde(default)]
+    pub afs_penalty: u64,
     pub budget: Option<BudgetState>,
 }
 
@@ -400,6 +404,7 @@ impl Snapshot {
             .remove_pending(id)
             .ok_or(SnapshotError::NotPending(id))?;
         let entry = self.local_queues.entry(lq_key).or_default();
+        entry.afs_penalty = entry.afs_penalty.saturating_add(admission.afs_penalty);
         if let Some(spec) = budget_spec {
             entry.budget = Some(budget::charge(
                 spec,
@@ -500,7 +505,8 @@ impl Snapshot {
     }
 
     /// Adds consumed GPU-seconds to a LocalQueue's admission-fair-sharing
-    /// usage at `at` (decaying what was there).
+    /// usage at `at` (decaying what was there). Entry penalties charged
+    /// since the last sample fold into the usage, as Kueue does.
     pub fn record_local_queue_usage(
         &mut self,
         local_queue: &str,
@@ -512,7 +518,8 @@ impl Snapshot {
             .local_queues
             .entry(local_queue.to_string())
             .or_default();
-        entry.afs = fair::add_usage(entry.afs, gpu_milli_seconds, at, half_life);
+        let amount = gpu_milli_seconds.saturating_add(std::mem::take(&mut entry.afs_penalty));
+        entry.afs = fair::add_usage(entry.afs, amount, at, half_life);
     }
 
     /// Applies a cycle's decisions as the ledger would: admissions are

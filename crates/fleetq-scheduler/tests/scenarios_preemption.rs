@@ -1,0 +1,317 @@
+//! Scenario tests for preemption inside a ClusterQueue (withinClusterQueue,
+//! minRuntimeBeforePreemption) and between queues under fair sharing.
+
+mod common;
+
+use common::{set, units, Sim};
+use fleetq_scheduler::{FairSharingStrategy, PreemptionReason, ReasonKind, SchedulerConfig};
+
+/// One queue of 8 GPUs, no cohort; `{within}` is its withinClusterQueue.
+const ONE_QUEUE: &str = r#"
+- kind: ResourceFlavor
+  name: h100
+- kind: ClusterQueue
+  name: team
+  spec:
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 8}
+    preemption: {withinClusterQueue: WITHIN}
+- kind: LocalQueue
+  namespace: ns
+  name: q
+  spec: {clusterQueue: team}
+- kind: WorkloadPriorityClass
+  name: high
+  value: 1000
+- kind: WorkloadPriorityClass
+  name: low
+  value: 10
+"#;
+
+fn one_queue(within: &str) -> Sim {
+    Sim::new(
+        &ONE_QUEUE.replace("WITHIN", within),
+        &["east: h100/nvidia.com/gpu=8"],
+    )
+}
+
+#[test]
+fn within_cluster_queue_lower_priority_preempts_only_lower_priority() {
+    let mut s = one_queue("LowerPriority");
+    s.submit("low0 q=q gpu=4 pc=low");
+    s.submit("low1 q=q gpu=4 pc=low");
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["low0", "low1"]));
+    // Same priority: no preemption, however old the newcomer.
+    s.submit("peer q=q gpu=4 pc=low");
+    s.cycle();
+    assert!(s.last.preemptions.is_empty());
+    s.assert_waits("peer", ReasonKind::WaitingForQuota, &["4 more needed"]);
+    // Higher priority: the most recently admitted low one goes (a tie on
+    // admission time goes to the later submission), only one.
+    s.submit("hi q=q gpu=4 pc=high");
+    s.cycle();
+    assert_eq!(s.preempted_now(), set(&["low1"]));
+    assert_eq!(
+        s.preemption_reasons()["low1"],
+        PreemptionReason::InClusterQueue
+    );
+    s.assert_waits("hi", ReasonKind::Preempting, &["preempting 1 workload"]);
+    // peer, behind hi, does not get the room hi is waiting for.
+    s.evictions_complete();
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["hi"]));
+    assert_eq!(s.running(), set(&["low0", "hi"]));
+    assert_eq!(s.reason_kind("peer"), ReasonKind::WaitingForQuota);
+}
+
+#[test]
+fn within_cluster_queue_never_means_no_preemption() {
+    let mut s = one_queue("Never");
+    s.submit("low0 q=q gpu=8 pc=low");
+    s.cycle();
+    s.submit("hi q=q gpu=4 pc=high");
+    s.cycle();
+    assert!(s.last.preemptions.is_empty());
+    s.assert_waits(
+        "hi",
+        ReasonKind::WaitingForQuota,
+        &["4 more needed (requested 4, available 0)"],
+    );
+}
+
+#[test]
+fn within_cluster_queue_lower_or_newer_equal_priority_preempts_newer_peers() {
+    let mut s = one_queue("LowerOrNewerEqualPriority");
+    s.submit("blocker q=q gpu=4 pc=high");
+    s.cycle();
+    // `old` (8 GPUs) cannot fit next to the blocker, which outranks it;
+    // `new`, submitted later at the same priority, fits and goes ahead.
+    s.submit("old q=q gpu=8 pc=low");
+    s.submit("new q=q gpu=4 pc=low");
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["new"]));
+    assert!(s.last.preemptions.is_empty());
+    s.assert_waits("old", ReasonKind::WaitingForQuota, &["4 more needed"]);
+    // Once the blocker ends, `old` preempts its newer equal-priority peer.
+    s.finish("blocker");
+    s.cycle();
+    assert_eq!(s.preempted_now(), set(&["new"]));
+    assert_eq!(s.reason_kind("old"), ReasonKind::Preempting);
+    s.evictions_complete();
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["old"]));
+    // The other way round it does not: a newer peer waits.
+    s.submit("newer q=q gpu=4 pc=low");
+    s.cycle();
+    assert!(s.last.preemptions.is_empty());
+    assert_eq!(s.reason_kind("newer"), ReasonKind::WaitingForQuota);
+}
+
+#[test]
+fn lower_priority_policy_does_not_take_newer_equal_priority_peers() {
+    // The same stream as above under LowerPriority: `old` never preempts.
+    let mut s = one_queue("LowerPriority");
+    s.submit("blocker q=q gpu=4 pc=high");
+    s.cycle();
+    s.submit("old q=q gpu=8 pc=low");
+    s.submit("new q=q gpu=4 pc=low");
+    s.cycle();
+    s.finish("blocker");
+    s.cycle();
+    assert!(s.last.preemptions.is_empty());
+    assert_eq!(s.reason_kind("old"), ReasonKind::WaitingForQuota);
+    assert_eq!(s.running(), set(&["new"]));
+}
+
+#[test]
+fn a_young_workload_protected_by_min_runtime_is_passed_over_for_an_older_one() {
+    let mut s = one_queue("LowerPriority");
+    s.submit("older q=q gpu=4 pc=low minrun=5m");
+    s.cycle();
+    s.advance("10m");
+    s.submit("young q=q gpu=4 pc=low minrun=5m");
+    s.cycle();
+    assert_eq!(s.running(), set(&["older", "young"]));
+    // Without protection the most recently admitted (young) would go.
+    s.submit("hi q=q gpu=4 pc=high");
+    s.cycle();
+    assert_eq!(s.preempted_now(), set(&["older"]));
+    s.evictions_complete();
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["hi"]));
+    // Protection is not absolute: when nothing else frees enough, a
+    // protected lower-priority workload is taken rather than starving a
+    // higher-priority one.
+    s.submit("hi2 q=q gpu=4 pc=high");
+    s.cycle();
+    assert_eq!(s.preempted_now(), set(&["young"]));
+}
+
+#[test]
+fn min_runtime_protection_ends_once_the_workload_has_run_long_enough() {
+    let mut s = one_queue("LowerPriority");
+    s.submit("older q=q gpu=4 pc=low");
+    s.cycle();
+    s.submit("young q=q gpu=4 pc=low minrun=5m");
+    s.cycle();
+    s.advance("6m");
+    // young has now run 6m > 5m: it is fair game again, and as the most
+    // recently admitted it goes first.
+    s.submit("hi q=q gpu=4 pc=high");
+    s.cycle();
+    assert_eq!(s.preempted_now(), set(&["young"]));
+}
+
+/// Three queues of one cohort: a and b (4 GPUs each) that reclaim, and an
+/// idle lender, c (8).
+const FAIR: &str = r#"
+- kind: ResourceFlavor
+  name: h100
+- kind: ClusterQueue
+  name: team-a
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 4}
+    preemption: {reclaimWithinCohort: Any}
+- kind: ClusterQueue
+  name: team-b
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 4}
+    preemption: {reclaimWithinCohort: Any}
+- kind: ClusterQueue
+  name: team-c
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 8}
+- kind: LocalQueue
+  namespace: ns
+  name: a
+  spec: {clusterQueue: team-a}
+- kind: LocalQueue
+  namespace: ns
+  name: b
+  spec: {clusterQueue: team-b}
+"#;
+
+const SIXTEEN: &[&str] = &["east: h100/nvidia.com/gpu=16"];
+
+fn fair_sharing() -> SchedulerConfig {
+    SchedulerConfig {
+        fair_sharing: true,
+        ..SchedulerConfig::default()
+    }
+}
+
+/// a borrows 4, b sits on its floor, 4 GPUs are left; a's next workload is
+/// older than b's.
+fn contended(cfg: SchedulerConfig) -> Sim {
+    let mut s = Sim::new(FAIR, SIXTEEN).with_config(cfg);
+    s.submit("a0 q=a gpu=4");
+    s.submit("a1 q=a gpu=4");
+    s.submit("b0 q=b gpu=4");
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["a0", "a1", "b0"]));
+    s.submit("a2 q=a gpu=4");
+    s.submit("b1 q=b gpu=4");
+    s.cycle();
+    s
+}
+
+#[test]
+fn without_fair_sharing_the_older_borrower_goes_first() {
+    let s = contended(SchedulerConfig::default());
+    assert_eq!(s.admitted_now(), set(&["a2"]));
+    assert_eq!(s.used("team-a", "h100/nvidia.com/gpu"), units(12));
+}
+
+#[test]
+fn fair_sharing_orders_heads_by_dominant_resource_share() {
+    // a already borrows 4 of the 16 (share 1/4); b borrows nothing (share
+    // 0), so b's head goes first although a's is older.
+    let mut s = contended(fair_sharing());
+    assert_eq!(s.admitted_now(), set(&["b1"]));
+    assert_eq!(s.used("team-a", "h100/nvidia.com/gpu"), units(8));
+    assert_eq!(s.used("team-b", "h100/nvidia.com/gpu"), units(8));
+    // Equal shares now; neither may take from the other.
+    s.cycle();
+    assert!(s.last.admissions.is_empty() && s.last.preemptions.is_empty());
+    assert_eq!(s.reason_kind("a2"), ReasonKind::WaitingForQuota);
+}
+
+fn a_holds_everything(cfg: SchedulerConfig) -> Sim {
+    let mut s = Sim::new(FAIR, SIXTEEN).with_config(cfg);
+    for i in 0..4 {
+        s.submit(&format!("a{i} q=a gpu=4"));
+    }
+    s.cycle();
+    assert_eq!(s.used("team-a", "h100/nvidia.com/gpu"), units(16));
+    for i in 0..3 {
+        s.submit(&format!("b{i} q=b gpu=4"));
+    }
+    s.cycle();
+    s
+}
+
+#[test]
+fn fair_sharing_preempts_until_shares_are_equal() {
+    let only_final = SchedulerConfig {
+        fair_sharing_strategies: vec![FairSharingStrategy::LessThanOrEqualToFinalShare],
+        ..fair_sharing()
+    };
+    let mut s = a_holds_everything(only_final);
+    // b0 reclaims b's floor; b1 then borrows too: b's share with b1 (4 of
+    // 16 borrowed) is no higher than a's after losing a2 (4 of 16). b2
+    // would leave b above a (8/16 vs 0): not allowed.
+    assert_eq!(s.preempted_now(), set(&["a3", "a2"]));
+    assert!(s
+        .preemption_reasons()
+        .values()
+        .all(|r| *r == PreemptionReason::InCohortFairSharing));
+    assert_eq!(s.reason_kind("b0"), ReasonKind::Preempting);
+    assert_eq!(s.reason_kind("b1"), ReasonKind::Preempting);
+    assert_eq!(s.reason_kind("b2"), ReasonKind::WaitingForQuota);
+    s.evictions_complete();
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["b0", "b1"]));
+    assert_eq!(s.used("team-a", "h100/nvidia.com/gpu"), units(8));
+    assert_eq!(s.used("team-b", "h100/nvidia.com/gpu"), units(8));
+    // Stable: no more preemption either way.
+    s.cycle();
+    assert!(s.last.preemptions.is_empty());
+}
+
+#[test]
+fn without_fair_sharing_the_owner_reclaims_only_its_floor() {
+    let mut s = a_holds_everything(SchedulerConfig::default());
+    assert_eq!(s.preempted_now(), set(&["a3"]));
+    assert_eq!(
+        s.preemption_reasons()["a3"],
+        PreemptionReason::InCohortReclamation
+    );
+    assert_eq!(s.reason_kind("b1"), ReasonKind::WaitingForQuota);
+    s.evictions_complete();
+    s.cycle();
+    assert_eq!(s.used("team-a", "h100/nvidia.com/gpu"), units(12));
+    assert_eq!(s.used("team-b", "h100/nvidia.com/gpu"), units(4));
+}
