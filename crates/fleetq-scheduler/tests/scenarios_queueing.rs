@@ -221,7 +221,7 @@ fn a_resource_the_cluster_queue_does_not_cover_is_misconfigured() {
     let errors = s.try_submit("mig q=q mig=1").unwrap_err();
     assert_eq!(
         errors[0].path,
-        "spec.podSets[0].requests.nvidia.com/mig-1g.10gb"
+        "spec.podSets[0].requests[\"nvidia.com/mig-1g.10gb\"]"
     );
     // Queued while the ClusterQueue still covered cpu, then cpu was taken
     // out of it: the workload waits as Misconfigured; the rest is served.
