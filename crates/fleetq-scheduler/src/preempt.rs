@@ -171,36 +171,21 @@ fn candidates<'s>(
         let Some(cand_node) = tree.cluster_queue(&a.pending.cluster_queue) else {
             return;
         };
-        let cells: Vec<(FrId, u64)> = a
-            .assignment
-            .usage
-            .iter()
-            .filter_map(|(fr, q)| tree.cell(fr).map(|id| (id, q.milli())))
-            .collect();
+        let cells = snap.cells_of(&a.assignment);
         if !cells.iter().any(|(fr, _)| needed.contains(fr)) {
             return;
         }
-        if !evicting && !include_protected {
-            let protected = a
-                .pending
+        // A workload younger than its minRuntimeBeforePreemption is passed
+        // over, unless this is the second pass and it ranks below the
+        // preemptor.
+        let protected = !evicting
+            && a.pending
                 .workload
                 .spec
                 .min_runtime_before_preemption
                 .is_some_and(|min| cycle.now.since(a.admitted_at) < min);
-            if protected {
-                return;
-            }
-        }
-        if include_protected && !evicting && a.pending.priority >= w.priority {
-            let protected = a
-                .pending
-                .workload
-                .spec
-                .min_runtime_before_preemption
-                .is_some_and(|min| cycle.now.since(a.admitted_at) < min);
-            if protected {
-                return;
-            }
+        if protected && (!include_protected || a.pending.priority >= w.priority) {
+            return;
         }
         out.push(Candidate {
             workload: a,

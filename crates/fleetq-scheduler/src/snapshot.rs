@@ -225,23 +225,32 @@ impl Snapshot {
     /// Replaces the cluster list (registration, inventory change, state).
     pub fn set_clusters(&mut self, clusters: &[Cluster]) {
         self.clusters = ClusterTable::build(&self.tree, clusters);
-        self.cluster_usage = self.clusters.new_usage(self.tree.cells.len());
-        let charges: Vec<(usize, Vec<(FrId, u64)>)> = self
-            .admitted
-            .values()
-            .filter_map(|a| {
-                let c = self.clusters.index_of(&a.assignment.cluster)?;
-                Some((c, self.cells_of(&a.assignment)))
-            })
-            .collect();
-        for (c, cells) in charges {
-            for (fr, q) in cells {
-                self.cluster_usage.add(c, fr, q);
-            }
-        }
+        self.cluster_usage = self.recomputed_usage().1;
     }
 
-    fn cells_of(&self, assignment: &Assignment) -> Vec<(FrId, u64)> {
+    /// Usage of the tree and of the clusters derived from scratch as the
+    /// sum over reservations.
+    fn recomputed_usage(&self) -> (Usage, ClusterUsage) {
+        let mut usage = self.tree.new_usage();
+        let mut cluster_usage = self.clusters.new_usage(self.tree.cells.len());
+        for a in self.admitted.values() {
+            let cells = self.cells_of(&a.assignment);
+            if let Some(node) = self.tree.cluster_queue(&a.pending.cluster_queue) {
+                for &(fr, q) in &cells {
+                    self.tree.charge(&mut usage, node, fr, q);
+                }
+            }
+            if let Some(c) = self.clusters.index_of(&a.assignment.cluster) {
+                for &(fr, q) in &cells {
+                    cluster_usage.add(c, fr, q);
+                }
+            }
+        }
+        (usage, cluster_usage)
+    }
+
+    /// The interned cells an assignment charges.
+    pub(crate) fn cells_of(&self, assignment: &Assignment) -> Vec<(FrId, u64)> {
         assignment
             .usage
             .iter()
@@ -550,21 +559,7 @@ impl Snapshot {
     pub fn violations(&self) -> Vec<String> {
         let mut out = self.tree.violations(&self.usage);
         out.extend(self.clusters.violations(&self.tree, &self.cluster_usage));
-        let mut usage = self.tree.new_usage();
-        let mut cluster_usage = self.clusters.new_usage(self.tree.cells.len());
-        for a in self.admitted.values() {
-            let cells = self.cells_of(&a.assignment);
-            if let Some(node) = self.tree.cluster_queue(&a.pending.cluster_queue) {
-                for &(fr, q) in &cells {
-                    self.tree.charge(&mut usage, node, fr, q);
-                }
-            }
-            if let Some(c) = self.clusters.index_of(&a.assignment.cluster) {
-                for &(fr, q) in &cells {
-                    cluster_usage.add(c, fr, q);
-                }
-            }
-        }
+        let (usage, cluster_usage) = self.recomputed_usage();
         if usage != self.usage {
             out.push("quota usage differs from the sum over reservations".into());
         }
