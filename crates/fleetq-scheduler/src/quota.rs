@@ -55,8 +55,11 @@ pub struct Node {
 pub struct QuotaTree {
     pub nodes: Vec<Node>,
     pub cells: Vec<FlavorResource>,
-    cell_index: BTreeMap<FlavorResource, FrId>,
-    by_name: BTreeMap<(bool, String), NodeId>,
+    /// flavor -> resource -> cell, nested so a lookup by `&str` allocates
+    /// nothing (it sits on the hot path of every admission attempt).
+    cell_index: BTreeMap<String, BTreeMap<String, FrId>>,
+    cluster_queues_by_name: BTreeMap<String, NodeId>,
+    cohorts_by_name: BTreeMap<String, NodeId>,
 }
 
 /// Usage of every node in milli-units, `nodes x cells`, row-major.
@@ -113,7 +116,7 @@ impl QuotaTree {
             for group in *groups {
                 for flavor in &group.flavors {
                     for quota in &flavor.resources {
-                        let fr = tree.cell_index[&FlavorResource::new(&flavor.name, &quota.name)];
+                        let fr = tree.intern(FlavorResource::new(&flavor.name, &quota.name));
                         limits[fr] = Some(Limits {
                             nominal: quota.nominal_quota.milli(),
                             borrowing_limit: quota.borrowing_limit.map(Quantity::milli),
@@ -165,18 +168,24 @@ impl QuotaTree {
             subtree_quota: Vec::new(),
             guaranteed: Vec::new(),
         });
-        self.by_name
-            .insert((kind == NodeKind::Cohort, name.to_string()), id);
+        let index = match kind {
+            NodeKind::ClusterQueue => &mut self.cluster_queues_by_name,
+            NodeKind::Cohort => &mut self.cohorts_by_name,
+        };
+        index.insert(name.to_string(), id);
         id
     }
 
     fn intern(&mut self, fr: FlavorResource) -> FrId {
-        if let Some(id) = self.cell_index.get(&fr) {
-            return *id;
+        if let Some(id) = self.cell_of(&fr.flavor, &fr.resource) {
+            return id;
         }
         let id = self.cells.len();
         self.cells.push(fr.clone());
-        self.cell_index.insert(fr, id);
+        self.cell_index
+            .entry(fr.flavor.clone())
+            .or_default()
+            .insert(fr.resource.clone(), id);
         id
     }
 
@@ -230,22 +239,19 @@ impl QuotaTree {
     }
 
     pub fn cell(&self, fr: &FlavorResource) -> Option<FrId> {
-        self.cell_index.get(fr).copied()
+        self.cell_of(&fr.flavor, &fr.resource)
     }
 
     pub fn cell_of(&self, flavor: &str, resource: &str) -> Option<FrId> {
-        // Avoids allocating a key on the hot path for the common miss-free case.
-        self.cell_index
-            .get(&FlavorResource::new(flavor, resource))
-            .copied()
+        self.cell_index.get(flavor)?.get(resource).copied()
     }
 
     pub fn cluster_queue(&self, name: &str) -> Option<NodeId> {
-        self.by_name.get(&(false, name.to_string())).copied()
+        self.cluster_queues_by_name.get(name).copied()
     }
 
     pub fn cohort(&self, name: &str) -> Option<NodeId> {
-        self.by_name.get(&(true, name.to_string())).copied()
+        self.cohorts_by_name.get(name).copied()
     }
 
     pub fn cluster_queue_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
