@@ -137,48 +137,9 @@ impl AssignContext<'_> {
                 continue;
             };
             cells.push((fr, *q));
-            let available = self.tree.available(self.usage, self.node, fr);
-            let fr_name = &self.tree.cells[fr];
-            if *q <= available {
-                if self.usage.get(self.node, fr).saturating_add(*q)
-                    > self.tree.nodes[self.node].subtree_quota[fr]
-                {
-                    mode = mode.max(Mode::Borrow);
-                }
-                continue;
-            }
-            let max = self.tree.max_capacity(self.node, fr);
-            if *q > max {
-                worsen(
-                    Mode::NoFit,
-                    PendingReason::new(
-                        ReasonKind::ExceedsMaxQuota,
-                        format!(
-                            "requests {} of {fr_name} but ClusterQueue {:?} can get at most {} even with its cohort idle",
-                            Quantity::from_milli(*q),
-                            self.cq.name,
-                            Quantity::from_milli(max)
-                        ),
-                    ),
-                    &mut mode,
-                    &mut reason,
-                );
-            } else {
-                worsen(
-                    Mode::Preempt,
-                    PendingReason::new(
-                        ReasonKind::WaitingForQuota,
-                        format!(
-                            "insufficient unused quota for {fr_name} in ClusterQueue {:?}: {} more needed (requested {}, available {})",
-                            self.cq.name,
-                            Quantity::from_milli(*q - available),
-                            Quantity::from_milli(*q),
-                            Quantity::from_milli(available)
-                        ),
-                    ),
-                    &mut mode,
-                    &mut reason,
-                );
+            match quota_verdict(self.tree, self.usage, self.node, &self.cq.name, fr, *q) {
+                (m, None) => mode = mode.max(m),
+                (m, Some(r)) => worsen(m, r, &mut mode, &mut reason),
             }
         }
         if mode <= Mode::Preempt {
@@ -281,6 +242,51 @@ impl AssignContext<'_> {
         }
         plan
     }
+}
+
+/// How `q` of cell `fr` fits ClusterQueue `node` by quota alone: `Fit` or
+/// `Borrow` without a reason, else `Preempt` (WaitingForQuota, with how
+/// much is missing) or `NoFit` (ExceedsMaxQuota).
+pub fn quota_verdict(
+    tree: &QuotaTree,
+    usage: &Usage,
+    node: NodeId,
+    cq_name: &str,
+    fr: FrId,
+    q: u64,
+) -> (Mode, Option<PendingReason>) {
+    let available = tree.available(usage, node, fr);
+    if q <= available {
+        let borrows = usage.get(node, fr).saturating_add(q) > tree.nodes[node].subtree_quota[fr];
+        return (if borrows { Mode::Borrow } else { Mode::Fit }, None);
+    }
+    let fr_name = &tree.cells[fr];
+    let max = tree.max_capacity(node, fr);
+    if q > max {
+        return (
+            Mode::NoFit,
+            Some(PendingReason::new(
+                ReasonKind::ExceedsMaxQuota,
+                format!(
+                    "requests {} of {fr_name} but ClusterQueue {cq_name:?} can get at most {} even with its cohort idle",
+                    Quantity::from_milli(q),
+                    Quantity::from_milli(max)
+                ),
+            )),
+        );
+    }
+    (
+        Mode::Preempt,
+        Some(PendingReason::new(
+            ReasonKind::WaitingForQuota,
+            format!(
+                "insufficient unused quota for {fr_name} in ClusterQueue {cq_name:?}: {} more needed (requested {}, available {})",
+                Quantity::from_milli(q - available),
+                Quantity::from_milli(q),
+                Quantity::from_milli(available)
+            ),
+        )),
+    )
 }
 
 /// "8 nvidia.com/gpu, 64Gi memory" for a list of cells.

@@ -4,12 +4,12 @@
 //! queue work plus a walk up the cohort tree, never a rescan.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 
 use fleetq_model::cluster_queue::{QueueingStrategy, StopPolicy};
 use fleetq_model::resources::GPU;
-use fleetq_model::{ClusterQueue, Timestamp};
+use fleetq_model::{ClusterQueue, Quantity, Timestamp};
 
 use crate::assign::{self, AssignContext, GroupDemand, Mode};
 use crate::budget;
@@ -17,8 +17,8 @@ use crate::clusters::ClusterUsage;
 use crate::decision::{Admission, Decisions, PendingReason, ReasonKind};
 use crate::fair;
 use crate::preempt;
-use crate::quota::{NodeId, Usage};
-use crate::snapshot::{PendingWorkload, QueueKey, Snapshot, SubQueueKey};
+use crate::quota::{NodeId, NodeKind, Usage};
+use crate::snapshot::{PendingWorkload, QueueKey, Snapshot};
 use crate::{SchedulerConfig, WorkloadId};
 
 /// Order of ClusterQueue heads: priority, then whether it would borrow
@@ -29,11 +29,21 @@ type HeadKey = (Reverse<i32>, bool, u64, u64, Timestamp, WorkloadId, NodeId);
 /// Per-ClusterQueue progress through its pending set in this cycle.
 #[derive(Default)]
 struct Cursor {
-    /// Last key taken from each sub-queue.
-    last: BTreeMap<SubQueueKey, QueueKey>,
-    /// Sub-queue of the head currently in the heap.
-    head_sub: Option<SubQueueKey>,
+    /// Last key taken from each sub-queue, by the sub-queue's position in
+    /// the snapshot's (fixed during a cycle) map: no key comparisons.
+    last: Vec<Option<QueueKey>>,
+    /// Position of the sub-queue whose head is in the heap.
+    head_sub: Option<usize>,
     inadmissible: usize,
+}
+
+impl Cursor {
+    fn remember(&mut self, sub: usize, key: QueueKey) {
+        if self.last.len() <= sub {
+            self.last.resize(sub + 1, None);
+        }
+        self.last[sub] = Some(key);
+    }
 }
 
 /// Per-LocalQueue figures as of `now`, updated as the cycle admits.
@@ -45,6 +55,8 @@ struct LocalQueueNow {
 
 pub(crate) struct Cycle<'a> {
     pub snap: &'a Snapshot,
+    /// The ClusterQueue of each ClusterQueue node, looked up once per cycle.
+    cluster_queues: Vec<Option<&'a ClusterQueue>>,
     pub now: Timestamp,
     pub cfg: &'a SchedulerConfig,
     pub usage: Usage,
@@ -81,8 +93,18 @@ enum Outcome {
 
 impl<'a> Cycle<'a> {
     pub fn new(snap: &'a Snapshot, now: Timestamp, cfg: &'a SchedulerConfig) -> Self {
+        let cluster_queues = snap
+            .tree
+            .nodes
+            .iter()
+            .map(|n| match n.kind {
+                NodeKind::ClusterQueue => snap.config.cluster_queues.get(&n.name),
+                NodeKind::Cohort => None,
+            })
+            .collect();
         Cycle {
             snap,
+            cluster_queues,
             now,
             cfg,
             usage: snap.usage.clone(),
@@ -101,9 +123,11 @@ impl<'a> Cycle<'a> {
     }
 
     fn cluster_queue(&self, node: NodeId) -> &'a ClusterQueue {
-        let name = &self.snap.tree.nodes[node].name;
-        // Every ClusterQueue node was built from the configuration.
-        &self.snap.config.cluster_queues[name]
+        self.cluster_queues[node].unwrap_or_else(|| {
+            // Every ClusterQueue node was built from the configuration; a
+            // cohort node never reaches here.
+            &self.snap.config.cluster_queues[&self.snap.tree.nodes[node].name]
+        })
     }
 
     pub fn run(mut self) -> Decisions {
@@ -137,7 +161,7 @@ impl<'a> Cycle<'a> {
             }
             let cursor = self.cursors.entry(node).or_default();
             let sub = cursor.head_sub.take().unwrap_or_default();
-            cursor.last.insert(sub, (head.0, head.4, head.5));
+            cursor.remember(sub, (head.0, head.4, head.5));
             let workload = &self.snap.pending[&head.5];
             self.decisions.stats.examined += 1;
             let cq = self.cluster_queue(node);
@@ -262,14 +286,20 @@ impl<'a> Cycle<'a> {
     fn push_head(&mut self, node: NodeId) {
         let snap = self.snap;
         let queue = &snap.queues[node];
-        let mut best: Option<(HeadKey, &SubQueueKey)> = None;
+        let mut best: Option<(HeadKey, usize)> = None;
         let mut skipped: Option<PendingReason> = None;
-        for sub in queue.sub_queues.keys() {
-            if let Some(reason) = self.exhausted_reason(node, &sub.resources) {
+        let cq = self.cluster_queue(node);
+        let may_preempt = preempt::policy_allows_any(cq);
+        for (position, (sub, set)) in queue.sub_queues.iter().enumerate() {
+            if !may_preempt {
+                self.detect_exhausted(node, cq, &sub.resources);
+            }
+            if let Some((resource, reason)) = self.exhausted_reason(node, &sub.resources) {
+                self.explain_skipped_head(node, cq, position, set, &resource);
                 skipped.get_or_insert(reason);
                 continue;
             }
-            let Some(key) = self.next_in(node, sub) else {
+            let Some(key) = self.next_in(node, position, set) else {
                 continue;
             };
             let afs = if sub.local_queue.is_empty() {
@@ -283,7 +313,7 @@ impl<'a> Cycle<'a> {
             };
             let candidate = (key.0, false, 0, afs, key.1, key.2, node);
             if best.as_ref().is_none_or(|(b, _)| candidate < *b) {
-                best = Some((candidate, sub));
+                best = Some((candidate, position));
             }
         }
         let Some((mut key, sub)) = best else {
@@ -307,7 +337,7 @@ impl<'a> Cycle<'a> {
                 cq.fair_sharing_weight(),
             );
         }
-        self.cursors.entry(node).or_default().head_sub = Some(sub.clone());
+        self.cursors.entry(node).or_default().head_sub = Some(sub);
         self.heads.insert(key);
     }
 
@@ -333,28 +363,88 @@ impl<'a> Cycle<'a> {
         })
     }
 
-    fn exhausted_reason(&self, node: NodeId, resources: &[String]) -> Option<PendingReason> {
+    fn exhausted_reason(
+        &self,
+        node: NodeId,
+        resources: &[String],
+    ) -> Option<(String, PendingReason)> {
         let exhausted = self.exhausted.get(&node)?;
         exhausted
             .iter()
             .find(|(r, _)| resources.contains(r))
-            .map(|(_, reason)| reason.clone())
+            .cloned()
+    }
+
+    /// Gives the head of a sub-queue skipped for an exhausted `resource` its
+    /// own reason, with its numbers, as a full attempt would have; those
+    /// behind it get the queue's reason.
+    fn explain_skipped_head(
+        &mut self,
+        node: NodeId,
+        cq: &ClusterQueue,
+        sub: usize,
+        set: &'a BTreeSet<QueueKey>,
+        resource: &str,
+    ) {
+        let Some(head) = self.next_in(node, sub, set) else {
+            return;
+        };
+        if self.decisions.pending.contains_key(&head.2) {
+            return;
+        }
+        let w = &self.snap.pending[&head.2];
+        let q = w
+            .workload
+            .spec
+            .pod_sets
+            .iter()
+            .map(|ps| {
+                ps.request(resource)
+                    .milli()
+                    .saturating_mul(u64::from(ps.count))
+            })
+            .fold(0, u64::saturating_add);
+        let tree = &self.snap.tree;
+        let Some((_, group)) = cq.group_for(resource) else {
+            return;
+        };
+        // As flavor assignment reports it: the first flavor of the best mode.
+        let mut best: Option<(Mode, PendingReason)> = None;
+        for flavor in &group.flavors {
+            let Some(fr) = tree.cell_of(&flavor.name, resource) else {
+                continue;
+            };
+            if let (mode, Some(reason)) =
+                assign::quota_verdict(tree, &self.usage, node, &cq.name, fr, q)
+            {
+                if best.as_ref().is_none_or(|(m, _)| mode < *m) {
+                    best = Some((mode, reason));
+                }
+            }
+        }
+        if let Some((_, reason)) = best {
+            self.decisions.pending.insert(head.2, reason);
+        }
     }
 
     /// The next workload of a sub-queue after its cursor, skipping (with a
     /// reason) those still backing off.
-    fn next_in(&mut self, node: NodeId, sub: &SubQueueKey) -> Option<QueueKey> {
-        let set = self.snap.queues[node].sub_queues.get(sub)?;
+    fn next_in(
+        &mut self,
+        node: NodeId,
+        sub: usize,
+        set: &'a BTreeSet<QueueKey>,
+    ) -> Option<QueueKey> {
         loop {
             let cursor = self.cursors.entry(node).or_default();
-            let next = match cursor.last.get(sub) {
-                Some(last) => set.range((Bound::Excluded(*last), Bound::Unbounded)).next(),
+            let next = match cursor.last.get(sub).copied().flatten() {
+                Some(last) => set.range((Bound::Excluded(last), Bound::Unbounded)).next(),
                 None => set.iter().next(),
             }?;
             let workload = &self.snap.pending[&next.2];
             match workload.not_before {
                 Some(t) if t > self.now => {
-                    cursor.last.insert(sub.clone(), *next);
+                    cursor.remember(sub, *next);
                     self.decisions.pending.insert(
                         workload.id,
                         PendingReason::new(
@@ -448,6 +538,19 @@ impl<'a> Cycle<'a> {
         Outcome::Wait(reason)
     }
 
+    /// Whether every flavor of the group covering `resource` has nothing
+    /// of it left for `node`.
+    fn resource_exhausted(&self, node: NodeId, cq: &ClusterQueue, resource: &str) -> bool {
+        let tree = &self.snap.tree;
+        let Some((_, group)) = cq.group_for(resource) else {
+            return false;
+        };
+        group.flavors.iter().all(|f| {
+            tree.cell_of(&f.name, resource)
+                .is_none_or(|fr| tree.available(&self.usage, node, fr) == 0)
+        })
+    }
+
     /// Records the requested resources for which every flavor of their
     /// group has nothing left in `node`.
     fn note_exhausted(
@@ -457,21 +560,60 @@ impl<'a> Cycle<'a> {
         demands: &[GroupDemand],
         reason: &PendingReason,
     ) {
-        let tree = &self.snap.tree;
         for demand in demands {
-            let group = &cq.spec.resource_groups[demand.group];
             for (resource, _) in &demand.resources {
-                let none_left = group.flavors.iter().all(|f| {
-                    tree.cell_of(&f.name, resource)
-                        .is_none_or(|fr| tree.available(&self.usage, node, fr) == 0)
-                });
-                if none_left {
+                if self.resource_exhausted(node, cq, resource) {
                     self.exhausted
                         .entry(node)
                         .or_default()
                         .push((resource.clone(), reason.clone()));
                 }
             }
+        }
+    }
+
+    /// Before looking at a sub-queue of a queue that may not preempt:
+    /// if a resource its workloads all ask for is used up in every flavor,
+    /// none of them can fit this cycle, so none is examined. Saves one full
+    /// attempt per full queue per cycle.
+    fn detect_exhausted(&mut self, node: NodeId, cq: &ClusterQueue, resources: &[String]) {
+        for resource in resources {
+            let known = self
+                .exhausted
+                .get(&node)
+                .is_some_and(|e| e.iter().any(|(r, _)| r == resource));
+            if known || !self.resource_exhausted(node, cq, resource) {
+                continue;
+            }
+            let tree = &self.snap.tree;
+            let in_use: Vec<String> = cq
+                .group_for(resource)
+                .map(|(_, g)| {
+                    g.flavors
+                        .iter()
+                        .filter_map(|f| {
+                            let fr = tree.cell_of(&f.name, resource)?;
+                            Some(format!(
+                                "{}: {} in use",
+                                f.name,
+                                Quantity::from_milli(self.usage.get(node, fr))
+                            ))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let reason = PendingReason::new(
+                ReasonKind::WaitingForQuota,
+                format!(
+                    "insufficient unused quota for {resource} in ClusterQueue {:?}: 0 available in every flavor ({})",
+                    cq.name,
+                    in_use.join(", ")
+                ),
+            );
+            self.exhausted
+                .entry(node)
+                .or_default()
+                .push((resource.clone(), reason));
         }
     }
 
