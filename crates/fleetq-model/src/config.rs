@@ -28,6 +28,19 @@ pub enum Object {
 }
 
 impl Object {
+    /// The key the configuration stores it under (`namespace/name` for a
+    /// LocalQueue, else its name).
+    pub fn key(&self) -> String {
+        match self {
+            Object::ResourceFlavor(o) => o.name.clone(),
+            Object::Cohort(o) => o.name.clone(),
+            Object::ClusterQueue(o) => o.name.clone(),
+            Object::LocalQueue(o) => o.key(),
+            Object::WorkloadPriorityClass(o) => o.name.clone(),
+            Object::Workload(o) => o.key(),
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             Object::ResourceFlavor(_) => "ResourceFlavor",
@@ -134,6 +147,63 @@ impl Config {
             Object::Workload(w) => return Err(Box::new(w)),
         }
         Ok(())
+    }
+
+    /// The stored object of this kind and name (`namespace/name` for a
+    /// LocalQueue), if any. `kind` is the Kueue kind, e.g. `ClusterQueue`.
+    pub fn get(&self, kind: &str, name: &str) -> Option<Object> {
+        match kind {
+            "ResourceFlavor" => self.flavors.get(name).cloned().map(Object::ResourceFlavor),
+            "Cohort" => self.cohorts.get(name).cloned().map(Object::Cohort),
+            "ClusterQueue" => self
+                .cluster_queues
+                .get(name)
+                .cloned()
+                .map(Object::ClusterQueue),
+            "LocalQueue" => self.local_queues.get(name).cloned().map(Object::LocalQueue),
+            "WorkloadPriorityClass" => self
+                .priority_classes
+                .get(name)
+                .cloned()
+                .map(Object::WorkloadPriorityClass),
+            _ => None,
+        }
+    }
+
+    /// Removes an object by kind and name; returns what was removed.
+    pub fn remove(&mut self, kind: &str, name: &str) -> Option<Object> {
+        match kind {
+            "ResourceFlavor" => self.flavors.remove(name).map(Object::ResourceFlavor),
+            "Cohort" => self.cohorts.remove(name).map(Object::Cohort),
+            "ClusterQueue" => self.cluster_queues.remove(name).map(Object::ClusterQueue),
+            "LocalQueue" => self.local_queues.remove(name).map(Object::LocalQueue),
+            "WorkloadPriorityClass" => self
+                .priority_classes
+                .remove(name)
+                .map(Object::WorkloadPriorityClass),
+            _ => None,
+        }
+    }
+
+    /// Every configuration object, in kind order.
+    pub fn objects(&self) -> Vec<Object> {
+        let mut out: Vec<Object> = Vec::new();
+        out.extend(self.flavors.values().cloned().map(Object::ResourceFlavor));
+        out.extend(self.cohorts.values().cloned().map(Object::Cohort));
+        out.extend(
+            self.cluster_queues
+                .values()
+                .cloned()
+                .map(Object::ClusterQueue),
+        );
+        out.extend(self.local_queues.values().cloned().map(Object::LocalQueue));
+        out.extend(
+            self.priority_classes
+                .values()
+                .cloned()
+                .map(Object::WorkloadPriorityClass),
+        );
+        out
     }
 
     /// Every rule violation in the whole set; empty when valid.

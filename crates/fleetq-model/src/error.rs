@@ -4,7 +4,7 @@
 use std::fmt;
 
 /// One problem in one field of one object.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FieldError {
     /// 1-based document number in a multi-document manifest, when known.
     pub document: Option<usize>,

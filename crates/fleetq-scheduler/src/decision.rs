@@ -87,6 +87,8 @@ pub enum ReasonKind {
     BlockedByHead,
     /// Not reached this cycle (per-cycle limits); it is looked at again.
     NotYetConsidered,
+    /// Requeued after it was preempted or its cluster stopped running it.
+    Evicted,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

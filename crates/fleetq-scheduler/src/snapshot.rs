@@ -201,6 +201,28 @@ impl Snapshot {
         self.local_queues.get(key).copied().unwrap_or_default()
     }
 
+    /// Every LocalQueue's time-varying state (for the ledger's snapshots).
+    pub fn local_queue_states(&self) -> &BTreeMap<String, LocalQueueState> {
+        &self.local_queues
+    }
+
+    /// Restores a LocalQueue's state from a ledger snapshot.
+    pub fn restore_local_queue_state(&mut self, key: &str, state: LocalQueueState) {
+        self.local_queues.insert(key.to_string(), state);
+    }
+
+    /// Restores a reservation that was valid when it was recorded (rebuilding
+    /// from a ledger snapshot or after a configuration change). It is not
+    /// re-validated: the ledger checks [`Snapshot::violations`] afterwards.
+    pub fn restore_admitted(&mut self, admitted: AdmittedWorkload) -> Result<(), SnapshotError> {
+        let id = admitted.pending.id;
+        if self.pending.contains_key(&id) || self.admitted.contains_key(&id) {
+            return Err(SnapshotError::Duplicate(id));
+        }
+        self.insert_admitted(admitted);
+        Ok(())
+    }
+
     /// Replaces the configuration and clusters, re-binding every workload
     /// by name and re-charging every reservation. Pending workloads whose
     /// ClusterQueue vanished are returned so the owner can report them.

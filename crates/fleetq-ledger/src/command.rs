@@ -1,0 +1,260 @@
+//! The ledger's whole vocabulary (DESIGN.md §4). Every command travels in a
+//! [`Request`] stamped by the leader's clock; apply() uses that stamp, never
+//! the local clock, so every replica computes the same state.
+
+use fleetq_model::config::Object;
+use fleetq_model::{Cluster, FieldError, Timestamp, Workload};
+use fleetq_scheduler::{Admission, PendingReason, Preemption, WorkloadId};
+use serde::{Deserialize, Serialize};
+
+use crate::record::{LeasePolicy, WorkloadState};
+
+/// Identifies one admission of one workload. Reports from agents carry it
+/// back; a report with another epoch is stale and changes nothing.
+pub type Epoch = u64;
+
+/// A command as it sits in the Raft log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// The proposing leader's clock, in milliseconds since the Unix epoch.
+    pub at: Timestamp,
+    pub command: Command,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Command {
+    /// Creates or replaces configuration objects (flavors, cohorts,
+    /// ClusterQueues, LocalQueues, priority classes), all or nothing.
+    ApplyObjects {
+        objects: Vec<Object>,
+    },
+    /// Deletes one configuration object by kind and name (`namespace/name`
+    /// for a LocalQueue).
+    DeleteObject {
+        kind: String,
+        name: String,
+    },
+    /// Queues workloads; idempotent by request id and by namespace/name.
+    SubmitWorkloads {
+        submissions: Vec<Submission>,
+    },
+    CancelWorkload {
+        namespace: String,
+        name: String,
+    },
+    /// One admission cycle's decisions, re-validated one by one.
+    AdmitBatch(AdmitBatch),
+    RegisterCluster {
+        cluster: Cluster,
+        #[serde(default)]
+        lease_policy: LeasePolicy,
+    },
+    ReportStatus {
+        reports: Vec<StatusReport>,
+    },
+    /// What an agent really runs after a restart or reconnect.
+    ReconcileCluster {
+        cluster: String,
+        running: Vec<RunningWorkload>,
+    },
+    /// The cluster's lease ran out: its workloads are evicted (policy
+    /// `fence`) or kept charged until it returns (policy `keep`).
+    ExpireCluster {
+        cluster: String,
+    },
+    /// No new work goes to the cluster; what runs there finishes.
+    DrainCluster {
+        cluster: String,
+    },
+}
+
+impl Command {
+    /// A short name for logs and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::ApplyObjects { .. } => "ApplyObjects",
+            Command::DeleteObject { .. } => "DeleteObject",
+            Command::SubmitWorkloads { .. } => "SubmitWorkloads",
+            Command::CancelWorkload { .. } => "CancelWorkload",
+            Command::AdmitBatch(_) => "AdmitBatch",
+            Command::RegisterCluster { .. } => "RegisterCluster",
+            Command::ReportStatus { .. } => "ReportStatus",
+            Command::ReconcileCluster { .. } => "ReconcileCluster",
+            Command::ExpireCluster { .. } => "ExpireCluster",
+            Command::DrainCluster { .. } => "DrainCluster",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Submission {
+    /// Client-chosen id that makes a retried submission a no-op.
+    #[serde(default)]
+    pub request_id: Option<String>,
+    pub workload: Workload,
+}
+
+/// Identifies the admission cycle that produced a batch: the leader's Raft
+/// term and a sequence number inside that term. The ledger accepts only
+/// batches newer than the last one it accepted, so a duplicated proposal or
+/// a deposed leader's late batch changes nothing.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct CycleId {
+    pub term: u64,
+    pub seq: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AdmitBatch {
+    pub cycle: CycleId,
+    pub admissions: Vec<Admission>,
+    pub preemptions: Vec<Preemption>,
+    /// Changed pending reasons of workloads the cycle examined.
+    #[serde(default)]
+    pub reasons: Vec<(WorkloadId, PendingReason)>,
+    /// Reasons that hold for every workload of a ClusterQueue the cycle did
+    /// not examine one by one (StrictFIFO behind its head, scan limits).
+    #[serde(default)]
+    pub queue_reasons: Vec<(String, PendingReason)>,
+}
+
+impl AdmitBatch {
+    /// True when the batch would change nothing but reasons.
+    pub fn has_decisions(&self) -> bool {
+        !self.admissions.is_empty() || !self.preemptions.is_empty()
+    }
+}
+
+/// What an executor says happened to one admission.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Phase {
+    Running,
+    Succeeded,
+    Failed,
+    /// Stopped on request (cancel, preemption, eviction); its processes are gone.
+    Stopped,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusReport {
+    pub cluster: String,
+    pub workload: WorkloadId,
+    pub epoch: Epoch,
+    pub phase: Phase,
+    #[serde(default)]
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningWorkload {
+    pub workload: WorkloadId,
+    pub epoch: Epoch,
+}
+
+/// The outcome of one command, returned to the proposer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    /// Field errors when the command was refused as a whole; nothing changed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+    #[serde(default, skip_serializing_if = "Outcome::is_none")]
+    pub outcome: Outcome,
+}
+
+impl Response {
+    pub fn ok(outcome: Outcome) -> Response {
+        Response {
+            errors: Vec::new(),
+            outcome,
+        }
+    }
+
+    pub fn refused(errors: Vec<FieldError>) -> Response {
+        Response {
+            errors,
+            outcome: Outcome::None,
+        }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.errors.is_empty()
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum Outcome {
+    #[default]
+    None,
+    Applied {
+        /// `Kind/name` and what happened to it: created, configured, unchanged.
+        changes: Vec<(String, String)>,
+    },
+    Deleted {
+        object: String,
+    },
+    Submitted {
+        results: Vec<SubmitResult>,
+    },
+    Cancelled {
+        id: WorkloadId,
+        /// The state after the command: Cancelled, or still Admitted/Running
+        /// until the executor confirms its processes are gone.
+        state: WorkloadState,
+    },
+    Admitted(AdmitOutcome),
+    ClusterRegistered {
+        cluster: String,
+    },
+    Reported {
+        applied: u32,
+        stale: u32,
+    },
+    Reconciled {
+        /// Workloads the agent runs that the ledger does not assign to it
+        /// with that epoch: the agent must stop them.
+        stop: Vec<RunningWorkload>,
+        requeued: Vec<WorkloadId>,
+    },
+    Expired {
+        requeued: Vec<WorkloadId>,
+        kept: Vec<WorkloadId>,
+    },
+    Drained {
+        cluster: String,
+    },
+}
+
+impl Outcome {
+    fn is_none(&self) -> bool {
+        matches!(self, Outcome::None)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "result")]
+pub enum SubmitResult {
+    Created {
+        id: WorkloadId,
+    },
+    /// The same request id or namespace/name was already submitted.
+    Existing {
+        id: WorkloadId,
+    },
+    Refused {
+        errors: Vec<FieldError>,
+    },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdmitOutcome {
+    pub admitted: u32,
+    pub preempted: u32,
+    /// Decisions that no longer held at apply, with the reason.
+    pub rejected: Vec<(WorkloadId, String)>,
+    /// The whole batch was older than one already accepted.
+    pub stale_batch: bool,
+}

@@ -1,0 +1,1080 @@
+//! The replicated state machine: [`Ledger::apply`] turns one stamped command
+//! into the next state, re-validating every decision against the state at
+//! that log index (DESIGN.md §3-4). It is pure: no clock, no I/O.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use fleetq_model::config::Object;
+use fleetq_model::{Cluster, ClusterState, Config, FieldError, Timestamp, Workload};
+use fleetq_scheduler::snapshot::LocalQueueState;
+use fleetq_scheduler::{
+    AdmittedWorkload, PendingReason, PendingWorkload, ReasonKind, SchedulerConfig, Snapshot,
+    WorkloadId,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::command::{
+    AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, Outcome, Phase, Request, Response,
+    RunningWorkload, StatusReport, Submission, SubmitResult,
+};
+use crate::record::{
+    ClusterRecord, Counters, LeasePolicy, Reservation, WorkloadRecord, WorkloadState,
+};
+
+/// The replicated part of the ledger: what snapshots carry and the state
+/// hash covers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LedgerState {
+    pub config: Config,
+    pub clusters: BTreeMap<String, ClusterRecord>,
+    pub workloads: BTreeMap<WorkloadId, WorkloadRecord>,
+    /// `namespace/name` -> id (idempotent submission by name).
+    pub by_name: BTreeMap<String, WorkloadId>,
+    /// Client request id -> id (idempotent retries).
+    pub by_request: BTreeMap<String, WorkloadId>,
+    pub next_id: WorkloadId,
+    pub next_epoch: Epoch,
+    /// The newest admission cycle accepted.
+    pub last_cycle: CycleId,
+    /// The latest leader stamp seen; apply() never lets time go backwards.
+    pub now: Timestamp,
+    /// Reasons that hold for a whole ClusterQueue's unexamined workloads.
+    pub queue_reasons: BTreeMap<String, PendingReason>,
+    /// LocalQueue usage and budgets (kept live in the scheduler snapshot,
+    /// copied here when the state is exported).
+    pub local_queues: BTreeMap<String, LocalQueueState>,
+}
+
+/// The ledger: replicated records plus the scheduler snapshot derived from
+/// them, kept in step incrementally.
+#[derive(Clone, Debug)]
+pub struct Ledger {
+    state: LedgerState,
+    snapshot: Snapshot,
+    counters: Counters,
+    scheduler: SchedulerConfig,
+    /// Check invariants 1 and 2 after every command (debug builds and the
+    /// simulator).
+    check_invariants: bool,
+}
+
+impl Default for Ledger {
+    fn default() -> Self {
+        Ledger::new(SchedulerConfig::default())
+    }
+}
+
+impl Ledger {
+    pub fn new(scheduler: SchedulerConfig) -> Ledger {
+        Ledger {
+            state: LedgerState {
+                next_id: 1,
+                next_epoch: 1,
+                ..LedgerState::default()
+            },
+            snapshot: Snapshot::new(Config::default(), &[]),
+            counters: Counters::default(),
+            scheduler,
+            check_invariants: cfg!(debug_assertions),
+        }
+    }
+
+    /// Turns the after-every-command invariant check on or off (it is on in
+    /// debug builds).
+    pub fn set_invariant_checks(&mut self, on: bool) {
+        self.check_invariants = on;
+    }
+
+    pub fn state(&self) -> &LedgerState {
+        &self.state
+    }
+
+    /// The scheduler's view, for the leader's admission cycle.
+    pub fn snapshot(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    pub fn scheduler_config(&self) -> &SchedulerConfig {
+        &self.scheduler
+    }
+
+    pub fn workload(&self, id: WorkloadId) -> Option<&WorkloadRecord> {
+        self.state.workloads.get(&id)
+    }
+
+    pub fn workload_by_name(&self, namespace: &str, name: &str) -> Option<&WorkloadRecord> {
+        self.state
+            .by_name
+            .get(&format!("{namespace}/{name}"))
+            .and_then(|id| self.state.workloads.get(id))
+    }
+
+    /// The reason shown for a pending workload: its own, else its
+    /// ClusterQueue's.
+    pub fn reason_of<'a>(&'a self, record: &'a WorkloadRecord) -> Option<&'a PendingReason> {
+        if record.state != WorkloadState::Pending {
+            return record.reason.as_ref();
+        }
+        record.reason.as_ref().or_else(|| {
+            self.snapshot
+                .get_pending(record.id)
+                .and_then(|p| self.state.queue_reasons.get(&p.cluster_queue))
+        })
+    }
+
+    /// Applies one command. A refused command changes nothing but the
+    /// counters.
+    pub fn apply(&mut self, request: &Request) -> Response {
+        if request.at > self.state.now {
+            self.state.now = request.at;
+        }
+        let at = self.state.now;
+        self.counters.commands += 1;
+        *self
+            .counters
+            .by_command
+            .entry(request.command.name().to_string())
+            .or_default() += 1;
+        let response = match &request.command {
+            Command::ApplyObjects { objects } => self.apply_objects(objects),
+            Command::DeleteObject { kind, name } => self.delete_object(kind, name),
+            Command::SubmitWorkloads { submissions } => self.submit(submissions, at),
+            Command::CancelWorkload { namespace, name } => self.cancel(namespace, name, at),
+            Command::AdmitBatch(batch) => self.admit_batch(batch, at),
+            Command::RegisterCluster {
+                cluster,
+                lease_policy,
+            } => self.register_cluster(cluster, *lease_policy, at),
+            Command::ReportStatus { reports } => self.report_status(reports, at),
+            Command::ReconcileCluster { cluster, running } => {
+                self.reconcile_cluster(cluster, running, at)
+            }
+            Command::ExpireCluster { cluster } => self.expire_cluster(cluster, at),
+            Command::DrainCluster { cluster } => self.drain_cluster(cluster),
+        };
+        if !response.is_ok() {
+            self.counters.refused_commands += 1;
+        }
+        if self.check_invariants {
+            let violations = self.violations();
+            assert!(
+                violations.is_empty(),
+                "ledger invariant broken after {}: {}",
+                request.command.name(),
+                violations.join("; ")
+            );
+        }
+        response
+    }
+
+    // ----- configuration -------------------------------------------------
+
+    fn apply_objects(&mut self, objects: &[Object]) -> Response {
+        let mut config = self.state.config.clone();
+        let mut errors = Vec::new();
+        let mut changes = Vec::new();
+        for (i, object) in objects.iter().enumerate() {
+            let name = object.display_name();
+            let before = config.get(object.kind(), &object.key());
+            if config.upsert(object.clone()).is_err() {
+                errors.push(
+                    FieldError::new(
+                        &name,
+                        "kind",
+                        "a Workload is submitted (fleetq submit), not applied as configuration",
+                    )
+                    .in_document(i + 1),
+                );
+                continue;
+            }
+            let change = match before {
+                None => "created",
+                Some(b) if &b == object => "unchanged",
+                Some(_) => "configured",
+            };
+            changes.push((name, change.to_string()));
+        }
+        errors.extend(config.validate());
+        if !errors.is_empty() {
+            return Response::refused(errors);
+        }
+        match self.reconfigure(config) {
+            Ok(()) => Response::ok(Outcome::Applied { changes }),
+            Err(errors) => Response::refused(errors),
+        }
+    }
+
+    fn delete_object(&mut self, kind: &str, name: &str) -> Response {
+        let object = format!("{kind}/{name}");
+        let mut config = self.state.config.clone();
+        if config.remove(kind, name).is_none() {
+            return Response::refused(vec![FieldError::new(
+                &object,
+                "metadata.name",
+                format!("{kind} {name:?} does not exist"),
+            )]);
+        }
+        if kind == "ClusterQueue" {
+            let holders = self
+                .state
+                .workloads
+                .values()
+                .filter(|w| {
+                    w.reservation
+                        .as_ref()
+                        .is_some_and(|r| r.cluster_queue == name)
+                })
+                .count();
+            if holders > 0 {
+                return Response::refused(vec![FieldError::new(
+                    &object,
+                    "metadata.name",
+                    format!("{holders} admitted workloads still hold quota in it; cancel them or wait for them to finish"),
+                )]);
+            }
+        }
+        let errors = config.validate();
+        if !errors.is_empty() {
+            return Response::refused(errors);
+        }
+        match self.reconfigure(config) {
+            Ok(()) => Response::ok(Outcome::Deleted { object }),
+            Err(errors) => Response::refused(errors),
+        }
+    }
+
+    /// Installs a new configuration, rebuilding the scheduler snapshot from
+    /// the records. Refused (nothing changes) if reservations that exist
+    /// would no longer fit: quota is never taken away from under running
+    /// work by a configuration change.
+    fn reconfigure(&mut self, config: Config) -> Result<(), Vec<FieldError>> {
+        let snapshot = self.derive_snapshot(&config)?;
+        self.state.config = config;
+        self.snapshot = snapshot;
+        self.state
+            .queue_reasons
+            .retain(|cq, _| self.state.config.cluster_queues.contains_key(cq));
+        // Re-bind pending workloads: their LocalQueue may now point
+        // elsewhere, or exist at last.
+        let pending: Vec<WorkloadId> = self
+            .state
+            .workloads
+            .values()
+            .filter(|w| w.state == WorkloadState::Pending)
+            .map(|w| w.id)
+            .collect();
+        for id in pending {
+            self.requeue_binding(id);
+        }
+        Ok(())
+    }
+
+    /// A scheduler snapshot of `config` holding every reservation (pending
+    /// workloads are added by the caller).
+    fn derive_snapshot(&self, config: &Config) -> Result<Snapshot, Vec<FieldError>> {
+        let clusters = self.cluster_list();
+        let mut snapshot = Snapshot::new(config.clone(), &clusters);
+        for (lq, state) in self.snapshot.local_queue_states() {
+            snapshot.restore_local_queue_state(lq, *state);
+        }
+        for record in self.state.workloads.values() {
+            if let Some(admitted) = admitted_of(record) {
+                // Ids are unique, so a restore cannot collide.
+                let _ = snapshot.restore_admitted(admitted);
+            }
+        }
+        let violations = snapshot.violations();
+        if violations.is_empty() {
+            Ok(snapshot)
+        } else {
+            Err(violations
+                .into_iter()
+                .map(|v| {
+                    FieldError::new(
+                        "",
+                        "spec.resourceGroups",
+                        format!("the change would leave admitted workloads over quota: {v}"),
+                    )
+                })
+                .collect())
+        }
+    }
+
+    fn cluster_list(&self) -> Vec<Cluster> {
+        self.state
+            .clusters
+            .values()
+            .map(|c| c.cluster.clone())
+            .collect()
+    }
+
+    /// Puts a pending workload (back) into the scheduler's queues under its
+    /// current binding, or records why it cannot be queued.
+    fn requeue_binding(&mut self, id: WorkloadId) {
+        let Some(record) = self.state.workloads.get(&id) else {
+            return;
+        };
+        self.snapshot.remove_pending(id);
+        let binding = self.state.config.bind_workload(&record.workload);
+        let created_at = record.created_at;
+        let workload = Arc::clone(&record.workload);
+        match binding {
+            Ok(b) => {
+                let queued = self.snapshot.add_pending(PendingWorkload {
+                    id,
+                    workload,
+                    local_queue: b.local_queue,
+                    cluster_queue: b.cluster_queue,
+                    priority: b.priority,
+                    created_at,
+                    not_before: None,
+                });
+                if let (Err(e), Some(record)) = (queued, self.state.workloads.get_mut(&id)) {
+                    record.reason =
+                        Some(PendingReason::new(ReasonKind::Misconfigured, e.to_string()));
+                } else if let Some(record) = self.state.workloads.get_mut(&id) {
+                    if record
+                        .reason
+                        .as_ref()
+                        .is_some_and(|r| r.kind == ReasonKind::Misconfigured)
+                    {
+                        record.reason = None;
+                    }
+                }
+            }
+            Err(errors) => {
+                if let Some(record) = self.state.workloads.get_mut(&id) {
+                    let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+                    record.reason = Some(PendingReason::new(
+                        ReasonKind::Misconfigured,
+                        text.join("; "),
+                    ));
+                }
+            }
+        }
+    }
+
+    // ----- workloads -----------------------------------------------------
+
+    fn submit(&mut self, submissions: &[Submission], at: Timestamp) -> Response {
+        let results = submissions.iter().map(|s| self.submit_one(s, at)).collect();
+        Response::ok(Outcome::Submitted { results })
+    }
+
+    fn submit_one(&mut self, submission: &Submission, at: Timestamp) -> SubmitResult {
+        if let Some(id) = submission
+            .request_id
+            .as_ref()
+            .and_then(|r| self.state.by_request.get(r))
+        {
+            return SubmitResult::Existing { id: *id };
+        }
+        let workload = &submission.workload;
+        let key = workload.key();
+        if let Some(&id) = self.state.by_name.get(&key) {
+            return SubmitResult::Existing { id };
+        }
+        let binding = match self.state.config.bind_workload(workload) {
+            Ok(b) => b,
+            Err(errors) => return SubmitResult::Refused { errors },
+        };
+        let id = self.state.next_id;
+        let workload = Arc::new(workload.clone());
+        if let Err(e) = self.snapshot.add_pending(PendingWorkload {
+            id,
+            workload: Arc::clone(&workload),
+            local_queue: binding.local_queue,
+            cluster_queue: binding.cluster_queue,
+            priority: binding.priority,
+            created_at: at,
+            not_before: None,
+        }) {
+            return SubmitResult::Refused {
+                errors: vec![FieldError::new(
+                    format!("Workload/{key}"),
+                    "spec.queueName",
+                    e.to_string(),
+                )],
+            };
+        }
+        self.state.next_id += 1;
+        let mut record = WorkloadRecord {
+            id,
+            workload,
+            request_id: submission.request_id.clone(),
+            created_at: at,
+            state: WorkloadState::Pending,
+            reservation: None,
+            cancel_requested: false,
+            reason: None,
+            history: Vec::new(),
+        };
+        record.push_event(at, WorkloadState::Pending, "submitted");
+        self.state.by_name.insert(key, id);
+        if let Some(r) = &submission.request_id {
+            self.state.by_request.insert(r.clone(), id);
+        }
+        self.state.workloads.insert(id, record);
+        SubmitResult::Created { id }
+    }
+
+    fn cancel(&mut self, namespace: &str, name: &str, at: Timestamp) -> Response {
+        let key = format!("{namespace}/{name}");
+        let object = format!("Workload/{key}");
+        let Some(&id) = self.state.by_name.get(&key) else {
+            return Response::refused(vec![FieldError::new(
+                &object,
+                "metadata.name",
+                format!("workload {name:?} does not exist in namespace {namespace:?}"),
+            )]);
+        };
+        let Some(record) = self.state.workloads.get(&id) else {
+            return Response::refused(vec![FieldError::new(
+                &object,
+                "metadata.name",
+                "workload index is inconsistent",
+            )]);
+        };
+        match record.state {
+            WorkloadState::Pending => {
+                self.snapshot.remove_pending(id);
+                if let Some(record) = self.state.workloads.get_mut(&id) {
+                    record.cancel_requested = true;
+                    record.reason = None;
+                    record.push_event(at, WorkloadState::Cancelled, "cancelled while pending");
+                }
+            }
+            WorkloadState::Admitted | WorkloadState::Running => {
+                // Quota follows physical truth: it stays charged until the
+                // executor confirms the processes are gone.
+                let _ = self.snapshot.mark_evicting(id);
+                if let Some(record) = self.state.workloads.get_mut(&id) {
+                    record.cancel_requested = true;
+                    if let Some(r) = record.reservation.as_mut() {
+                        r.stopping = Some("cancelled by user".into());
+                    }
+                    let state = record.state;
+                    record.push_event(
+                        at,
+                        state,
+                        "cancel requested; waiting for the executor to stop it",
+                    );
+                }
+            }
+            s => {
+                return Response::refused(vec![FieldError::new(
+                    &object,
+                    "status",
+                    format!("workload already ended ({})", s.as_str()),
+                )]);
+            }
+        }
+        let state = self
+            .state
+            .workloads
+            .get(&id)
+            .map(|r| r.state)
+            .unwrap_or(WorkloadState::Cancelled);
+        Response::ok(Outcome::Cancelled { id, state })
+    }
+
+    fn admit_batch(&mut self, batch: &AdmitBatch, at: Timestamp) -> Response {
+        self.counters.admit_batches += 1;
+        let mut outcome = AdmitOutcome::default();
+        if batch.cycle <= self.state.last_cycle {
+            outcome.stale_batch = true;
+            self.counters.stale_batches += 1;
+            let n = batch.admissions.len() + batch.preemptions.len();
+            self.counters.admissions_rejected += batch.admissions.len() as u64;
+            self.counters.preemptions_rejected += batch.preemptions.len() as u64;
+            outcome.rejected = batch
+                .admissions
+                .iter()
+                .map(|a| a.workload)
+                .chain(batch.preemptions.iter().map(|p| p.victim))
+                .map(|id| (id, format!("stale batch {:?}", batch.cycle)))
+                .take(n)
+                .collect();
+            return Response::ok(Outcome::Admitted(outcome));
+        }
+        self.state.last_cycle = batch.cycle;
+        for p in &batch.preemptions {
+            match self.preempt(p.victim, p.preemptor, &p.reason, at) {
+                Ok(()) => {
+                    outcome.preempted += 1;
+                    self.counters.preemptions += 1;
+                }
+                Err(e) => {
+                    self.counters.preemptions_rejected += 1;
+                    outcome.rejected.push((p.victim, e));
+                }
+            }
+        }
+        for a in &batch.admissions {
+            match self.snapshot.admit(a, at) {
+                Ok(()) => {
+                    outcome.admitted += 1;
+                    self.counters.admissions += 1;
+                    let epoch = self.state.next_epoch;
+                    self.state.next_epoch += 1;
+                    let (lq, priority) = self
+                        .snapshot
+                        .get_admitted(a.workload)
+                        .map(|w| (w.pending.local_queue.clone(), w.pending.priority))
+                        .unwrap_or_default();
+                    if let Some(record) = self.state.workloads.get_mut(&a.workload) {
+                        record.reservation = Some(Reservation {
+                            epoch,
+                            cluster_queue: a.cluster_queue.clone(),
+                            local_queue: lq,
+                            priority,
+                            assignment: a.assignment.clone(),
+                            admitted_at: at,
+                            budget_charge: a.budget_charge,
+                            stopping: None,
+                        });
+                        record.reason = None;
+                        record.push_event(
+                            at,
+                            WorkloadState::Admitted,
+                            format!(
+                                "admitted by ClusterQueue {} to cluster {}",
+                                a.cluster_queue, a.assignment.cluster
+                            ),
+                        );
+                    }
+                }
+                Err(e) => {
+                    self.counters.admissions_rejected += 1;
+                    outcome.rejected.push((a.workload, e.to_string()));
+                }
+            }
+        }
+        for (id, reason) in &batch.reasons {
+            if let Some(record) = self.state.workloads.get_mut(id) {
+                if record.state == WorkloadState::Pending {
+                    record.reason = Some(reason.clone());
+                }
+            }
+        }
+        for (cq, reason) in &batch.queue_reasons {
+            if self.state.config.cluster_queues.contains_key(cq) {
+                self.state.queue_reasons.insert(cq.clone(), reason.clone());
+            }
+        }
+        Response::ok(Outcome::Admitted(outcome))
+    }
+
+    fn preempt(
+        &mut self,
+        victim: WorkloadId,
+        preemptor: WorkloadId,
+        reason: &fleetq_scheduler::PreemptionReason,
+        at: Timestamp,
+    ) -> Result<(), String> {
+        if self.snapshot.get_pending(preemptor).is_none() {
+            return Err(format!("preemptor {preemptor} is not pending any more"));
+        }
+        let record = self
+            .state
+            .workloads
+            .get(&victim)
+            .ok_or_else(|| format!("victim {victim} does not exist"))?;
+        let reservation = record
+            .reservation
+            .as_ref()
+            .ok_or_else(|| format!("victim {victim} holds no reservation"))?;
+        if reservation.stopping.is_some() {
+            return Err(format!("victim {victim} is already stopping"));
+        }
+        self.snapshot
+            .mark_evicting(victim)
+            .map_err(|e| e.to_string())?;
+        if let Some(record) = self.state.workloads.get_mut(&victim) {
+            let message = format!("preempted ({reason:?}) to admit workload {preemptor}");
+            if let Some(r) = record.reservation.as_mut() {
+                r.stopping = Some(message.clone());
+            }
+            let state = record.state;
+            record.push_event(at, state, message);
+        }
+        Ok(())
+    }
+
+    // ----- clusters and executors ----------------------------------------
+
+    fn register_cluster(
+        &mut self,
+        cluster: &Cluster,
+        policy: LeasePolicy,
+        at: Timestamp,
+    ) -> Response {
+        let object = format!("Cluster/{}", cluster.name);
+        if cluster.name.is_empty() {
+            return Response::refused(vec![FieldError::new(&object, "name", "must not be empty")]);
+        }
+        let mut clusters = self.state.clusters.clone();
+        let mut registered = cluster.clone();
+        if registered.state != ClusterState::Draining {
+            registered.state = ClusterState::Ready;
+        }
+        clusters.insert(
+            cluster.name.clone(),
+            ClusterRecord {
+                cluster: registered,
+                lease_policy: policy,
+                registered_at: at,
+            },
+        );
+        let list: Vec<Cluster> = clusters.values().map(|c| c.cluster.clone()).collect();
+        let mut snapshot = self.snapshot.clone();
+        snapshot.set_clusters(&list);
+        let violations = snapshot.violations();
+        if !violations.is_empty() {
+            return Response::refused(
+                violations
+                    .into_iter()
+                    .map(|v| {
+                        FieldError::new(
+                            &object,
+                            "capacity",
+                            format!(
+                                "reported capacity is below what is already assigned there: {v}"
+                            ),
+                        )
+                    })
+                    .collect(),
+            );
+        }
+        self.state.clusters = clusters;
+        self.snapshot = snapshot;
+        Response::ok(Outcome::ClusterRegistered {
+            cluster: cluster.name.clone(),
+        })
+    }
+
+    fn set_cluster_state(&mut self, name: &str, state: ClusterState) {
+        if let Some(c) = self.state.clusters.get_mut(name) {
+            c.cluster.state = state;
+        }
+        let list = self.cluster_list();
+        self.snapshot.set_clusters(&list);
+    }
+
+    fn unknown_cluster(name: &str) -> Response {
+        Response::refused(vec![FieldError::new(
+            format!("Cluster/{name}"),
+            "cluster",
+            format!("cluster {name:?} is not registered"),
+        )])
+    }
+
+    fn report_status(&mut self, reports: &[StatusReport], at: Timestamp) -> Response {
+        let (mut applied, mut stale) = (0, 0);
+        for report in reports {
+            if self.report_one(report, at) {
+                applied += 1;
+            } else {
+                stale += 1;
+                self.counters.stale_reports += 1;
+            }
+        }
+        Response::ok(Outcome::Reported { applied, stale })
+    }
+
+    /// Applies one report if it matches the workload's current admission;
+    /// returns false for a stale or repeated report (a no-op).
+    fn report_one(&mut self, report: &StatusReport, at: Timestamp) -> bool {
+        let Some(record) = self.state.workloads.get(&report.workload) else {
+            return false;
+        };
+        let Some(reservation) = &record.reservation else {
+            return false;
+        };
+        if reservation.epoch != report.epoch || reservation.assignment.cluster != report.cluster {
+            return false;
+        }
+        let id = report.workload;
+        match report.phase {
+            Phase::Running => {
+                if record.state != WorkloadState::Admitted {
+                    return false;
+                }
+                if let Some(record) = self.state.workloads.get_mut(&id) {
+                    record.push_event(
+                        at,
+                        WorkloadState::Running,
+                        format!("running on cluster {}", report.cluster),
+                    );
+                }
+            }
+            Phase::Succeeded | Phase::Failed => {
+                let state = if report.phase == Phase::Succeeded {
+                    WorkloadState::Succeeded
+                } else {
+                    WorkloadState::Failed
+                };
+                let message = if report.message.is_empty() {
+                    format!(
+                        "{} on cluster {}",
+                        state.as_str().to_lowercase(),
+                        report.cluster
+                    )
+                } else {
+                    report.message.clone()
+                };
+                self.finish(id, state, message, at);
+            }
+            Phase::Stopped => {
+                let cancelled = record.cancel_requested;
+                let why = reservation
+                    .stopping
+                    .clone()
+                    .unwrap_or_else(|| format!("stopped on cluster {}", report.cluster));
+                if cancelled {
+                    self.finish(
+                        id,
+                        WorkloadState::Cancelled,
+                        "cancelled; processes stopped",
+                        at,
+                    );
+                } else {
+                    self.release_and_requeue(id, ReasonKind::Evicted, why, at);
+                }
+            }
+        }
+        true
+    }
+
+    /// Releases a reservation and records the workload's end.
+    fn finish(
+        &mut self,
+        id: WorkloadId,
+        state: WorkloadState,
+        message: impl Into<String>,
+        at: Timestamp,
+    ) {
+        self.release(id, at);
+        if let Some(record) = self.state.workloads.get_mut(&id) {
+            record.reservation = None;
+            record.reason = None;
+            record.push_event(at, state, message);
+        }
+    }
+
+    /// Releases a reservation and puts the workload back in its queue with
+    /// the eviction as its reason (an evicted workload is Pending again).
+    fn release_and_requeue(
+        &mut self,
+        id: WorkloadId,
+        kind: ReasonKind,
+        why: String,
+        at: Timestamp,
+    ) {
+        if self
+            .state
+            .workloads
+            .get(&id)
+            .is_some_and(|r| r.cancel_requested)
+        {
+            self.finish(
+                id,
+                WorkloadState::Cancelled,
+                format!("cancelled; {why}"),
+                at,
+            );
+            return;
+        }
+        self.release(id, at);
+        if let Some(record) = self.state.workloads.get_mut(&id) {
+            record.reservation = None;
+            record.reason = Some(PendingReason::new(kind, why.clone()));
+            record.push_event(at, WorkloadState::Pending, format!("requeued: {why}"));
+        }
+        self.requeue_binding(id);
+        // requeue_binding clears only Misconfigured reasons; keep the eviction.
+    }
+
+    /// Releases the scheduler's reservation and charges the GPU time used
+    /// to the LocalQueue's admission-fair-sharing usage.
+    fn release(&mut self, id: WorkloadId, at: Timestamp) {
+        if let Ok(admitted) = self.snapshot.release(id, at) {
+            let gpus = admitted.pending.workload.spec.total_gpus();
+            let ran = at.since(admitted.admitted_at).as_millis() as u64;
+            let gpu_ms = gpus.saturating_mul(ran);
+            self.snapshot.record_local_queue_usage(
+                &admitted.pending.local_queue,
+                gpu_ms,
+                at,
+                self.scheduler.afs_half_life,
+            );
+        }
+    }
+
+    fn reservations_on(&self, cluster: &str) -> Vec<WorkloadId> {
+        self.state
+            .workloads
+            .values()
+            .filter(|w| {
+                w.reservation
+                    .as_ref()
+                    .is_some_and(|r| r.assignment.cluster == cluster)
+            })
+            .map(|w| w.id)
+            .collect()
+    }
+
+    fn reconcile_cluster(
+        &mut self,
+        cluster: &str,
+        running: &[RunningWorkload],
+        at: Timestamp,
+    ) -> Response {
+        if !self.state.clusters.contains_key(cluster) {
+            return Self::unknown_cluster(cluster);
+        }
+        let reported: BTreeSet<(WorkloadId, Epoch)> =
+            running.iter().map(|r| (r.workload, r.epoch)).collect();
+        let mut requeued = Vec::new();
+        let mut assigned = BTreeSet::new();
+        for id in self.reservations_on(cluster) {
+            let Some(record) = self.state.workloads.get(&id) else {
+                continue;
+            };
+            let Some(epoch) = record.reservation.as_ref().map(|r| r.epoch) else {
+                continue;
+            };
+            if reported.contains(&(id, epoch)) {
+                assigned.insert((id, epoch));
+                if record.state == WorkloadState::Admitted {
+                    if let Some(record) = self.state.workloads.get_mut(&id) {
+                        record.push_event(at, WorkloadState::Running, "running (reconciled)");
+                    }
+                }
+            } else if record.state == WorkloadState::Running {
+                // It was running there and is gone: release exactly once.
+                self.release_and_requeue(
+                    id,
+                    ReasonKind::Evicted,
+                    format!("no longer running on cluster {cluster} after its agent reconnected"),
+                    at,
+                );
+                requeued.push(id);
+            }
+        }
+        let stop = running
+            .iter()
+            .filter(|r| !assigned.contains(&(r.workload, r.epoch)))
+            .cloned()
+            .collect();
+        let was = self.state.clusters.get(cluster).map(|c| c.cluster.state);
+        if matches!(was, Some(ClusterState::Unreachable | ClusterState::Lost)) {
+            self.set_cluster_state(cluster, ClusterState::Ready);
+        }
+        Response::ok(Outcome::Reconciled { stop, requeued })
+    }
+
+    fn expire_cluster(&mut self, cluster: &str, at: Timestamp) -> Response {
+        let Some(policy) = self.state.clusters.get(cluster).map(|c| c.lease_policy) else {
+            return Self::unknown_cluster(cluster);
+        };
+        let (mut requeued, mut kept) = (Vec::new(), Vec::new());
+        match policy {
+            LeasePolicy::Fence => {
+                self.set_cluster_state(cluster, ClusterState::Lost);
+                for id in self.reservations_on(cluster) {
+                    self.release_and_requeue(
+                        id,
+                        ReasonKind::Evicted,
+                        format!("cluster {cluster} lost its lease; its workloads were fenced"),
+                        at,
+                    );
+                    requeued.push(id);
+                }
+            }
+            LeasePolicy::Keep => {
+                self.set_cluster_state(cluster, ClusterState::Unreachable);
+                kept = self.reservations_on(cluster);
+            }
+        }
+        Response::ok(Outcome::Expired { requeued, kept })
+    }
+
+    fn drain_cluster(&mut self, cluster: &str) -> Response {
+        if !self.state.clusters.contains_key(cluster) {
+            return Self::unknown_cluster(cluster);
+        }
+        self.set_cluster_state(cluster, ClusterState::Draining);
+        Response::ok(Outcome::Drained {
+            cluster: cluster.to_string(),
+        })
+    }
+
+    // ----- invariants, export, hash --------------------------------------
+
+    /// Invariants 1 and 2 of DESIGN.md §6 plus the agreement between the
+    /// records and the derived snapshot. Empty when all hold.
+    pub fn violations(&self) -> Vec<String> {
+        let mut out = self.snapshot.violations();
+        for record in self.state.workloads.values() {
+            let admitted = self.snapshot.get_admitted(record.id);
+            let pending = self.snapshot.get_pending(record.id);
+            match (record.state, &record.reservation) {
+                (s, Some(r)) if s.is_reserved() => match admitted {
+                    None => out.push(format!(
+                        "workload {} is {} but holds no reservation",
+                        record.id,
+                        s.as_str()
+                    )),
+                    Some(a) if a.assignment != r.assignment => out.push(format!(
+                        "workload {} reservation differs from the scheduler's",
+                        record.id
+                    )),
+                    Some(_) => {}
+                },
+                (s, None) if s.is_reserved() => out.push(format!(
+                    "workload {} is {} without a reservation record",
+                    record.id,
+                    s.as_str()
+                )),
+                (s, _) => {
+                    if admitted.is_some() || record.reservation.is_some() {
+                        out.push(format!(
+                            "workload {} is {} but still holds a reservation (double charge)",
+                            record.id,
+                            s.as_str()
+                        ));
+                    }
+                    if s != WorkloadState::Pending && pending.is_some() {
+                        out.push(format!(
+                            "workload {} is {} but still queued",
+                            record.id,
+                            s.as_str()
+                        ));
+                    }
+                }
+            }
+        }
+        let reserved = self
+            .state
+            .workloads
+            .values()
+            .filter(|w| w.reservation.is_some())
+            .count();
+        if reserved != self.snapshot.admitted().count() {
+            out.push(format!(
+                "{} reservations recorded but the scheduler holds {}",
+                reserved,
+                self.snapshot.admitted().count()
+            ));
+        }
+        out
+    }
+
+    /// The replicated state, with LocalQueue state copied in.
+    pub fn exported_state(&self) -> LedgerState {
+        let mut state = self.state.clone();
+        state.local_queues = self.snapshot.local_queue_states().clone();
+        state
+    }
+
+    /// Serialises the whole ledger for a Raft snapshot.
+    pub fn export(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec(&Exported {
+            state: self.exported_state(),
+            counters: self.counters.clone(),
+        })
+    }
+
+    /// Rebuilds a ledger from [`Ledger::export`] output.
+    pub fn import(bytes: &[u8], scheduler: SchedulerConfig) -> Result<Ledger, String> {
+        let exported: Exported =
+            serde_json::from_slice(bytes).map_err(|e| format!("snapshot is unreadable: {e}"))?;
+        let mut ledger = Ledger::new(scheduler);
+        ledger.counters = exported.counters;
+        let mut state = exported.state;
+        let local_queues = std::mem::take(&mut state.local_queues);
+        ledger.state = state;
+        let clusters = ledger.cluster_list();
+        let mut snapshot = Snapshot::new(ledger.state.config.clone(), &clusters);
+        for (lq, s) in &local_queues {
+            snapshot.restore_local_queue_state(lq, *s);
+        }
+        for record in ledger.state.workloads.values() {
+            if let Some(admitted) = admitted_of(record) {
+                snapshot
+                    .restore_admitted(admitted)
+                    .map_err(|e| format!("snapshot holds workload {} twice: {e}", record.id))?;
+            }
+        }
+        ledger.snapshot = snapshot;
+        let pending: Vec<WorkloadId> = ledger
+            .state
+            .workloads
+            .values()
+            .filter(|w| w.state == WorkloadState::Pending)
+            .map(|w| w.id)
+            .collect();
+        for id in pending {
+            ledger.requeue_binding(id);
+        }
+        let violations = ledger.violations();
+        if !violations.is_empty() {
+            return Err(format!(
+                "snapshot violates the ledger invariants: {}",
+                violations.join("; ")
+            ));
+        }
+        Ok(ledger)
+    }
+
+    /// SHA-256 over the canonical serialisation of the replicated state.
+    /// Replicas at the same applied index must agree (invariant 6).
+    /// The clock (`now`) is left out: it only follows the stamps of the
+    /// log, and a refused command must leave the hash unchanged.
+    pub fn state_hash(&self) -> String {
+        let mut state = self.exported_state();
+        state.now = Timestamp::default();
+        crate::hash::state_hash(&state)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Exported {
+    state: LedgerState,
+    counters: Counters,
+}
+
+/// The scheduler's view of a record's reservation, if it holds one.
+fn admitted_of(record: &WorkloadRecord) -> Option<AdmittedWorkload> {
+    let r = record.reservation.as_ref()?;
+    Some(AdmittedWorkload {
+        pending: PendingWorkload {
+            id: record.id,
+            workload: Arc::clone(&record.workload),
+            local_queue: r.local_queue.clone(),
+            cluster_queue: r.cluster_queue.clone(),
+            priority: r.priority,
+            created_at: record.created_at,
+            not_before: None,
+        },
+        assignment: r.assignment.clone(),
+        admitted_at: r.admitted_at,
+        evicting: r.stopping.is_some(),
+        budget_charge: r.budget_charge,
+    })
+}
+
+/// Convenience for tests and tools: a workload submission without a
+/// request id.
+pub fn submission(workload: Workload) -> Submission {
+    Submission {
+        request_id: None,
+        workload,
+    }
+}

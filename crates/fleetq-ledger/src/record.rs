@@ -1,0 +1,145 @@
+//! What the ledger remembers about each workload and cluster. These records
+//! are the replicated state; the scheduler's snapshot is derived from them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use fleetq_model::{Cluster, Timestamp, Workload};
+use fleetq_scheduler::{Assignment, PendingReason, WorkloadId};
+use serde::{Deserialize, Serialize};
+
+use crate::command::Epoch;
+
+/// How many state changes a workload keeps in its history.
+pub const HISTORY_LIMIT: usize = 32;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum WorkloadState {
+    Pending,
+    Admitted,
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl WorkloadState {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            WorkloadState::Succeeded | WorkloadState::Failed | WorkloadState::Cancelled
+        )
+    }
+
+    /// Holds a quota reservation.
+    pub fn is_reserved(self) -> bool {
+        matches!(self, WorkloadState::Admitted | WorkloadState::Running)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadState::Pending => "Pending",
+            WorkloadState::Admitted => "Admitted",
+            WorkloadState::Running => "Running",
+            WorkloadState::Succeeded => "Succeeded",
+            WorkloadState::Failed => "Failed",
+            WorkloadState::Cancelled => "Cancelled",
+        }
+    }
+}
+
+/// A quota reservation: where and how a workload was admitted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reservation {
+    pub epoch: Epoch,
+    pub cluster_queue: String,
+    pub local_queue: String,
+    pub priority: i32,
+    pub assignment: Assignment,
+    pub admitted_at: Timestamp,
+    pub budget_charge: u64,
+    /// Set when the workload must stop (preempted, cancelled, evicted); it
+    /// keeps its quota until the executor confirms.
+    #[serde(default)]
+    pub stopping: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub at: Timestamp,
+    pub state: WorkloadState,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadRecord {
+    pub id: WorkloadId,
+    pub workload: Arc<Workload>,
+    #[serde(default)]
+    pub request_id: Option<String>,
+    pub created_at: Timestamp,
+    pub state: WorkloadState,
+    #[serde(default)]
+    pub reservation: Option<Reservation>,
+    /// The user asked to cancel; honoured once the executor confirms.
+    #[serde(default)]
+    pub cancel_requested: bool,
+    /// Why it is pending (the last cycle's reason, an eviction, a
+    /// misconfiguration), or how it ended.
+    #[serde(default)]
+    pub reason: Option<PendingReason>,
+    pub history: Vec<Event>,
+}
+
+impl WorkloadRecord {
+    pub fn key(&self) -> String {
+        self.workload.key()
+    }
+
+    pub fn push_event(&mut self, at: Timestamp, state: WorkloadState, message: impl Into<String>) {
+        self.state = state;
+        if self.history.len() >= HISTORY_LIMIT {
+            self.history.remove(1);
+        }
+        self.history.push(Event {
+            at,
+            state,
+            message: message.into(),
+        });
+    }
+}
+
+/// What happens to a cluster's workloads when its lease runs out
+/// (DESIGN.md §5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LeasePolicy {
+    /// The agent stops them before the lease could expire; the ledger then
+    /// releases their quota and requeues them.
+    #[default]
+    Fence,
+    /// Their quota stays charged until the cluster comes back.
+    Keep,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClusterRecord {
+    pub cluster: Cluster,
+    pub lease_policy: LeasePolicy,
+    pub registered_at: Timestamp,
+}
+
+/// Counters of what apply() refused; not part of the state hash (a
+/// rejected duplicate must leave the hash unchanged).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    pub commands: u64,
+    pub admit_batches: u64,
+    pub admissions: u64,
+    pub admissions_rejected: u64,
+    pub preemptions: u64,
+    pub preemptions_rejected: u64,
+    pub stale_batches: u64,
+    pub stale_reports: u64,
+    pub refused_commands: u64,
+    pub by_command: BTreeMap<String, u64>,
+}

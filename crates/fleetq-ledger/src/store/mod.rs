@@ -1,0 +1,51 @@
+//! openraft storage (storage-v2): the Raft log and vote, and the state
+//! machine with its snapshots.
+//!
+//! - [`sled_log`]: the log, vote and committed index in sled; `append`
+//!   acknowledges only after sled has flushed (DESIGN.md §7).
+//! - [`mem`]: the same in memory with an explicit fsync model: writes sit
+//!   in a volatile buffer until synced, and [`mem::MemDisk::crash`] throws
+//!   away what was not synced. The deterministic simulator uses it.
+//! - [`state_machine`]: the [`crate::Ledger`] behind openraft's state
+//!   machine trait. Snapshots go to a [`SnapshotStore`] (sled or memory);
+//!   after a restart the state is the last snapshot plus the committed log.
+
+pub mod mem;
+pub mod sled_log;
+pub mod snapshot_store;
+pub mod state_machine;
+
+pub use mem::{MemDisk, MemLogStore, MemSnapshotStore};
+pub use sled_log::SledLogStore;
+pub use snapshot_store::{SledSnapshotStore, SnapshotStore, StoredSnapshot};
+pub use state_machine::{LedgerHandle, StateMachineStore};
+
+use crate::raft::{NodeId, StorageError};
+
+/// Opens (or creates) a node's sled database in `dir`: its log store and
+/// its state machine, restored from the last snapshot.
+pub fn open_sled(
+    dir: &std::path::Path,
+    scheduler: fleetq_scheduler::SchedulerConfig,
+) -> Result<(SledLogStore, StateMachineStore<SledSnapshotStore>), String> {
+    let db = sled::Config::new()
+        .path(dir)
+        .mode(sled::Mode::HighThroughput)
+        .open()
+        .map_err(|e| format!("cannot open the data directory {}: {e}", dir.display()))?;
+    let log = SledLogStore::new(&db).map_err(|e| format!("cannot open the Raft log: {e}"))?;
+    let snapshots =
+        SledSnapshotStore::new(&db).map_err(|e| format!("cannot open the snapshot store: {e}"))?;
+    let sm = StateMachineStore::open(snapshots, scheduler)?;
+    Ok((log, sm))
+}
+
+pub(crate) fn io_error(
+    subject: openraft::ErrorSubject<NodeId>,
+    verb: openraft::ErrorVerb,
+    e: impl std::error::Error + 'static,
+) -> StorageError {
+    StorageError::IO {
+        source: openraft::StorageIOError::new(subject, verb, openraft::AnyError::new(&e)),
+    }
+}

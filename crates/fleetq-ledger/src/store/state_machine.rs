@@ -1,0 +1,262 @@
+//! The ledger as openraft's state machine.
+//!
+//! The state lives in memory behind a [`LedgerHandle`] that the server
+//! reads (queries, the admission cycle) while openraft applies. Only
+//! snapshots are persisted: after a restart the node loads its last
+//! snapshot and openraft re-applies the committed log after it.
+
+use std::io::Cursor;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use fleetq_scheduler::SchedulerConfig;
+use openraft::storage::RaftStateMachine;
+use openraft::{
+    EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder, Snapshot,
+};
+use tokio::sync::{watch, Notify};
+
+use super::snapshot_store::{SnapshotStore, StoredSnapshot};
+use crate::command::{Command, Outcome, Response};
+use crate::ledger::Ledger;
+use crate::raft::{Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
+
+/// The applied state of one node.
+#[derive(Debug)]
+pub struct StateMachine {
+    pub last_applied: Option<LogId>,
+    pub membership: StoredMembership,
+    pub ledger: Ledger,
+}
+
+/// Shared access to a node's applied ledger, plus the signals the server
+/// waits on.
+#[derive(Clone)]
+pub struct LedgerHandle {
+    inner: Arc<RwLock<StateMachine>>,
+    /// Woken after a command that may make new admissions possible.
+    changed: Arc<Notify>,
+    applied: watch::Sender<u64>,
+}
+
+impl LedgerHandle {
+    fn new(sm: StateMachine) -> LedgerHandle {
+        let index = sm.last_applied.map(|l| l.index).unwrap_or(0);
+        LedgerHandle {
+            inner: Arc::new(RwLock::new(sm)),
+            changed: Arc::new(Notify::new()),
+            applied: watch::channel(index).0,
+        }
+    }
+
+    /// Read access; hold it briefly (apply waits for it).
+    pub fn read(&self) -> RwLockReadGuard<'_, StateMachine> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, StateMachine> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notified when the admission cycle has new work to look at.
+    pub fn changed(&self) -> Arc<Notify> {
+        Arc::clone(&self.changed)
+    }
+
+    /// The last applied log index, as a watch.
+    pub fn applied(&self) -> watch::Receiver<u64> {
+        self.applied.subscribe()
+    }
+
+    /// Waits until the state machine has applied `index`.
+    pub async fn wait_applied(&self, index: u64) {
+        let mut rx = self.applied();
+        let _ = rx.wait_for(|&i| i >= index).await;
+    }
+}
+
+/// openraft's state machine over a [`LedgerHandle`] and a snapshot store.
+pub struct StateMachineStore<S: SnapshotStore> {
+    handle: LedgerHandle,
+    snapshots: Arc<S>,
+    scheduler: SchedulerConfig,
+    snapshot_seq: Arc<AtomicU64>,
+}
+
+impl<S: SnapshotStore> StateMachineStore<S> {
+    /// Opens the state machine from the store's last snapshot, if any.
+    pub fn open(snapshots: S, scheduler: SchedulerConfig) -> Result<Self, String> {
+        let sm = match snapshots.load()? {
+            None => StateMachine {
+                last_applied: None,
+                membership: StoredMembership::default(),
+                ledger: Ledger::new(scheduler.clone()),
+            },
+            Some(stored) => StateMachine {
+                last_applied: stored.meta.last_log_id,
+                membership: stored.meta.last_membership.clone(),
+                ledger: Ledger::import(&stored.data, scheduler.clone())?,
+            },
+        };
+        Ok(StateMachineStore {
+            handle: LedgerHandle::new(sm),
+            snapshots: Arc::new(snapshots),
+            scheduler,
+            snapshot_seq: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    pub fn handle(&self) -> LedgerHandle {
+        self.handle.clone()
+    }
+}
+
+fn sm_error(verb: ErrorVerb, message: String) -> StorageError {
+    super::io_error(
+        ErrorSubject::StateMachine,
+        verb,
+        std::io::Error::other(message),
+    )
+}
+
+/// Whether applying this response may let the admission cycle do more.
+fn wakes_scheduler(command: &Command, response: &Response) -> bool {
+    match (command, &response.outcome) {
+        (Command::AdmitBatch(_), Outcome::Admitted(o)) => o.admitted > 0 || o.preempted > 0,
+        (Command::AdmitBatch(_), _) => false,
+        _ => response.is_ok(),
+    }
+}
+
+impl<S: SnapshotStore> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
+    type SnapshotBuilder = SnapshotBuilder<S>;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        let sm = self.handle.read();
+        Ok((sm.last_applied, sm.membership.clone()))
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<Response>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut responses = Vec::new();
+        let mut wake = false;
+        let last = {
+            let mut sm = self.handle.write();
+            for entry in entries {
+                sm.last_applied = Some(entry.log_id);
+                let response = match entry.payload {
+                    EntryPayload::Blank => Response::default(),
+                    EntryPayload::Normal(request) => {
+                        let response = sm.ledger.apply(&request);
+                        wake |= wakes_scheduler(&request.command, &response);
+                        response
+                    }
+                    EntryPayload::Membership(m) => {
+                        sm.membership = StoredMembership::new(Some(entry.log_id), m);
+                        wake = true;
+                        Response::default()
+                    }
+                };
+                responses.push(response);
+            }
+            sm.last_applied.map(|l| l.index).unwrap_or(0)
+        };
+        self.handle.applied.send_replace(last);
+        if wake {
+            self.handle.changed.notify_one();
+        }
+        Ok(responses)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        SnapshotBuilder {
+            handle: self.handle.clone(),
+            snapshots: Arc::clone(&self.snapshots),
+            seq: Arc::clone(&self.snapshot_seq),
+        }
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError> {
+        Ok(Box::new(Cursor::new(Vec::new())))
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<Cursor<Vec<u8>>>,
+    ) -> Result<(), StorageError> {
+        let data = snapshot.into_inner();
+        let ledger = Ledger::import(&data, self.scheduler.clone())
+            .map_err(|e| sm_error(ErrorVerb::Write, e))?;
+        self.snapshots
+            .save(&StoredSnapshot {
+                meta: meta.clone(),
+                data,
+            })
+            .map_err(|e| sm_error(ErrorVerb::Write, e))?;
+        let last = {
+            let mut sm = self.handle.write();
+            sm.ledger = ledger;
+            sm.last_applied = meta.last_log_id;
+            sm.membership = meta.last_membership.clone();
+            sm.last_applied.map(|l| l.index).unwrap_or(0)
+        };
+        self.handle.applied.send_replace(last);
+        self.handle.changed.notify_one();
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError> {
+        let stored = self
+            .snapshots
+            .load()
+            .map_err(|e| sm_error(ErrorVerb::Read, e))?;
+        Ok(stored.map(|s| Snapshot {
+            meta: s.meta,
+            snapshot: Box::new(Cursor::new(s.data)),
+        }))
+    }
+}
+
+/// Builds a snapshot of the applied state and stores it.
+pub struct SnapshotBuilder<S: SnapshotStore> {
+    handle: LedgerHandle,
+    snapshots: Arc<S>,
+    seq: Arc<AtomicU64>,
+}
+
+impl<S: SnapshotStore> RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder<S> {
+    async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
+        let (data, last_applied, membership) = {
+            let sm = self.handle.read();
+            let data = sm
+                .ledger
+                .export()
+                .map_err(|e| sm_error(ErrorVerb::Read, e.to_string()))?;
+            (data, sm.last_applied, sm.membership.clone())
+        };
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let snapshot_id = match last_applied {
+            Some(l) => format!("{}-{}-{seq}", l.leader_id, l.index),
+            None => format!("empty-{seq}"),
+        };
+        let meta = SnapshotMeta {
+            last_log_id: last_applied,
+            last_membership: membership,
+            snapshot_id,
+        };
+        self.snapshots
+            .save(&StoredSnapshot {
+                meta: meta.clone(),
+                data: data.clone(),
+            })
+            .map_err(|e| sm_error(ErrorVerb::Write, e))?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(Cursor::new(data)),
+        })
+    }
+}
