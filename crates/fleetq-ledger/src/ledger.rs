@@ -537,6 +537,7 @@ impl Ledger {
                             admitted_at: at,
                             budget_charge: a.budget_charge,
                             stopping: None,
+                            started_at: None,
                         });
                         record.reason = None;
                         record.push_event(
@@ -706,6 +707,9 @@ impl Ledger {
                     return false;
                 }
                 if let Some(record) = self.state.workloads.get_mut(&id) {
+                    if let Some(r) = record.reservation.as_mut() {
+                        r.started_at = Some(at);
+                    }
                     record.push_event(
                         at,
                         WorkloadState::Running,
@@ -853,6 +857,9 @@ impl Ledger {
                 assigned.insert((id, epoch));
                 if record.state == WorkloadState::Admitted {
                     if let Some(record) = self.state.workloads.get_mut(&id) {
+                        if let Some(r) = record.reservation.as_mut() {
+                            r.started_at = Some(at);
+                        }
                         record.push_event(at, WorkloadState::Running, "running (reconciled)");
                     }
                 }

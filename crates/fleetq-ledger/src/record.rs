@@ -62,6 +62,9 @@ pub struct Reservation {
     /// keeps its quota until the executor confirms.
     #[serde(default)]
     pub stopping: Option<String>,
+    /// When its executor reported it running.
+    #[serde(default)]
+    pub started_at: Option<Timestamp>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,1 +1,9 @@
+//! fleetq's wire protocols, generated from `proto/fleetq/v1`:
+//! [`v1::fleet_q_client`] / [`v1::fleet_q_server`] (clients),
+//! [`v1::agent_client`] / [`v1::agent_server`] (agents) and
+//! [`v1::raft_client`] / [`v1::raft_server`] (peers).
 
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod v1 {
+    tonic::include_proto!("fleetq.v1");
+}

@@ -1,0 +1,146 @@
+//! The leader's admission loop (DESIGN.md §3): whenever the ledger changed
+//! (or a timer for time-based reasons passed), run one scheduler cycle on
+//! the applied state and propose its decisions as one `AdmitBatch`. The
+//! ledger re-validates every decision at apply, so this loop may be stale
+//! or run twice without harm; it waits for each batch to apply before the
+//! next cycle so that it does not propose the same decisions twice.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleetq_ledger::raft::Raft;
+use fleetq_ledger::store::LedgerHandle;
+use fleetq_ledger::{AdmitBatch, Command, CycleId, Ledger, Outcome};
+use fleetq_model::Timestamp;
+use fleetq_scheduler::{schedule, Decisions};
+use openraft::ServerState;
+use tokio::sync::watch;
+
+use crate::clock::SharedClock;
+use crate::proposer::Proposer;
+
+/// Statistics of the last cycles, for status and benchmarks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AdmissionStats {
+    pub cycles: u64,
+    pub batches: u64,
+    pub admitted: u64,
+    pub rejected: u64,
+    pub last_cycle_micros: u64,
+    pub total_cycle_micros: u64,
+}
+
+/// How often the loop looks again without a change (budgets refill and
+/// backoffs pass with time).
+const IDLE_TICK: Duration = Duration::from_secs(1);
+
+pub async fn run(
+    raft: Raft,
+    handle: LedgerHandle,
+    proposer: Arc<Proposer>,
+    clock: SharedClock,
+    stats: watch::Sender<AdmissionStats>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let changed = handle.changed();
+    let mut seq = 0u64;
+    let mut metrics = raft.metrics();
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let (is_leader, term) = {
+            let m = metrics.borrow();
+            (m.state == ServerState::Leader, m.current_term)
+        };
+        if !is_leader {
+            tokio::select! {
+                _ = metrics.changed() => {}
+                _ = shutdown.changed() => {}
+            }
+            continue;
+        }
+        let started = std::time::Instant::now();
+        let now = clock.now();
+        let batch = {
+            let sm = handle.read();
+            seq += 1;
+            next_batch(&sm.ledger, now, CycleId { term, seq })
+        };
+        let elapsed = started.elapsed().as_micros() as u64;
+        stats.send_modify(|s| {
+            s.cycles += 1;
+            s.last_cycle_micros = elapsed;
+            s.total_cycle_micros += elapsed;
+        });
+        if let Some(batch) = batch {
+            match proposer
+                .write_local(Command::AdmitBatch(batch))
+                .await
+                .written()
+            {
+                Ok(w) => {
+                    if let Outcome::Admitted(o) = w.response.outcome {
+                        stats.send_modify(|s| {
+                            s.batches += 1;
+                            s.admitted += u64::from(o.admitted);
+                            s.rejected += o.rejected.len() as u64;
+                        });
+                        if !o.rejected.is_empty() {
+                            tracing::debug!(
+                                rejected = o.rejected.len(),
+                                "admission decisions rejected at apply"
+                            );
+                        }
+                    }
+                }
+                Err(e) => tracing::debug!(error = %e, "admission batch not applied"),
+            }
+            // The batch's own apply may have woken us; look again at once
+            // only if something else changed meanwhile.
+        }
+        tokio::select! {
+            _ = changed.notified() => {}
+            _ = tokio::time::sleep(IDLE_TICK) => {}
+            _ = metrics.changed() => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}
+
+/// One cycle: the decisions plus changed reasons, or `None` when the cycle
+/// would change nothing.
+pub fn next_batch(ledger: &Ledger, now: Timestamp, cycle: CycleId) -> Option<AdmitBatch> {
+    let now = now.max(ledger.state().now);
+    let decisions = schedule(ledger.snapshot(), now, ledger.scheduler_config());
+    batch_of(ledger, decisions, cycle)
+}
+
+fn batch_of(ledger: &Ledger, decisions: Decisions, cycle: CycleId) -> Option<AdmitBatch> {
+    let reasons: Vec<_> = decisions
+        .pending
+        .into_iter()
+        .filter(|(id, reason)| {
+            ledger
+                .workload(*id)
+                .is_some_and(|r| r.reason.as_ref() != Some(reason))
+        })
+        .collect();
+    let queue_reasons: Vec<_> = decisions
+        .queue_reasons
+        .into_iter()
+        .filter(|(cq, reason)| ledger.state().queue_reasons.get(cq) != Some(reason))
+        .collect();
+    let batch = AdmitBatch {
+        cycle,
+        admissions: decisions.admissions,
+        preemptions: decisions.preemptions,
+        reasons,
+        queue_reasons,
+    };
+    if batch.has_decisions() || !batch.reasons.is_empty() || !batch.queue_reasons.is_empty() {
+        Some(batch)
+    } else {
+        None
+    }
+}

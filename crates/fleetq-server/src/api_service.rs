@@ -1,0 +1,676 @@
+//! The client API (proto/fleetq/v1/api.proto). Writes go through the
+//! [`Proposer`]; reads first pass the read barrier so that any node answers
+//! linearizably.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use fleetq_ledger::store::LedgerHandle;
+use fleetq_ledger::{Command, Outcome, Response, Submission, SubmitResult};
+use fleetq_model::config::Object;
+use fleetq_model::kueue::import_manifests;
+use fleetq_model::{FieldError, Workload};
+use fleetq_proto::v1 as pb;
+use fleetq_proto::v1::fleet_q_server::FleetQ;
+use futures::Stream;
+use openraft::BasicNode;
+use tonic::{Request, Status};
+
+use crate::batcher::SubmitBatcher;
+use crate::proposer::{ProposeError, Proposer};
+use crate::status;
+
+pub struct ApiService {
+    pub node_id: u64,
+    pub proposer: Arc<Proposer>,
+    pub handle: LedgerHandle,
+    pub batcher: SubmitBatcher,
+    pub debug_endpoints: bool,
+}
+
+type Reply<T> = Result<tonic::Response<T>, Status>;
+
+fn unavailable(e: ProposeError) -> Status {
+    match e {
+        ProposeError::Unknown(m) => Status::unknown(m),
+        other => Status::unavailable(other.to_string()),
+    }
+}
+
+fn refused(errors: &[FieldError]) -> Status {
+    Status::invalid_argument(status::describe_errors(errors))
+}
+
+/// Kueue kinds and the short names the CLI accepts.
+pub fn canonical_kind(kind: &str) -> Option<&'static str> {
+    Some(match kind.to_ascii_lowercase().as_str() {
+        "resourceflavor" | "resourceflavors" | "flavor" | "flavors" | "rf" => "ResourceFlavor",
+        "cohort" | "cohorts" => "Cohort",
+        "clusterqueue" | "clusterqueues" | "cq" | "cqs" => "ClusterQueue",
+        "localqueue" | "localqueues" | "lq" | "lqs" | "queue" | "queues" => "LocalQueue",
+        "workloadpriorityclass" | "workloadpriorityclasses" | "priorityclass" | "pc" | "wpc" => {
+            "WorkloadPriorityClass"
+        }
+        _ => return None,
+    })
+}
+
+fn parse_kind(kind: &str) -> Result<&'static str, Status> {
+    canonical_kind(kind).ok_or_else(|| {
+        Status::invalid_argument(format!(
+            "kind: unknown kind {kind:?}; expected ResourceFlavor, Cohort, ClusterQueue, LocalQueue or WorkloadPriorityClass"
+        ))
+    })
+}
+
+/// A line diff of two YAML renderings, for `apply --dry-run`.
+fn yaml_diff(before: Option<&Object>, after: &Object) -> String {
+    let render = |o: &Object| serde_norway::to_string(o).unwrap_or_default();
+    let old = before.map(render).unwrap_or_default();
+    let new = render(after);
+    similar::TextDiff::from_lines(&old, &new)
+        .unified_diff()
+        .context_radius(3)
+        .to_string()
+}
+
+impl ApiService {
+    async fn propose(&self, command: Command) -> Result<Response, Status> {
+        self.proposer
+            .propose(command)
+            .await
+            .map(|w| w.response)
+            .map_err(unavailable)
+    }
+
+    async fn barrier(&self) -> Result<(), Status> {
+        self.proposer.read_barrier().await.map_err(unavailable)
+    }
+
+    async fn submit_many(
+        &self,
+        request_id: &str,
+        workloads: Vec<Workload>,
+    ) -> Result<Vec<pb::SubmitResult>, Status> {
+        let names: Vec<(String, String)> = workloads
+            .iter()
+            .map(|w| (w.namespace.clone(), w.name.clone()))
+            .collect();
+        let results: Vec<SubmitResult> = if workloads.len() == 1 {
+            let submission = Submission {
+                request_id: (!request_id.is_empty()).then(|| request_id.to_string()),
+                workload: workloads
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| Status::internal("empty"))?,
+            };
+            vec![self.batcher.submit(submission).await.map_err(unavailable)?]
+        } else {
+            let submissions = workloads
+                .into_iter()
+                .enumerate()
+                .map(|(i, workload)| Submission {
+                    request_id: (!request_id.is_empty()).then(|| format!("{request_id}-{i}")),
+                    workload,
+                })
+                .collect();
+            match self
+                .propose(Command::SubmitWorkloads { submissions })
+                .await?
+                .outcome
+            {
+                Outcome::Submitted { results } => results,
+                _ => return Err(Status::internal("the ledger gave no submission results")),
+            }
+        };
+        Ok(results
+            .into_iter()
+            .zip(names)
+            .map(|(r, (namespace, name))| {
+                let mut out = pb::SubmitResult {
+                    namespace,
+                    name,
+                    ..Default::default()
+                };
+                match r {
+                    SubmitResult::Created { id } => out.id = id,
+                    SubmitResult::Existing { id } => {
+                        out.id = id;
+                        out.existing = true;
+                    }
+                    SubmitResult::Refused { errors } => out.errors = status::field_errors(&errors),
+                }
+                out
+            })
+            .collect())
+    }
+
+    fn list_workloads(&self, req: &pb::ListWorkloadsRequest) -> pb::WorkloadList {
+        let sm = self.handle.read();
+        let ledger = &sm.ledger;
+        let namespace = if req.namespace.is_empty() {
+            "default"
+        } else {
+            req.namespace.as_str()
+        };
+        let mut workloads = Vec::new();
+        let mut total = 0;
+        for record in ledger.state().workloads.values() {
+            if !req.all_namespaces && record.workload.namespace != namespace {
+                continue;
+            }
+            if !status::matches_state(record, &req.state) {
+                continue;
+            }
+            let s = status::workload_status(ledger, record);
+            if !req.cluster_queue.is_empty() && s.cluster_queue != req.cluster_queue {
+                continue;
+            }
+            total += 1;
+            if req.limit == 0 || workloads.len() < req.limit as usize {
+                workloads.push(s);
+            }
+        }
+        pb::WorkloadList { workloads, total }
+    }
+}
+
+fn parse_workload(json: &str, index: usize) -> Result<Workload, FieldError> {
+    let de = &mut serde_json::Deserializer::from_str(json);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        FieldError::new("Workload", e.path().to_string(), e.inner().to_string())
+            .in_document(index + 1)
+    })
+}
+
+#[tonic::async_trait]
+impl FleetQ for ApiService {
+    async fn apply(&self, request: Request<pb::ApplyRequest>) -> Reply<pb::ApplyResponse> {
+        let req = request.into_inner();
+        let documents = match import_manifests(&req.manifests) {
+            Ok(d) => d,
+            Err(errors) => {
+                return Ok(tonic::Response::new(pb::ApplyResponse {
+                    changes: Vec::new(),
+                    errors: status::field_errors(&errors),
+                }))
+            }
+        };
+        let mut objects = Vec::new();
+        let mut workloads = Vec::new();
+        for doc in documents {
+            match doc.object {
+                Object::Workload(w) => workloads.push(w),
+                other => objects.push(other),
+            }
+        }
+        if req.dry_run {
+            self.barrier().await?;
+            let sm = self.handle.read();
+            let mut config = sm.ledger.state().config.clone();
+            let mut changes = Vec::new();
+            for object in &objects {
+                let before = config.get(object.kind(), &object.key());
+                let change = match &before {
+                    None => "created",
+                    Some(b) if b == object => "unchanged",
+                    Some(_) => "configured",
+                };
+                changes.push(pb::ObjectChange {
+                    object: object.display_name(),
+                    change: format!("{change} (dry run)"),
+                    diff: yaml_diff(before.as_ref(), object),
+                });
+                let _ = config.upsert(object.clone());
+            }
+            let mut errors = config.validate();
+            for w in &workloads {
+                match config.bind_workload(w) {
+                    Ok(_) => changes.push(pb::ObjectChange {
+                        object: format!("Workload/{}", w.key()),
+                        change: "submitted (dry run)".into(),
+                        diff: String::new(),
+                    }),
+                    Err(e) => errors.extend(e),
+                }
+            }
+            return Ok(tonic::Response::new(pb::ApplyResponse {
+                changes,
+                errors: status::field_errors(&errors),
+            }));
+        }
+        let mut changes = Vec::new();
+        if !objects.is_empty() {
+            let response = self.propose(Command::ApplyObjects { objects }).await?;
+            if !response.is_ok() {
+                return Ok(tonic::Response::new(pb::ApplyResponse {
+                    changes: Vec::new(),
+                    errors: status::field_errors(&response.errors),
+                }));
+            }
+            if let Outcome::Applied { changes: c } = response.outcome {
+                changes.extend(c.into_iter().map(|(object, change)| pb::ObjectChange {
+                    object,
+                    change,
+                    diff: String::new(),
+                }));
+            }
+        }
+        let mut errors = Vec::new();
+        if !workloads.is_empty() {
+            for r in self.submit_many("", workloads).await? {
+                if r.errors.is_empty() {
+                    changes.push(pb::ObjectChange {
+                        object: format!("Workload/{}/{}", r.namespace, r.name),
+                        change: if r.existing { "unchanged" } else { "submitted" }.into(),
+                        diff: String::new(),
+                    });
+                } else {
+                    errors.extend(r.errors);
+                }
+            }
+        }
+        Ok(tonic::Response::new(pb::ApplyResponse { changes, errors }))
+    }
+
+    async fn delete(&self, request: Request<pb::DeleteRequest>) -> Reply<pb::DeleteResponse> {
+        let req = request.into_inner();
+        let kind = parse_kind(&req.kind)?;
+        let response = self
+            .propose(Command::DeleteObject {
+                kind: kind.to_string(),
+                name: req.name,
+            })
+            .await?;
+        if !response.is_ok() {
+            return Err(refused(&response.errors));
+        }
+        match response.outcome {
+            Outcome::Deleted { object } => Ok(tonic::Response::new(pb::DeleteResponse { object })),
+            _ => Err(Status::internal("unexpected ledger response")),
+        }
+    }
+
+    async fn get_object(&self, request: Request<pb::GetObjectRequest>) -> Reply<pb::ObjectList> {
+        let req = request.into_inner();
+        let kind = parse_kind(&req.kind)?;
+        self.barrier().await?;
+        let sm = self.handle.read();
+        match sm.ledger.state().config.get(kind, &req.name) {
+            Some(o) => Ok(tonic::Response::new(pb::ObjectList {
+                objects_json: vec![serde_json::to_string(&o).unwrap_or_default()],
+            })),
+            None => Err(Status::not_found(format!(
+                "{kind} {:?} does not exist",
+                req.name
+            ))),
+        }
+    }
+
+    async fn list_objects(
+        &self,
+        request: Request<pb::ListObjectsRequest>,
+    ) -> Reply<pb::ObjectList> {
+        let req = request.into_inner();
+        let kind = if req.kind.is_empty() {
+            None
+        } else {
+            Some(parse_kind(&req.kind)?)
+        };
+        self.barrier().await?;
+        let sm = self.handle.read();
+        let objects_json = sm
+            .ledger
+            .state()
+            .config
+            .objects()
+            .into_iter()
+            .filter(|o| kind.is_none_or(|k| o.kind() == k))
+            .filter(|o| match o {
+                Object::LocalQueue(lq) => req.namespace.is_empty() || lq.namespace == req.namespace,
+                _ => true,
+            })
+            .map(|o| serde_json::to_string(&o).unwrap_or_default())
+            .collect();
+        Ok(tonic::Response::new(pb::ObjectList { objects_json }))
+    }
+
+    async fn submit(&self, request: Request<pb::SubmitRequest>) -> Reply<pb::SubmitResponse> {
+        let req = request.into_inner();
+        let mut texts: Vec<&str> = req.workloads_json.iter().map(String::as_str).collect();
+        if !req.workload_json.is_empty() {
+            texts.insert(0, &req.workload_json);
+        }
+        if texts.is_empty() {
+            return Err(Status::invalid_argument("workload_json: no workload given"));
+        }
+        let mut workloads = Vec::new();
+        let mut errors = Vec::new();
+        for (i, text) in texts.iter().enumerate() {
+            match parse_workload(text, i) {
+                Ok(w) => workloads.push(w),
+                Err(e) => errors.push(e),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(refused(&errors));
+        }
+        let results = self.submit_many(&req.request_id, workloads).await?;
+        Ok(tonic::Response::new(pb::SubmitResponse { results }))
+    }
+
+    async fn cancel(&self, request: Request<pb::CancelRequest>) -> Reply<pb::CancelResponse> {
+        let req = request.into_inner();
+        let response = self
+            .propose(Command::CancelWorkload {
+                namespace: req.namespace,
+                name: req.name,
+            })
+            .await?;
+        if !response.is_ok() {
+            return Err(refused(&response.errors));
+        }
+        match response.outcome {
+            Outcome::Cancelled { id, state } => Ok(tonic::Response::new(pb::CancelResponse {
+                id,
+                state: state.as_str().to_string(),
+            })),
+            _ => Err(Status::internal("unexpected ledger response")),
+        }
+    }
+
+    async fn get_workload(&self, request: Request<pb::WorkloadRef>) -> Reply<pb::WorkloadStatus> {
+        let req = request.into_inner();
+        self.barrier().await?;
+        let sm = self.handle.read();
+        let ledger = &sm.ledger;
+        let record = ledger
+            .workload_by_name(&req.namespace, &req.name)
+            .ok_or_else(|| {
+                Status::not_found(format!(
+                    "workload {:?} does not exist in namespace {:?}",
+                    req.name, req.namespace
+                ))
+            })?;
+        let mut s = status::workload_status(ledger, record);
+        s.position = status::position(ledger, record.id);
+        Ok(tonic::Response::new(s))
+    }
+
+    async fn list_workloads(
+        &self,
+        request: Request<pb::ListWorkloadsRequest>,
+    ) -> Reply<pb::WorkloadList> {
+        let req = request.into_inner();
+        self.barrier().await?;
+        Ok(tonic::Response::new(self.list_workloads(&req)))
+    }
+
+    type WatchWorkloadsStream =
+        Pin<Box<dyn Stream<Item = Result<pb::WorkloadStatus, Status>> + Send + 'static>>;
+
+    async fn watch_workloads(
+        &self,
+        request: Request<pb::ListWorkloadsRequest>,
+    ) -> Reply<Self::WatchWorkloadsStream> {
+        let req = request.into_inner();
+        self.barrier().await?;
+        let handle = self.handle.clone();
+        let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        tokio::spawn(async move {
+            let mut seen = BTreeMap::new();
+            let mut applied = handle.applied();
+            loop {
+                let changed: Vec<pb::WorkloadStatus> = {
+                    let sm = handle.read();
+                    let ledger = &sm.ledger;
+                    let namespace = if req.namespace.is_empty() {
+                        "default"
+                    } else {
+                        req.namespace.as_str()
+                    };
+                    ledger
+                        .state()
+                        .workloads
+                        .values()
+                        .filter(|r| req.all_namespaces || r.workload.namespace == namespace)
+                        .filter(|r| status::matches_state(r, &req.state))
+                        .filter(|r| {
+                            seen.insert(r.id, status::fingerprint(r))
+                                != Some(status::fingerprint(r))
+                        })
+                        .map(|r| {
+                            let mut s = status::workload_status(ledger, r);
+                            s.position = status::position(ledger, r.id);
+                            s
+                        })
+                        .filter(|s| {
+                            req.cluster_queue.is_empty() || s.cluster_queue == req.cluster_queue
+                        })
+                        .collect()
+                };
+                for s in changed {
+                    if tx.send(Ok(s)).await.is_err() {
+                        return;
+                    }
+                }
+                if applied.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(tonic::Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+
+    async fn pending_workloads(
+        &self,
+        request: Request<pb::PendingWorkloadsRequest>,
+    ) -> Reply<pb::WorkloadList> {
+        let req = request.into_inner();
+        self.barrier().await?;
+        let sm = self.handle.read();
+        let ledger = &sm.ledger;
+        if !ledger
+            .state()
+            .config
+            .cluster_queues
+            .contains_key(&req.cluster_queue)
+        {
+            return Err(Status::not_found(format!(
+                "cluster_queue: ClusterQueue {:?} does not exist",
+                req.cluster_queue
+            )));
+        }
+        let order = status::pending_order(ledger, &req.cluster_queue);
+        let total = order.len() as u64;
+        let limit = if req.limit == 0 {
+            usize::MAX
+        } else {
+            req.limit as usize
+        };
+        let workloads = order
+            .into_iter()
+            .take(limit)
+            .enumerate()
+            .filter_map(|(i, id)| {
+                ledger.workload(id).map(|r| {
+                    let mut s = status::workload_status(ledger, r);
+                    s.position = i as u64 + 1;
+                    s
+                })
+            })
+            .collect();
+        Ok(tonic::Response::new(pb::WorkloadList { workloads, total }))
+    }
+
+    async fn describe_cluster_queue(
+        &self,
+        request: Request<pb::ClusterQueueRef>,
+    ) -> Reply<pb::ClusterQueueStatus> {
+        let req = request.into_inner();
+        self.barrier().await?;
+        let sm = self.handle.read();
+        status::cluster_queue_status(&sm.ledger, &req.name)
+            .map(tonic::Response::new)
+            .ok_or_else(|| Status::not_found(format!("ClusterQueue {:?} does not exist", req.name)))
+    }
+
+    async fn list_clusters(
+        &self,
+        _request: Request<pb::ListClustersRequest>,
+    ) -> Reply<pb::ClusterList> {
+        self.barrier().await?;
+        let sm = self.handle.read();
+        let clusters = sm
+            .ledger
+            .state()
+            .clusters
+            .keys()
+            .filter_map(|name| status::cluster_status(&sm.ledger, name))
+            .collect();
+        Ok(tonic::Response::new(pb::ClusterList { clusters }))
+    }
+
+    async fn get_cluster(&self, request: Request<pb::ClusterRef>) -> Reply<pb::ClusterStatus> {
+        let req = request.into_inner();
+        self.barrier().await?;
+        let sm = self.handle.read();
+        status::cluster_status(&sm.ledger, &req.name)
+            .map(tonic::Response::new)
+            .ok_or_else(|| Status::not_found(format!("cluster {:?} is not registered", req.name)))
+    }
+
+    async fn drain_cluster(&self, request: Request<pb::ClusterRef>) -> Reply<pb::ClusterStatus> {
+        let req = request.into_inner();
+        let response = self
+            .propose(Command::DrainCluster {
+                cluster: req.name.clone(),
+            })
+            .await?;
+        if !response.is_ok() {
+            return Err(refused(&response.errors));
+        }
+        let sm = self.handle.read();
+        status::cluster_status(&sm.ledger, &req.name)
+            .map(tonic::Response::new)
+            .ok_or_else(|| Status::not_found(format!("cluster {:?} is not registered", req.name)))
+    }
+
+    async fn node_status(
+        &self,
+        _request: Request<pb::NodeStatusRequest>,
+    ) -> Reply<pb::NodeStatusResponse> {
+        Ok(tonic::Response::new(node_status(
+            self.node_id,
+            &self.proposer,
+            &self.handle,
+        )))
+    }
+
+    async fn add_learner(
+        &self,
+        request: Request<pb::AddLearnerRequest>,
+    ) -> Reply<pb::NodeStatusResponse> {
+        let req = request.into_inner();
+        if req.addr.is_empty() {
+            return Err(Status::invalid_argument(
+                "addr: the learner's address is empty",
+            ));
+        }
+        self.proposer
+            .raft()
+            .add_learner(req.node_id, BasicNode { addr: req.addr }, true)
+            .await
+            .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        Ok(tonic::Response::new(node_status(
+            self.node_id,
+            &self.proposer,
+            &self.handle,
+        )))
+    }
+
+    async fn change_membership(
+        &self,
+        request: Request<pb::ChangeMembershipRequest>,
+    ) -> Reply<pb::NodeStatusResponse> {
+        let req = request.into_inner();
+        if req.voters.is_empty() {
+            return Err(Status::invalid_argument(
+                "voters: at least one voter is required",
+            ));
+        }
+        let voters: std::collections::BTreeSet<u64> = req.voters.into_iter().collect();
+        self.proposer
+            .raft()
+            .change_membership(voters, false)
+            .await
+            .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        Ok(tonic::Response::new(node_status(
+            self.node_id,
+            &self.proposer,
+            &self.handle,
+        )))
+    }
+
+    async fn debug_propose(
+        &self,
+        request: Request<pb::DebugProposeRequest>,
+    ) -> Reply<pb::DebugProposeResponse> {
+        if !self.debug_endpoints {
+            return Err(Status::permission_denied(
+                "debug endpoints are off; start the server with --debug-endpoints",
+            ));
+        }
+        let req = request.into_inner();
+        let command: Command = serde_json::from_str(&req.command_json)
+            .map_err(|e| Status::invalid_argument(format!("command_json: {e}")))?;
+        let written = self.proposer.propose(command).await.map_err(unavailable)?;
+        Ok(tonic::Response::new(pb::DebugProposeResponse {
+            response_json: serde_json::to_string(&written.response).unwrap_or_default(),
+            log_index: written.index,
+        }))
+    }
+}
+
+/// This node's view of the Raft group and its ledger.
+pub fn node_status(
+    node_id: u64,
+    proposer: &Proposer,
+    handle: &LedgerHandle,
+) -> pb::NodeStatusResponse {
+    let metrics = proposer.raft().metrics().borrow().clone();
+    let membership = metrics.membership_config.membership();
+    let voter_ids: std::collections::BTreeSet<u64> = membership.voter_ids().collect();
+    let mut voters = std::collections::HashMap::new();
+    let mut learners = std::collections::HashMap::new();
+    for (id, node) in membership.nodes() {
+        if voter_ids.contains(id) {
+            voters.insert(*id, node.addr.clone());
+        } else {
+            learners.insert(*id, node.addr.clone());
+        }
+    }
+    let leader_addr = metrics
+        .current_leader
+        .and_then(|l| membership.get_node(&l).map(|n| n.addr.clone()))
+        .unwrap_or_default();
+    let sm = handle.read();
+    pb::NodeStatusResponse {
+        node_id,
+        leader_id: metrics.current_leader.unwrap_or(0),
+        leader_addr,
+        term: metrics.current_term,
+        last_applied: sm.last_applied.map(|l| l.index).unwrap_or(0),
+        last_log_index: metrics.last_log_index.unwrap_or(0),
+        state_hash: sm.ledger.state_hash(),
+        server_state: format!("{:?}", metrics.state),
+        voters,
+        learners,
+        counters_json: serde_json::to_string(sm.ledger.counters()).unwrap_or_default(),
+        snapshot_index: metrics.snapshot.map(|l| l.index).unwrap_or(0),
+        purged_index: metrics.purged.map(|l| l.index).unwrap_or(0),
+    }
+}

@@ -1,0 +1,223 @@
+//! One control-plane node: Raft, the client, agent and peer services on
+//! one gRPC server, the leader's admission loop and the simulated
+//! clusters. The caller chooses the transport (incoming connections and a
+//! [`crate::transport::Connector`]), the storage and the clock, so the same
+//! code runs over TCP with sled and inside the simulator.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleetq_ledger::raft::{NodeId, Raft};
+use fleetq_ledger::store::{LedgerHandle, SnapshotStore, StateMachineStore};
+use fleetq_proto::v1::agent_server::AgentServer;
+use fleetq_proto::v1::fleet_q_server::FleetQServer;
+use fleetq_proto::v1::raft_server::RaftServer;
+use fleetq_scheduler::SchedulerConfig;
+use futures::Stream;
+use openraft::storage::RaftLogStorage;
+use openraft::{BasicNode, SnapshotPolicy};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::watch;
+use tonic::transport::server::Connected;
+
+use crate::admission::{self, AdmissionStats};
+use crate::agent_service::AgentService;
+use crate::api_service::ApiService;
+use crate::batcher::SubmitBatcher;
+use crate::clock::SharedClock;
+use crate::network::PeerNetwork;
+use crate::proposer::Proposer;
+use crate::raft_service::RaftService;
+use crate::simulated::{self, SimulatedCluster};
+use crate::transport::SharedConnector;
+
+/// Raft timing and log compaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RaftTiming {
+    pub heartbeat: Duration,
+    pub election_min: Duration,
+    pub election_max: Duration,
+    /// Build a snapshot after this many applied entries.
+    pub snapshot_every: u64,
+    /// Entries kept in the log behind the last snapshot (a follower further
+    /// behind catches up from the snapshot).
+    pub keep_logs: u64,
+}
+
+impl Default for RaftTiming {
+    fn default() -> Self {
+        RaftTiming {
+            heartbeat: Duration::from_millis(100),
+            election_min: Duration::from_millis(400),
+            election_max: Duration::from_millis(800),
+            snapshot_every: 10_000,
+            keep_logs: 2_000,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    pub id: NodeId,
+    /// The address peers and clients reach this node at.
+    pub advertise: String,
+    /// The initial voters (id -> address), this node included. Used only
+    /// when the node's storage is empty; a node not in the list starts as
+    /// an empty learner-to-be.
+    pub initial_members: BTreeMap<NodeId, String>,
+    pub timing: RaftTiming,
+    pub scheduler: SchedulerConfig,
+    pub simulated_clusters: Vec<SimulatedCluster>,
+    pub debug_endpoints: bool,
+}
+
+/// A running node.
+pub struct Node {
+    pub id: NodeId,
+    pub raft: Raft,
+    pub handle: LedgerHandle,
+    pub proposer: Arc<Proposer>,
+    pub admission_stats: watch::Receiver<AdmissionStats>,
+    shutdown: watch::Sender<bool>,
+    server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
+}
+
+impl Node {
+    /// Starts a node serving on `incoming`.
+    pub async fn start<LS, SS, I, IO, IE>(
+        config: NodeConfig,
+        log_store: LS,
+        state_machine: StateMachineStore<SS>,
+        incoming: I,
+        connector: SharedConnector,
+        clock: SharedClock,
+    ) -> Result<Node, String>
+    where
+        LS: RaftLogStorage<fleetq_ledger::raft::TypeConfig>,
+        SS: SnapshotStore,
+        I: Stream<Item = Result<IO, IE>> + Send + 'static,
+        IO: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static,
+        IE: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+    {
+        let raft_config = openraft::Config {
+            cluster_name: "fleetq".into(),
+            heartbeat_interval: config.timing.heartbeat.as_millis() as u64,
+            election_timeout_min: config.timing.election_min.as_millis() as u64,
+            election_timeout_max: config.timing.election_max.as_millis() as u64,
+            install_snapshot_timeout: 10_000,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.timing.snapshot_every),
+            max_in_snapshot_log_to_keep: config.timing.keep_logs,
+            purge_batch_size: 256,
+            max_payload_entries: 512,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| format!("invalid Raft settings: {e}"))?;
+        let handle = state_machine.handle();
+        let raft = Raft::new(
+            config.id,
+            Arc::new(raft_config),
+            PeerNetwork::new(Arc::clone(&connector)),
+            log_store,
+            state_machine,
+        )
+        .await
+        .map_err(|e| format!("cannot start Raft: {e}"))?;
+
+        let initialized = raft
+            .is_initialized()
+            .await
+            .map_err(|e| format!("cannot read Raft state: {e}"))?;
+        if !initialized && config.initial_members.contains_key(&config.id) {
+            let members: BTreeMap<NodeId, BasicNode> = config
+                .initial_members
+                .iter()
+                .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
+                .collect();
+            // Every initial member may try; all but one find it done.
+            if let Err(e) = raft.initialize(members).await {
+                tracing::debug!(error = %e, "initialize skipped");
+            }
+        }
+
+        let proposer = Arc::new(Proposer::new(
+            raft.clone(),
+            Arc::clone(&clock),
+            Arc::clone(&connector),
+            handle.clone(),
+        ));
+        let batcher = SubmitBatcher::start(Arc::clone(&proposer));
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let (stats_tx, stats_rx) = watch::channel(AdmissionStats::default());
+
+        tokio::spawn(admission::run(
+            raft.clone(),
+            handle.clone(),
+            Arc::clone(&proposer),
+            Arc::clone(&clock),
+            stats_tx,
+            shutdown_rx.clone(),
+        ));
+        tokio::spawn(simulated::run(
+            config.simulated_clusters.clone(),
+            handle.clone(),
+            Arc::clone(&proposer),
+            Arc::clone(&clock),
+            shutdown_rx.clone(),
+        ));
+
+        let api = ApiService {
+            node_id: config.id,
+            proposer: Arc::clone(&proposer),
+            handle: handle.clone(),
+            batcher,
+            debug_endpoints: config.debug_endpoints,
+        };
+        let agent = AgentService {
+            proposer: Arc::clone(&proposer),
+        };
+        let peer = RaftService {
+            raft: raft.clone(),
+            proposer: Arc::clone(&proposer),
+        };
+        let mut stop = shutdown_rx.clone();
+        let server = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(Duration::from_secs(1)))
+            .http2_keepalive_timeout(Some(Duration::from_secs(2)))
+            .add_service(
+                RaftServer::new(peer)
+                    .max_decoding_message_size(256 << 20)
+                    .max_encoding_message_size(256 << 20),
+            )
+            .add_service(
+                FleetQServer::new(api)
+                    .max_decoding_message_size(64 << 20)
+                    .max_encoding_message_size(256 << 20),
+            )
+            .add_service(AgentServer::new(agent))
+            .serve_with_incoming_shutdown(incoming, async move {
+                let _ = stop.wait_for(|s| *s).await;
+            });
+        let server = tokio::spawn(server);
+
+        Ok(Node {
+            id: config.id,
+            raft,
+            handle,
+            proposer,
+            admission_stats: stats_rx,
+            shutdown,
+            server,
+        })
+    }
+
+    /// Stops serving and shuts Raft down (graceful: in-flight RPCs finish).
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.server.await;
+        if let Err(e) = self.raft.shutdown().await {
+            tracing::warn!(error = %e, "raft shutdown");
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! The peer service: openraft's RPCs arriving from other nodes, and
+//! commands forwarded by followers.
+
+use std::sync::Arc;
+
+use fleetq_ledger::raft::{Raft, TypeConfig};
+use fleetq_proto::v1::raft_server;
+use fleetq_proto::v1::RaftPayload;
+use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tonic::{Request, Response, Status};
+
+use crate::proposer::{Forwarded, Proposer};
+
+pub struct RaftService {
+    pub raft: Raft,
+    pub proposer: Arc<Proposer>,
+}
+
+fn decode<T: DeserializeOwned>(payload: &RaftPayload) -> Result<T, Status> {
+    serde_json::from_slice(&payload.json)
+        .map_err(|e| Status::invalid_argument(format!("json: not a valid request: {e}")))
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Response<RaftPayload>, Status> {
+    serde_json::to_vec(value)
+        .map(|json| {
+            Response::new(RaftPayload {
+                json,
+                error: String::new(),
+            })
+        })
+        .map_err(|e| Status::internal(e.to_string()))
+}
+
+#[tonic::async_trait]
+impl raft_server::Raft for RaftService {
+    async fn append_entries(
+        &self,
+        request: Request<RaftPayload>,
+    ) -> Result<Response<RaftPayload>, Status> {
+        let req: AppendEntriesRequest<TypeConfig> = decode(request.get_ref())?;
+        encode(&self.raft.append_entries(req).await)
+    }
+
+    async fn vote(&self, request: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
+        let req: VoteRequest<u64> = decode(request.get_ref())?;
+        encode(&self.raft.vote(req).await)
+    }
+
+    async fn install_snapshot(
+        &self,
+        request: Request<RaftPayload>,
+    ) -> Result<Response<RaftPayload>, Status> {
+        let req: InstallSnapshotRequest<TypeConfig> = decode(request.get_ref())?;
+        encode(&self.raft.install_snapshot(req).await)
+    }
+
+    async fn forward(
+        &self,
+        request: Request<RaftPayload>,
+    ) -> Result<Response<RaftPayload>, Status> {
+        let req: Forwarded = decode(request.get_ref())?;
+        encode(&self.proposer.serve_forwarded(req).await)
+    }
+}

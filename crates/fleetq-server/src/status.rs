@@ -1,0 +1,291 @@
+//! Read models: the ledger's records as the API's messages.
+
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+
+use fleetq_ledger::{Ledger, WorkloadRecord, WorkloadState};
+use fleetq_model::{FieldError, Quantity};
+use fleetq_proto::v1 as pb;
+use fleetq_scheduler::WorkloadId;
+
+pub fn field_error(e: &FieldError) -> pb::FieldError {
+    pb::FieldError {
+        document: e.document.unwrap_or(0) as u32,
+        object: e.object.clone(),
+        path: e.path.clone(),
+        message: e.message.clone(),
+    }
+}
+
+pub fn field_errors(errors: &[FieldError]) -> Vec<pb::FieldError> {
+    errors.iter().map(field_error).collect()
+}
+
+/// One line per error, as the CLI prints them.
+pub fn describe_errors(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(|e| e.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn requests_summary(record: &WorkloadRecord) -> String {
+    record
+        .workload
+        .spec
+        .pod_sets
+        .iter()
+        .map(|ps| {
+            let reqs: Vec<String> = ps
+                .requests
+                .iter()
+                .map(|(r, q)| format!("{r}: {q}"))
+                .collect();
+            format!("{} x {}", reqs.join(", "), ps.count)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+pub fn workload_status(ledger: &Ledger, record: &WorkloadRecord) -> pb::WorkloadStatus {
+    let w = &record.workload;
+    let binding = ledger
+        .snapshot()
+        .get_pending(record.id)
+        .map(|p| (p.cluster_queue.clone(), p.priority));
+    let (cluster_queue, priority) = match (&record.reservation, binding) {
+        (Some(r), _) => (r.cluster_queue.clone(), r.priority),
+        (None, Some(b)) => b,
+        (None, None) => match ledger.state().config.bind_workload(w) {
+            Ok(b) => (b.cluster_queue, b.priority),
+            Err(_) => (String::new(), 0),
+        },
+    };
+    let reason = ledger.reason_of(record);
+    let (cluster, flavors, epoch, admitted_at) = match &record.reservation {
+        Some(r) => (
+            r.assignment.cluster.clone(),
+            r.assignment
+                .pod_sets
+                .iter()
+                .map(|ps| pb::PodSetFlavors {
+                    name: ps.name.clone(),
+                    count: ps.count,
+                    flavors: ps.flavors.clone().into_iter().collect(),
+                })
+                .collect(),
+            r.epoch,
+            r.admitted_at.millis(),
+        ),
+        None => (String::new(), Vec::new(), 0, 0),
+    };
+    let mut reason_text = reason.map(|r| r.message.clone()).unwrap_or_default();
+    if let Some(stop) = record
+        .reservation
+        .as_ref()
+        .and_then(|r| r.stopping.as_ref())
+    {
+        reason_text = format!("stopping: {stop}");
+    }
+    pb::WorkloadStatus {
+        id: record.id,
+        namespace: w.namespace.clone(),
+        name: w.name.clone(),
+        queue: w.spec.queue_name.clone(),
+        cluster_queue,
+        priority,
+        priority_class: w.spec.priority_class_name.clone().unwrap_or_default(),
+        state: record.state.as_str().to_string(),
+        cluster,
+        flavors,
+        reason_kind: reason.map(|r| format!("{:?}", r.kind)).unwrap_or_default(),
+        reason: reason_text,
+        epoch,
+        created_at_ms: record.created_at.millis(),
+        admitted_at_ms: admitted_at,
+        cancel_requested: record.cancel_requested,
+        history: record
+            .history
+            .iter()
+            .map(|e| pb::StateEvent {
+                at_ms: e.at.millis(),
+                state: e.state.as_str().to_string(),
+                message: e.message.clone(),
+            })
+            .collect(),
+        requests: requests_summary(record),
+        position: 0,
+    }
+}
+
+/// Pending workloads of a ClusterQueue in admission order: priority, then
+/// age, then id (admission fair sharing may interleave LocalQueues).
+pub fn pending_order(ledger: &Ledger, cluster_queue: &str) -> Vec<WorkloadId> {
+    let mut keys: Vec<_> = ledger
+        .snapshot()
+        .pending()
+        .filter(|p| p.cluster_queue == cluster_queue)
+        .map(|p| (Reverse(p.priority), p.created_at, p.id))
+        .collect();
+    keys.sort_unstable();
+    keys.into_iter().map(|(_, _, id)| id).collect()
+}
+
+/// 1-based position of a pending workload in its ClusterQueue, 0 if none.
+pub fn position(ledger: &Ledger, id: WorkloadId) -> u64 {
+    let Some(p) = ledger.snapshot().get_pending(id) else {
+        return 0;
+    };
+    let key = (Reverse(p.priority), p.created_at, p.id);
+    1 + ledger
+        .snapshot()
+        .pending()
+        .filter(|o| o.cluster_queue == p.cluster_queue)
+        .filter(|o| (Reverse(o.priority), o.created_at, o.id) < key)
+        .count() as u64
+}
+
+pub fn matches_state(record: &WorkloadRecord, state: &str) -> bool {
+    state.is_empty() || record.state.as_str().eq_ignore_ascii_case(state)
+}
+
+pub fn cluster_queue_status(ledger: &Ledger, name: &str) -> Option<pb::ClusterQueueStatus> {
+    let cq = ledger.state().config.cluster_queues.get(name)?;
+    let snapshot = ledger.snapshot();
+    let tree = snapshot.tree();
+    let node = tree.cluster_queue(name)?;
+    let usage = snapshot.usage();
+    // What pending workloads ask for, per resource (any flavor).
+    let mut pending: BTreeMap<String, Quantity> = BTreeMap::new();
+    let mut pending_count = 0;
+    for p in snapshot.pending().filter(|p| p.cluster_queue == name) {
+        pending_count += 1;
+        for ps in &p.workload.spec.pod_sets {
+            for (r, q) in &ps.requests {
+                let e = pending.entry(r.clone()).or_default();
+                *e = e.saturating_add(q.saturating_mul(u64::from(ps.count)));
+            }
+        }
+    }
+    // Quota the siblings borrow, which this queue may be lending.
+    let siblings: Vec<_> = tree.nodes[node]
+        .parent
+        .map(|parent| tree.cluster_queues_under(parent))
+        .unwrap_or_default();
+    let mut resources = Vec::new();
+    for (fr_id, fr) in tree.cells.iter().enumerate() {
+        if tree.nodes[node]
+            .limits
+            .get(fr_id)
+            .is_none_or(|l| l.is_none())
+        {
+            continue;
+        }
+        let nominal = tree.nominal(node, fr_id);
+        let used = usage.get(node, fr_id);
+        let borrowed = used.saturating_sub(nominal);
+        let others_borrow: u64 = siblings
+            .iter()
+            .filter(|&&s| s != node)
+            .map(|&s| usage.get(s, fr_id).saturating_sub(tree.nominal(s, fr_id)))
+            .sum();
+        let lending_limit = tree.nodes[node].limits[fr_id]
+            .as_ref()
+            .and_then(|l| l.lending_limit)
+            .unwrap_or(nominal);
+        let lent = nominal
+            .saturating_sub(used)
+            .min(lending_limit)
+            .min(others_borrow);
+        let q = Quantity::from_milli;
+        resources.push(pb::ResourceUsage {
+            flavor: fr.flavor.clone(),
+            resource: fr.resource.clone(),
+            nominal: q(nominal).to_string(),
+            usage: q(used).to_string(),
+            borrowed: q(borrowed).to_string(),
+            lent: q(lent).to_string(),
+            pending: pending
+                .get(&fr.resource)
+                .copied()
+                .unwrap_or_default()
+                .to_string(),
+            available: q(tree.available(usage, node, fr_id)).to_string(),
+        });
+    }
+    let admitted = ledger
+        .state()
+        .workloads
+        .values()
+        .filter(|w| {
+            w.state.is_reserved()
+                && w.reservation
+                    .as_ref()
+                    .is_some_and(|r| r.cluster_queue == name)
+        })
+        .count() as u64;
+    Some(pb::ClusterQueueStatus {
+        name: name.to_string(),
+        cohort: cq.spec.cohort.clone().unwrap_or_default(),
+        resources,
+        pending: pending_count,
+        admitted,
+        spec_json: serde_json::to_string(cq).unwrap_or_default(),
+        reason: ledger
+            .state()
+            .queue_reasons
+            .get(name)
+            .map(|r| r.message.clone())
+            .unwrap_or_default(),
+    })
+}
+
+pub fn cluster_status(ledger: &Ledger, name: &str) -> Option<pb::ClusterStatus> {
+    let record = ledger.state().clusters.get(name)?;
+    let snapshot = ledger.snapshot();
+    let table = snapshot.cluster_table();
+    let index = table.index_of(name);
+    let mut capacity = Vec::new();
+    for (flavor, resources) in &record.cluster.capacity {
+        for (resource, qty) in resources {
+            let assigned = match (index, snapshot.tree().cell_of(flavor, resource)) {
+                (Some(c), Some(fr)) => snapshot.cluster_usage().get(c, fr),
+                _ => 0,
+            };
+            capacity.push(pb::FlavorCapacity {
+                flavor: flavor.clone(),
+                resource: resource.clone(),
+                capacity: qty.to_string(),
+                assigned: Quantity::from_milli(assigned).to_string(),
+            });
+        }
+    }
+    let workloads = ledger
+        .state()
+        .workloads
+        .values()
+        .filter(|w| {
+            w.reservation
+                .as_ref()
+                .is_some_and(|r| r.assignment.cluster == name)
+        })
+        .count() as u64;
+    Some(pb::ClusterStatus {
+        name: name.to_string(),
+        state: format!("{:?}", record.cluster.state),
+        labels: record.cluster.labels.clone().into_iter().collect(),
+        capacity,
+        workloads,
+        lease_policy: format!("{:?}", record.lease_policy),
+    })
+}
+
+/// A fingerprint of what a watcher sees change.
+pub fn fingerprint(record: &WorkloadRecord) -> (WorkloadState, usize, Option<String>) {
+    (
+        record.state,
+        record.history.len(),
+        record.reason.as_ref().map(|r| r.message.clone()),
+    )
+}

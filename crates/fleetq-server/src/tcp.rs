@@ -1,0 +1,35 @@
+//! Running a node for real: TCP listener, TCP connector, sled storage.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::clock::SystemClock;
+use crate::node::{Node, NodeConfig};
+use crate::transport::{TcpConnector, Timeouts};
+
+/// Binds `listen`, opens the sled database in `data_dir` and starts the
+/// node.
+pub async fn start_node(
+    config: NodeConfig,
+    listen: SocketAddr,
+    data_dir: &Path,
+) -> Result<Node, String> {
+    std::fs::create_dir_all(data_dir).map_err(|e| {
+        format!(
+            "cannot create the data directory {}: {e}",
+            data_dir.display()
+        )
+    })?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let (log, sm) = fleetq_ledger::store::open_sled(data_dir, config.scheduler.clone())?;
+    let incoming = TcpListenerStream::new(listener);
+    let connector = Arc::new(TcpConnector {
+        timeouts: Timeouts::default(),
+    });
+    Node::start(config, log, sm, incoming, connector, Arc::new(SystemClock)).await
+}

@@ -1,0 +1,70 @@
+//! How a node reaches its peers, and the limits every RPC runs under.
+//!
+//! A node never opens sockets by itself: it takes its incoming connections
+//! and a [`Connector`] from its caller, so the same code runs over real TCP
+//! and over the simulator's network. Every channel has connect and request
+//! timeouts and HTTP/2 keep-alive: a peer that vanished behind a partition
+//! otherwise leaves an open connection hanging forever (../shared/STACK.md).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tonic::transport::{Channel, Endpoint};
+
+/// Timeouts and keep-alive settings for gRPC channels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    pub connect: Duration,
+    /// Default per-request limit (Raft RPCs use their own shorter ones).
+    pub request: Duration,
+    pub keepalive_interval: Duration,
+    pub keepalive_timeout: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(1),
+            request: Duration::from_secs(10),
+            keepalive_interval: Duration::from_secs(1),
+            keepalive_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// An endpoint for `addr` (`host:port` or a URL) with the timeouts set.
+pub fn endpoint(addr: &str, timeouts: &Timeouts) -> Result<Endpoint, String> {
+    let url = if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    let endpoint = Endpoint::from_shared(url)
+        .map_err(|e| format!("invalid address {addr:?}: {e}"))?
+        .connect_timeout(timeouts.connect)
+        .timeout(timeouts.request)
+        .http2_keep_alive_interval(timeouts.keepalive_interval)
+        .keep_alive_timeout(timeouts.keepalive_timeout)
+        .keep_alive_while_idle(true)
+        .tcp_nodelay(true);
+    Ok(endpoint)
+}
+
+/// Opens (lazily) a channel to a peer by address.
+pub trait Connector: Send + Sync + 'static {
+    fn channel(&self, addr: &str) -> Result<Channel, String>;
+}
+
+pub type SharedConnector = Arc<dyn Connector>;
+
+/// Real TCP.
+#[derive(Clone, Debug, Default)]
+pub struct TcpConnector {
+    pub timeouts: Timeouts,
+}
+
+impl Connector for TcpConnector {
+    fn channel(&self, addr: &str) -> Result<Channel, String> {
+        Ok(endpoint(addr, &self.timeouts)?.connect_lazy())
+    }
+}
