@@ -12,6 +12,9 @@ use clap::{Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "fleetq", version, propagate_version = true)]
 struct Cli {
+    /// Server to talk to (any node of the group).
+    #[arg(long, global = true, env = "FLEETQ_SERVER", default_value = cli::client::DEFAULT_SERVER, value_name = "ADDR")]
+    server: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -30,6 +33,30 @@ enum Command {
     /// otherwise prints every error on its own line to stderr (file,
     /// document, object, field path) and exits 1.
     Validate(cli::validate::ValidateArgs),
+    /// Run everything in one process to try fleetq: a three-node Raft
+    /// group on 127.0.0.1:7400-7402, two simulated GPU clusters (dev-east,
+    /// dev-west: 8 H100 80GB plus 7 MIG 1g.10gb slices each) and a sample
+    /// Kueue configuration. The CLI's default server is node 1.
+    Dev(cli::dev::DevArgs),
+    /// Run one control-plane node (Raft over gRPC, sled storage).
+    Server(cli::server::ServerArgs),
+    /// Create or update Kueue objects from YAML; Workloads and batch/v1
+    /// Jobs in the same files are submitted.
+    Apply(cli::apply::ApplyArgs),
+    /// List ClusterQueues (cq), cohorts, flavors, LocalQueues (lq),
+    /// priority classes (pc), workloads or clusters.
+    Get(cli::get::GetArgs),
+    /// Show one workload (state history, pending reason), ClusterQueue
+    /// (usage, borrowed, lent, pending per flavor and resource) or cluster.
+    Describe(cli::describe::DescribeArgs),
+    /// Queue a workload from flags or YAML.
+    Submit(cli::submit::SubmitArgs),
+    /// Cancel a workload.
+    Cancel(cli::cancel::CancelArgs),
+    /// Delete a configuration object.
+    Delete(cli::delete::DeleteArgs),
+    /// Show the Raft group as one node sees it, with its ledger state hash.
+    Status(cli::status::StatusArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +64,15 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Validate(args) => cli::validate::run(&args),
+        Command::Dev(args) => cli::dev::run(&args),
+        Command::Server(args) => cli::server::run(&args),
+        Command::Apply(args) => cli::apply::run(&cli.server, &args),
+        Command::Get(args) => cli::get::run(&cli.server, &args),
+        Command::Describe(args) => cli::describe::run(&cli.server, &args),
+        Command::Submit(args) => cli::submit::run(&cli.server, &args),
+        Command::Cancel(args) => cli::cancel::run(&cli.server, &args),
+        Command::Delete(args) => cli::delete::run(&cli.server, &args),
+        Command::Status(args) => cli::status::run(&cli.server, &args),
     }
 }
 

@@ -1,4 +1,15 @@
 //! Subcommands of the `fleetq` binary.
 
+pub mod apply;
+pub mod cancel;
+pub mod client;
+pub mod delete;
+pub mod describe;
+pub mod dev;
+pub mod get;
 pub mod input;
+pub mod server;
+pub mod status;
+pub mod submit;
 pub mod validate;
+pub mod view;

@@ -60,3 +60,45 @@ pub fn scale(per_pod: &ResourceList, count: u64) -> Option<ResourceList> {
         .map(|(name, q)| q.checked_mul(count).map(|q| (name.clone(), q)))
         .collect()
 }
+
+/// Serialises a [`FlavorUsage`] as a list of `{flavor, resource, quantity}`
+/// entries: JSON object keys must be strings, and a (flavor, resource)
+/// pair is not one. Use with `#[serde(with = "flavor_usage_serde")]`.
+pub mod flavor_usage_serde {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{FlavorName, FlavorUsage, ResourceName};
+    use crate::Quantity;
+
+    #[derive(Serialize, Deserialize)]
+    struct Entry {
+        flavor: FlavorName,
+        resource: ResourceName,
+        quantity: Quantity,
+    }
+
+    pub fn serialize<S: Serializer>(usage: &FlavorUsage, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(usage.iter().map(|(fr, q)| Entry {
+            flavor: fr.flavor.clone(),
+            resource: fr.resource.clone(),
+            quantity: *q,
+        }))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<FlavorUsage, D::Error> {
+        let entries = Vec::<Entry>::deserialize(d)?;
+        let mut usage = FlavorUsage::new();
+        for e in entries {
+            let key = super::FlavorResource {
+                flavor: e.flavor,
+                resource: e.resource,
+            };
+            if usage.insert(key, e.quantity).is_some() {
+                return Err(serde::de::Error::custom(
+                    "a flavor/resource pair is listed twice",
+                ));
+            }
+        }
+        Ok(usage)
+    }
+}

@@ -17,6 +17,7 @@ pub struct Assignment {
     pub cluster: String,
     pub pod_sets: Vec<PodSetAssignment>,
     /// Total charge per (flavor, resource), all pod sets together.
+    #[serde(with = "fleetq_model::resources::flavor_usage_serde")]
     pub usage: FlavorUsage,
 }
 

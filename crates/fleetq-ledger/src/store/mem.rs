@@ -16,8 +16,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
-use openraft::{OptionalSend, RaftLogReader};
+use openraft::{ErrorSubject, ErrorVerb, OptionalSend, RaftLogReader};
 
+use super::io_error;
 use super::snapshot_store::{SnapshotStore, StoredSnapshot};
 use crate::raft::{Entry, LogId, StorageError, TypeConfig, Vote};
 
@@ -89,15 +90,21 @@ impl MemDisk {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write(&self, op: Op) {
+    /// Records a write in the current view and the unsynced queue; returns
+    /// the crash count it was made under (for [`Self::sync_after_latency`]).
+    fn write(&self, op: Op) -> u64 {
         let mut inner = self.lock();
         inner.current.apply(&op);
         inner.unsynced.push(op);
+        inner.crashes
     }
 
     /// Makes every write so far durable.
     pub fn sync(&self) {
-        let mut inner = self.lock();
+        Self::sync_locked(&mut self.lock());
+    }
+
+    fn sync_locked(inner: &mut DiskInner) {
         let ops = std::mem::take(&mut inner.unsynced);
         for op in &ops {
             inner.durable.apply(op);
@@ -105,12 +112,22 @@ impl MemDisk {
         inner.syncs += 1;
     }
 
-    async fn sync_after_latency(&self) {
+    /// Waits out the fsync latency, then syncs. A crash since the write
+    /// (made under `written_under` crashes) discarded it: that is an
+    /// error, never an acknowledgement of a write that is gone.
+    async fn sync_after_latency(&self, written_under: u64) -> std::io::Result<()> {
         let latency = self.lock().fsync_latency;
         if !latency.is_zero() {
             tokio::time::sleep(latency).await;
         }
-        self.sync();
+        let mut inner = self.lock();
+        if inner.crashes != written_under {
+            return Err(std::io::Error::other(
+                "simulated crash before the write was synced",
+            ));
+        }
+        Self::sync_locked(&mut inner);
+        Ok(())
     }
 
     /// A power cut: everything not yet synced is gone.
@@ -175,9 +192,11 @@ impl RaftLogStorage<TypeConfig> for MemLogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), StorageError> {
-        self.disk.write(Op::Vote(*vote));
-        self.disk.sync_after_latency().await;
-        Ok(())
+        let written_under = self.disk.write(Op::Vote(*vote));
+        self.disk
+            .sync_after_latency(written_under)
+            .await
+            .map_err(|e| io_error(ErrorSubject::Vote, ErrorVerb::Write, e))
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
@@ -202,16 +221,18 @@ impl RaftLogStorage<TypeConfig> for MemLogStore {
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        self.disk.write(Op::Append(entries.into_iter().collect()));
-        self.disk.sync_after_latency().await;
-        callback.log_io_completed(Ok(()));
+        let written_under = self.disk.write(Op::Append(entries.into_iter().collect()));
+        let synced = self.disk.sync_after_latency(written_under).await;
+        callback.log_io_completed(synced);
         Ok(())
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        self.disk.write(Op::Truncate(log_id.index));
-        self.disk.sync_after_latency().await;
-        Ok(())
+        let written_under = self.disk.write(Op::Truncate(log_id.index));
+        self.disk
+            .sync_after_latency(written_under)
+            .await
+            .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), StorageError> {

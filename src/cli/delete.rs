@@ -1,0 +1,48 @@
+//! `fleetq delete KIND NAME`: remove a configuration object.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use fleetq_proto::v1 as pb;
+
+use super::client;
+
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// cq, cohort, flavor, lq or pc.
+    pub kind: String,
+    pub name: String,
+    /// Namespace of a LocalQueue.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+}
+
+pub fn run(server: &str, args: &DeleteArgs) -> ExitCode {
+    let kind = fleetq_server::api_service::canonical_kind(&args.kind);
+    let name = if kind == Some("LocalQueue") {
+        format!("{}/{}", args.namespace, args.name)
+    } else {
+        args.name.clone()
+    };
+    let result = client::block_on(async {
+        let mut c = client::connect(server).await?;
+        c.delete(pb::DeleteRequest {
+            kind: args.kind.clone(),
+            name,
+        })
+        .await
+        .map(|r| r.into_inner())
+        .map_err(|s| client::status_line(&s))
+    })
+    .and_then(|r| r);
+    match result {
+        Ok(r) => {
+            println!("{} deleted", r.object);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! `fleetq describe workload|cq|cluster NAME`: one object in detail.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use fleetq_proto::v1 as pb;
+
+use super::client::{self, Client};
+use super::view;
+
+#[derive(Debug, Args)]
+pub struct DescribeArgs {
+    /// workload (wl), cq (clusterqueue) or cluster.
+    pub kind: String,
+    pub name: String,
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+}
+
+pub fn run(server: &str, args: &DescribeArgs) -> ExitCode {
+    let result = client::block_on(async {
+        let mut c = client::connect(server).await?;
+        describe(&mut c, args).await
+    })
+    .and_then(|r| r);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn time(ms: u64) -> String {
+    if ms == 0 {
+        return "-".into();
+    }
+    let secs = ms / 1000;
+    let (h, m, s) = ((secs / 3600) % 24, (secs / 60) % 60, secs % 60);
+    format!(
+        "{h:02}:{m:02}:{s:02}.{:03} UTC ({} ago)",
+        ms % 1000,
+        view::age(ms)
+    )
+}
+
+async fn describe(c: &mut Client, args: &DescribeArgs) -> Result<(), String> {
+    let status = |s: tonic::Status| client::status_line(&s);
+    match args.kind.to_ascii_lowercase().as_str() {
+        "workload" | "workloads" | "wl" => {
+            let w = c
+                .get_workload(pb::WorkloadRef {
+                    namespace: args.namespace.clone(),
+                    name: args.name.clone(),
+                })
+                .await
+                .map_err(status)?
+                .into_inner();
+            println!("Name:          {}/{}", w.namespace, w.name);
+            println!("Id:            {}", w.id);
+            println!(
+                "Queue:         {} -> ClusterQueue {}",
+                w.queue, w.cluster_queue
+            );
+            println!(
+                "Priority:      {}{}",
+                w.priority,
+                if w.priority_class.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", w.priority_class)
+                }
+            );
+            println!("Requests:      {}", w.requests);
+            println!("State:         {}", w.state);
+            if w.state == "Pending" {
+                println!(
+                    "Position:      {} in ClusterQueue {}",
+                    w.position, w.cluster_queue
+                );
+                println!(
+                    "Reason:        {}{}",
+                    if w.reason_kind.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{}: ", w.reason_kind)
+                    },
+                    if w.reason.is_empty() {
+                        "not yet considered by the scheduler"
+                    } else {
+                        &w.reason
+                    }
+                );
+            } else if !w.reason.is_empty() {
+                println!("Reason:        {}", w.reason);
+            }
+            if !w.cluster.is_empty() {
+                println!("Cluster:       {} (epoch {})", w.cluster, w.epoch);
+                for p in &w.flavors {
+                    let f: Vec<String> =
+                        p.flavors.iter().map(|(r, f)| format!("{r}={f}")).collect();
+                    println!("Pod set:       {} x{}: {}", p.name, p.count, f.join(", "));
+                }
+            }
+            println!("Created:       {}", time(w.created_at_ms));
+            println!("History:");
+            for e in &w.history {
+                println!("  {}  {:<10} {}", time(e.at_ms), e.state, e.message);
+            }
+            Ok(())
+        }
+        "cq" | "clusterqueue" | "clusterqueues" => {
+            let s = c
+                .describe_cluster_queue(pb::ClusterQueueRef {
+                    name: args.name.clone(),
+                })
+                .await
+                .map_err(status)?
+                .into_inner();
+            println!("Name:      {}", s.name);
+            println!(
+                "Cohort:    {}",
+                if s.cohort.is_empty() { "-" } else { &s.cohort }
+            );
+            println!("Pending:   {}", s.pending);
+            println!("Admitted:  {}", s.admitted);
+            if !s.reason.is_empty() {
+                println!("Reason:    {}", s.reason);
+            }
+            println!();
+            let rows: Vec<Vec<String>> = s
+                .resources
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.flavor.clone(),
+                        r.resource.clone(),
+                        r.nominal.clone(),
+                        r.usage.clone(),
+                        r.borrowed.clone(),
+                        r.lent.clone(),
+                        r.available.clone(),
+                        r.pending.clone(),
+                    ]
+                })
+                .collect();
+            view::print_table(
+                &[
+                    "FLAVOR",
+                    "RESOURCE",
+                    "NOMINAL",
+                    "USAGE",
+                    "BORROWED",
+                    "LENT",
+                    "AVAILABLE",
+                    "PENDING (ANY FLAVOR)",
+                ],
+                &rows,
+            );
+            Ok(())
+        }
+        "cluster" | "clusters" => {
+            let s = c
+                .get_cluster(pb::ClusterRef {
+                    name: args.name.clone(),
+                })
+                .await
+                .map_err(status)?
+                .into_inner();
+            println!("Name:          {}", s.name);
+            println!("State:         {}", s.state);
+            println!("Lease policy:  {}", s.lease_policy);
+            println!("Workloads:     {}", s.workloads);
+            let labels: Vec<String> = s.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!("Labels:        {}", labels.join(", "));
+            println!();
+            let rows: Vec<Vec<String>> = s
+                .capacity
+                .iter()
+                .map(|f| {
+                    vec![
+                        f.flavor.clone(),
+                        f.resource.clone(),
+                        f.capacity.clone(),
+                        f.assigned.clone(),
+                    ]
+                })
+                .collect();
+            view::print_table(&["FLAVOR", "RESOURCE", "CAPACITY", "ASSIGNED"], &rows);
+            Ok(())
+        }
+        other => Err(format!(
+            "cannot describe {other:?}; use workload, cq or cluster"
+        )),
+    }
+}

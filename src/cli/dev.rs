@@ -1,0 +1,159 @@
+//! `fleetq dev`: the zero-setup way to try fleetq. One process runs a
+//! three-node Raft group on loopback (sled, fsync on), two simulated GPU
+//! clusters and a sample Kueue configuration.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use fleetq_proto::v1 as pb;
+use fleetq_server::simulated::{self, SimulatedCluster};
+use fleetq_server::{NodeConfig, RaftTiming};
+
+use super::client;
+use super::server::{init_logging, runtime, termination, LogFormat};
+
+/// The sample configuration loaded unless `--no-sample`.
+pub const SAMPLE: &str = include_str!("../../deploy/dev/sample.yaml");
+
+#[derive(Debug, Args)]
+pub struct DevArgs {
+    /// Client port of node 1; nodes 2 and 3 take the next two ports.
+    #[arg(long, default_value_t = 7400)]
+    pub port: u16,
+    /// Keep the nodes' data here (default: a temporary directory removed
+    /// on exit).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Simulated clusters instead of the default two,
+    /// NAME:FLAVOR[/RESOURCE]=QTY,... (repeatable).
+    #[arg(long = "cluster", value_name = "SPEC")]
+    pub clusters: Vec<String>,
+    /// Start with an empty configuration.
+    #[arg(long)]
+    pub no_sample: bool,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+pub fn run(args: &DevArgs) -> ExitCode {
+    match run_inner(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_inner(args: &DevArgs) -> Result<(), String> {
+    let clusters = if args.clusters.is_empty() {
+        simulated::dev_clusters()
+    } else {
+        args.clusters
+            .iter()
+            .map(|s| SimulatedCluster::parse(s).map_err(|e| format!("--cluster: {e}")))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    if args.port > u16::MAX - 2 {
+        return Err(format!(
+            "--port: {} leaves no room for nodes 2 and 3",
+            args.port
+        ));
+    }
+    // Elections among nodes that start one after another log transient
+    // errors; `fleetq dev` keeps its terminal for the tour (RUST_LOG shows them).
+    init_logging(args.log_format, "warn,openraft=off,sled=warn");
+    let (_temp, root) = match &args.data_dir {
+        Some(d) => (None, d.clone()),
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("fleetq-dev-")
+                .tempdir()
+                .map_err(|e| format!("cannot create a temporary data directory: {e}"))?;
+            let p = t.path().to_path_buf();
+            (Some(t), p)
+        }
+    };
+    let addrs: BTreeMap<u64, SocketAddr> = (1..=3u64)
+        .map(|id| {
+            (
+                id,
+                SocketAddr::from((Ipv4Addr::LOCALHOST, args.port + id as u16 - 1)),
+            )
+        })
+        .collect();
+    let members: BTreeMap<u64, String> = addrs.iter().map(|(id, a)| (*id, a.to_string())).collect();
+    runtime()?.block_on(async {
+        let mut nodes = Vec::new();
+        for (id, addr) in &addrs {
+            let config = NodeConfig {
+                id: *id,
+                advertise: addr.to_string(),
+                initial_members: members.clone(),
+                timing: RaftTiming::default(),
+                scheduler: fleetq_scheduler::SchedulerConfig::default(),
+                simulated_clusters: clusters.clone(),
+                debug_endpoints: false,
+            };
+            let dir = root.join(format!("node-{id}"));
+            nodes.push(fleetq_server::tcp::start_node(config, *addr, &dir).await?);
+        }
+        let api = addrs[&1].to_string();
+        let mut c = client::connect(&api).await?;
+        let leader = wait_for_leader(&mut c).await?;
+        if !args.no_sample {
+            let r = c
+                .apply(pb::ApplyRequest { manifests: SAMPLE.to_string(), dry_run: false })
+                .await
+                .map_err(|s| client::status_line(&s))?
+                .into_inner();
+            if !r.errors.is_empty() {
+                return Err(format!("the sample configuration was refused: {:?}", r.errors));
+            }
+        }
+        println!("fleetq dev is running: a 3-node Raft group (sled, fsync on) with node {leader} leading");
+        for (id, a) in &addrs {
+            println!("  node {id}: {a}  data {}", root.join(format!("node-{id}")).display());
+        }
+        for cl in &clusters {
+            let inv: Vec<String> = cl
+                .capacity
+                .iter()
+                .flat_map(|(f, rs)| rs.iter().map(move |(r, q)| format!("{q} {r} ({f})")))
+                .collect();
+            println!("  simulated cluster {}: {}", cl.name, inv.join(", "));
+        }
+        if !args.no_sample {
+            println!("  sample config: ClusterQueues team-a and team-b in cohort research, LocalQueues default/team-a and default/team-b, priority classes high and low");
+        }
+        println!();
+        println!("Point the CLI at {api} (the default). Try, from another terminal:");
+        println!("  fleetq get cq");
+        println!("  fleetq submit --queue team-a --name train-1 --request nvidia.com/gpu=4 --duration 2m --wait");
+        println!("  fleetq get workloads");
+        println!("Ctrl-C stops it{}.", if args.data_dir.is_none() { " and removes its data" } else { "" });
+        termination().await;
+        for node in nodes {
+            let _ = tokio::time::timeout(Duration::from_secs(5), node.shutdown()).await;
+        }
+        Ok(())
+    })
+}
+
+async fn wait_for_leader(c: &mut client::Client) -> Result<u64, String> {
+    for _ in 0..100 {
+        if let Ok(s) = c.node_status(pb::NodeStatusRequest {}).await {
+            let s = s.into_inner();
+            if s.leader_id != 0 {
+                return Ok(s.leader_id);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err("no Raft leader was elected within 10 s".into())
+}

@@ -1,0 +1,273 @@
+//! `fleetq server`: one control-plane node on real TCP with sled storage.
+//!
+//! ```text
+//! fleetq server --id 1 --listen 127.0.0.1:7401 --data-dir /var/lib/fleetq/1 \
+//!   --peers 1=127.0.0.1:7401,2=127.0.0.1:7402,3=127.0.0.1:7403
+//! ```
+//!
+//! Settings come from flags, or from a TOML file (`--config`) whose keys
+//! are the flags' long names with underscores; flags win.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use fleetq_server::simulated::SimulatedCluster;
+use fleetq_server::{NodeConfig, RaftTiming};
+use serde::Deserialize;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Default, Args)]
+pub struct ServerArgs {
+    /// TOML file with any of the settings below (flags override it).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// This node's id in the Raft group (a positive integer).
+    #[arg(long)]
+    pub id: Option<u64>,
+    /// Address to listen on for clients, agents and peers.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Address others reach this node at (default: --listen).
+    #[arg(long, value_name = "ADDR")]
+    pub advertise: Option<String>,
+    /// Directory of the node's sled database (log, vote, snapshots).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The initial voters, ID=ADDR,... (this node included). Used only on
+    /// first start; a node not listed starts empty and waits to be added
+    /// as a learner.
+    #[arg(long, value_delimiter = ',', value_name = "ID=ADDR")]
+    pub peers: Vec<String>,
+    /// Run a simulated GPU cluster in the control plane,
+    /// NAME:FLAVOR[/RESOURCE]=QTY,... (repeatable), e.g.
+    /// `east:h100-80gb=8,h100-80gb/nvidia.com/mig-1g.10gb=7`.
+    #[arg(long = "simulate-cluster", value_name = "SPEC")]
+    pub simulate_clusters: Vec<String>,
+    /// Serve DebugPropose (raw ledger commands) for tests.
+    #[arg(long)]
+    pub debug_endpoints: bool,
+    /// Build a Raft snapshot every N applied entries.
+    #[arg(long, value_name = "N")]
+    pub snapshot_every: Option<u64>,
+    /// Log entries kept behind the last snapshot.
+    #[arg(long, value_name = "N")]
+    pub keep_logs: Option<u64>,
+    /// Log format.
+    #[arg(long, value_enum)]
+    pub log_format: Option<LogFormat>,
+}
+
+/// The TOML file's shape.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    id: Option<u64>,
+    listen: Option<SocketAddr>,
+    advertise: Option<String>,
+    data_dir: Option<PathBuf>,
+    #[serde(default)]
+    peers: Vec<String>,
+    #[serde(default)]
+    simulate_clusters: Vec<String>,
+    #[serde(default)]
+    debug_endpoints: bool,
+    snapshot_every: Option<u64>,
+    keep_logs: Option<u64>,
+    log_format: Option<LogFormat>,
+}
+
+/// Everything a node needs, resolved and checked.
+#[derive(Debug)]
+pub struct ServerSettings {
+    pub node: NodeConfig,
+    pub listen: SocketAddr,
+    pub data_dir: PathBuf,
+    pub log_format: LogFormat,
+}
+
+pub fn parse_peers(items: &[String]) -> Result<BTreeMap<u64, String>, String> {
+    let mut peers = BTreeMap::new();
+    for item in items {
+        let (id, addr) = item
+            .split_once('=')
+            .ok_or_else(|| format!("--peers: {item:?} is not ID=ADDR"))?;
+        let id: u64 = id
+            .trim()
+            .parse()
+            .map_err(|_| format!("--peers: {id:?} in {item:?} is not a node id"))?;
+        if id == 0 {
+            return Err(format!("--peers: node ids start at 1 ({item:?})"));
+        }
+        if addr.trim().is_empty() {
+            return Err(format!("--peers: node {id} has no address"));
+        }
+        if peers.insert(id, addr.trim().to_string()).is_some() {
+            return Err(format!("--peers: node {id} is listed twice"));
+        }
+    }
+    Ok(peers)
+}
+
+fn read_file_config(path: &Path) -> Result<FileConfig, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--config {}: cannot read: {e}", path.display()))?;
+    toml::from_str(&text)
+        .map_err(|e| format!("--config {}: {}", path.display(), e.to_string().trim()))
+}
+
+pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
+    let file = match &args.config {
+        Some(p) => read_file_config(p)?,
+        None => FileConfig::default(),
+    };
+    let id = args
+        .id
+        .or(file.id)
+        .ok_or("--id: required (the node's id in the Raft group)")?;
+    if id == 0 {
+        return Err("--id: node ids start at 1".into());
+    }
+    let listen = args
+        .listen
+        .or(file.listen)
+        .ok_or("--listen: required (e.g. 127.0.0.1:7401)")?;
+    let data_dir = args
+        .data_dir
+        .clone()
+        .or(file.data_dir)
+        .ok_or("--data-dir: required (where the node keeps its log and snapshots)")?;
+    let peers = parse_peers(if args.peers.is_empty() {
+        &file.peers
+    } else {
+        &args.peers
+    })?;
+    let advertise = args
+        .advertise
+        .clone()
+        .or(file.advertise)
+        .or_else(|| peers.get(&id).cloned())
+        .unwrap_or_else(|| listen.to_string());
+    let specs = if args.simulate_clusters.is_empty() {
+        &file.simulate_clusters
+    } else {
+        &args.simulate_clusters
+    };
+    let simulated_clusters = specs
+        .iter()
+        .map(|s| SimulatedCluster::parse(s).map_err(|e| format!("--simulate-cluster: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut timing = RaftTiming::default();
+    if let Some(n) = args.snapshot_every.or(file.snapshot_every) {
+        if n == 0 {
+            return Err("--snapshot-every: must be at least 1".into());
+        }
+        timing.snapshot_every = n;
+    }
+    if let Some(n) = args.keep_logs.or(file.keep_logs) {
+        timing.keep_logs = n;
+    }
+    Ok(ServerSettings {
+        node: NodeConfig {
+            id,
+            advertise,
+            initial_members: peers,
+            timing,
+            scheduler: fleetq_scheduler::SchedulerConfig::default(),
+            simulated_clusters,
+            debug_endpoints: args.debug_endpoints || file.debug_endpoints,
+        },
+        listen,
+        data_dir,
+        log_format: args.log_format.or(file.log_format).unwrap_or_default(),
+    })
+}
+
+/// Default log filter of `fleetq server` (RUST_LOG overrides it).
+pub const SERVER_LOG_FILTER: &str = "info,openraft=error,sled=warn,h2=warn,tower=warn,hyper=warn";
+
+pub fn init_logging(format: LogFormat, default_filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Resolves when SIGTERM or SIGINT arrives.
+pub async fn termination() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
+}
+
+pub fn run(args: &ServerArgs) -> ExitCode {
+    let settings = match resolve(args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(settings.log_format, SERVER_LOG_FILTER);
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async {
+        let id = settings.node.id;
+        let node = match fleetq_server::tcp::start_node(settings.node, settings.listen, &settings.data_dir).await {
+            Ok(n) => n,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        tracing::info!(node = id, listen = %settings.listen, data_dir = %settings.data_dir.display(), "fleetq server started");
+        println!("fleetq server: node {id} listening on {}", settings.listen);
+        termination().await;
+        tracing::info!(node = id, "shutting down");
+        let _ = tokio::time::timeout(Duration::from_secs(10), node.shutdown()).await;
+        ExitCode::SUCCESS
+    })
+}

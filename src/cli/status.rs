@@ -1,0 +1,70 @@
+//! `fleetq status`: the Raft group as the answering node sees it.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use fleetq_proto::v1 as pb;
+
+use super::client;
+use super::view::{self, Output};
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+}
+
+pub fn run(server: &str, args: &StatusArgs) -> ExitCode {
+    let result = client::block_on(async {
+        let mut c = client::connect(server).await?;
+        c.node_status(pb::NodeStatusRequest {})
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| client::status_line(&s))
+    })
+    .and_then(|r| r);
+    match result {
+        Ok(s) => {
+            if args.output == Output::Table {
+                println!("Node:          {} ({})", s.node_id, s.server_state);
+                println!("Leader:        {} {}", s.leader_id, s.leader_addr);
+                println!("Term:          {}", s.term);
+                println!(
+                    "Applied:       {} (log {}, snapshot {}, purged {})",
+                    s.last_applied, s.last_log_index, s.snapshot_index, s.purged_index
+                );
+                println!("State hash:    {}", s.state_hash);
+                let mut voters: Vec<_> = s.voters.iter().collect();
+                voters.sort();
+                for (id, addr) in voters {
+                    println!("Voter:         {id} {addr}");
+                }
+                let mut learners: Vec<_> = s.learners.iter().collect();
+                learners.sort();
+                for (id, addr) in learners {
+                    println!("Learner:       {id} {addr}");
+                }
+                println!("Counters:      {}", s.counters_json);
+            } else {
+                let counters: serde_json::Value =
+                    serde_json::from_str(&s.counters_json).unwrap_or_default();
+                let value = serde_json::json!({
+                    "nodeId": s.node_id, "state": s.server_state, "leaderId": s.leader_id,
+                    "leaderAddr": s.leader_addr, "term": s.term, "lastApplied": s.last_applied,
+                    "lastLogIndex": s.last_log_index, "snapshotIndex": s.snapshot_index,
+                    "purgedIndex": s.purged_index, "stateHash": s.state_hash,
+                    "voters": s.voters, "learners": s.learners, "counters": counters,
+                });
+                if let Err(e) = view::print_structured(&value, args.output) {
+                    eprintln!("error: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! What `get` and `describe` print: plain views of the API's messages, as
+//! tables, JSON or YAML.
+
+use std::collections::BTreeMap;
+
+use clap::ValueEnum;
+use fleetq_proto::v1 as pb;
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    #[default]
+    Table,
+    Json,
+    Yaml,
+}
+
+/// A workload as `get workloads -o json|yaml` prints it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadView {
+    pub id: u64,
+    pub namespace: String,
+    pub name: String,
+    pub queue: String,
+    pub cluster_queue: String,
+    pub priority: i32,
+    pub priority_class: String,
+    pub state: String,
+    pub cluster: String,
+    /// Pod set -> resource -> flavor.
+    pub flavors: BTreeMap<String, BTreeMap<String, String>>,
+    pub reason: String,
+    pub reason_kind: String,
+    pub requests: String,
+    pub epoch: u64,
+    pub created_at_ms: u64,
+    pub admitted_at_ms: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub position: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl From<&pb::WorkloadStatus> for WorkloadView {
+    fn from(w: &pb::WorkloadStatus) -> Self {
+        WorkloadView {
+            id: w.id,
+            namespace: w.namespace.clone(),
+            name: w.name.clone(),
+            queue: w.queue.clone(),
+            cluster_queue: w.cluster_queue.clone(),
+            priority: w.priority,
+            priority_class: w.priority_class.clone(),
+            state: w.state.clone(),
+            cluster: w.cluster.clone(),
+            flavors: w
+                .flavors
+                .iter()
+                .map(|p| (p.name.clone(), p.flavors.clone().into_iter().collect()))
+                .collect(),
+            reason: w.reason.clone(),
+            reason_kind: w.reason_kind.clone(),
+            requests: w.requests.clone(),
+            epoch: w.epoch,
+            created_at_ms: w.created_at_ms,
+            admitted_at_ms: w.admitted_at_ms,
+            position: w.position,
+        }
+    }
+}
+
+/// Prints rows as an aligned table with a header.
+pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i < widths.len() {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<w$}   ", w = widths[i]));
+            }
+        }
+        println!("{}", out.trim_end());
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
+
+/// Prints `value` as JSON or YAML.
+pub fn print_structured<T: Serialize>(value: &T, output: Output) -> Result<(), String> {
+    let text = match output {
+        Output::Json => serde_json::to_string_pretty(value).map_err(|e| e.to_string())?,
+        Output::Yaml | Output::Table => {
+            serde_norway::to_string(value).map_err(|e| e.to_string())?
+        }
+    };
+    println!("{}", text.trim_end());
+    Ok(())
+}
+
+pub fn age(ms: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    if ms == 0 || ms > now {
+        return "-".into();
+    }
+    let s = (now - ms) / 1000;
+    match s {
+        0..=119 => format!("{s}s"),
+        120..=7199 => format!("{}m", s / 60),
+        7200..=172_799 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86_400),
+    }
+}
+
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
