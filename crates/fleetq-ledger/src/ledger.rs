@@ -130,6 +130,13 @@ impl Ledger {
     /// Applies one command. A refused command changes nothing but the
     /// counters.
     pub fn apply(&mut self, request: &Request) -> Response {
+        self.apply_in_term(request, None)
+    }
+
+    /// Applies one command from a log entry of Raft term `term`. An
+    /// `AdmitBatch` is accepted only from the leader of that very term: a
+    /// deposed leader's batch that still made it into the log is stale.
+    pub fn apply_in_term(&mut self, request: &Request, term: Option<u64>) -> Response {
         if request.at > self.state.now {
             self.state.now = request.at;
         }
@@ -145,7 +152,7 @@ impl Ledger {
             Command::DeleteObject { kind, name } => self.delete_object(kind, name),
             Command::SubmitWorkloads { submissions } => self.submit(submissions, at),
             Command::CancelWorkload { namespace, name } => self.cancel(namespace, name, at),
-            Command::AdmitBatch(batch) => self.admit_batch(batch, at),
+            Command::AdmitBatch(batch) => self.admit_batch(batch, term, at),
             Command::RegisterCluster {
                 cluster,
                 lease_policy,
@@ -483,10 +490,11 @@ impl Ledger {
         Response::ok(Outcome::Cancelled { id, state })
     }
 
-    fn admit_batch(&mut self, batch: &AdmitBatch, at: Timestamp) -> Response {
+    fn admit_batch(&mut self, batch: &AdmitBatch, term: Option<u64>, at: Timestamp) -> Response {
         self.counters.admit_batches += 1;
         let mut outcome = AdmitOutcome::default();
-        if batch.cycle <= self.state.last_cycle {
+        let other_term = term.is_some_and(|t| t != batch.cycle.term);
+        if batch.cycle <= self.state.last_cycle || other_term {
             outcome.stale_batch = true;
             self.counters.stale_batches += 1;
             let n = batch.admissions.len() + batch.preemptions.len();
@@ -502,7 +510,6 @@ impl Ledger {
                 .collect();
             return Response::ok(Outcome::Admitted(outcome));
         }
-        self.state.last_cycle = batch.cycle;
         for p in &batch.preemptions {
             match self.preempt(p.victim, p.preemptor, &p.reason, at) {
                 Ok(()) => {
@@ -556,6 +563,13 @@ impl Ledger {
                 }
             }
         }
+        if batch.has_decisions() && outcome.admitted == 0 && outcome.preempted == 0 {
+            // Every decision was refused: the batch changes nothing, not
+            // even the reasons it carries (they were computed from a state
+            // that is gone).
+            return Response::ok(Outcome::Admitted(outcome));
+        }
+        self.state.last_cycle = batch.cycle;
         for (id, reason) in &batch.reasons {
             if let Some(record) = self.state.workloads.get_mut(id) {
                 if record.state == WorkloadState::Pending {

@@ -64,6 +64,12 @@ pub async fn run(
         let now = clock.now();
         let batch = {
             let sm = handle.read();
+            // Stay ahead of any batch already accepted in this term (also
+            // one forged through a debug endpoint).
+            let last = sm.ledger.state().last_cycle;
+            if last.term == term {
+                seq = seq.max(last.seq);
+            }
             seq += 1;
             next_batch(&sm.ledger, now, CycleId { term, seq })
         };

@@ -108,7 +108,7 @@ impl Node {
             install_snapshot_timeout: 10_000,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.timing.snapshot_every),
             max_in_snapshot_log_to_keep: config.timing.keep_logs,
-            purge_batch_size: 256,
+            purge_batch_size: (config.timing.snapshot_every / 4).clamp(1, 256),
             max_payload_entries: 512,
             ..Default::default()
         }

@@ -150,7 +150,9 @@ impl<S: SnapshotStore> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
                 let response = match entry.payload {
                     EntryPayload::Blank => Response::default(),
                     EntryPayload::Normal(request) => {
-                        let response = sm.ledger.apply(&request);
+                        let response = sm
+                            .ledger
+                            .apply_in_term(&request, Some(entry.log_id.leader_id.term));
                         wake |= wakes_scheduler(&request.command, &response);
                         response
                     }

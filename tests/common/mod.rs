@@ -1,0 +1,282 @@
+//! A real fleetq control plane for end-to-end tests: `fleetq server`
+//! processes on ephemeral loopback ports with their own temp dirs, driven
+//! through the real CLI.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const FLEETQ: &str = env!("CARGO_BIN_EXE_fleetq");
+
+/// A free loopback port (the listener is closed again at once).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+pub struct Group {
+    pub dir: tempfile::TempDir,
+    pub addrs: Vec<String>,
+    pub extra: Vec<String>,
+    pub children: Vec<Option<Child>>,
+}
+
+impl Group {
+    /// Starts `n` nodes with `extra` flags on each.
+    pub fn start(n: usize, extra: &[&str]) -> Group {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let addrs: Vec<String> = (0..n)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
+        let mut group = Group {
+            dir,
+            addrs,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            children: Vec::new(),
+        };
+        for i in 0..n {
+            let child = group.spawn(i + 1);
+            group.children.push(Some(child));
+        }
+        group
+    }
+
+    pub fn peers(&self) -> String {
+        self.addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("{}={a}", i + 1))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    pub fn data_dir(&self, id: usize) -> PathBuf {
+        self.dir.path().join(format!("node-{id}"))
+    }
+
+    fn spawn(&self, id: usize) -> Child {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("node-{id}.log")))
+            .expect("log file");
+        let log2 = log.try_clone().expect("log file");
+        Command::new(FLEETQ)
+            .arg("server")
+            .args(["--id", &id.to_string()])
+            .args(["--listen", &self.addrs[id - 1]])
+            .args([
+                "--data-dir",
+                self.data_dir(id).to_str().expect("utf-8 path"),
+            ])
+            .args(["--peers", &self.peers()])
+            .args(&self.extra)
+            .env("RUST_LOG", "info,openraft=warn")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .spawn()
+            .expect("fleetq server starts")
+    }
+
+    /// kill -9.
+    pub fn kill(&mut self, id: usize) {
+        if let Some(mut c) = self.children[id - 1].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts a killed node again from its data directory.
+    pub fn restart(&mut self, id: usize) {
+        assert!(
+            self.children[id - 1].is_none(),
+            "node {id} is still running"
+        );
+        let child = self.spawn(id);
+        self.children[id - 1] = Some(child);
+    }
+
+    pub fn addr(&self, id: usize) -> &str {
+        &self.addrs[id - 1]
+    }
+
+    pub fn log(&self, id: usize) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("node-{id}.log"))).unwrap_or_default()
+    }
+
+    /// Runs the CLI against node `id`.
+    pub fn cli(&self, id: usize, args: &[&str]) -> Output {
+        cli(self.addr(id), args)
+    }
+
+    /// The node's status, or None if it does not answer.
+    pub fn status(&self, id: usize) -> Option<Value> {
+        let out = self.cli(id, &["status", "-o", "json"]);
+        if !out.status.success() {
+            return None;
+        }
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
+    /// Waits until some running node reports a leader that is itself
+    /// running and answers as Leader; returns its id.
+    pub fn wait_leader(&self, timeout: Duration) -> Option<usize> {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            for id in 1..=self.addrs.len() {
+                if self.children[id - 1].is_none() {
+                    continue;
+                }
+                if let Some(s) = self.status(id) {
+                    if s["state"] == "Leader" {
+                        return Some(id);
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    /// Waits until every running node has applied the same index and
+    /// reports the same state hash; returns the hash.
+    pub fn wait_converged(&self, timeout: Duration) -> Result<String, String> {
+        let start = Instant::now();
+        let mut last = String::new();
+        while start.elapsed() < timeout {
+            let statuses: Vec<Value> = (1..=self.addrs.len())
+                .filter(|id| self.children[id - 1].is_some())
+                .filter_map(|id| self.status(id))
+                .collect();
+            let running = self.children.iter().filter(|c| c.is_some()).count();
+            if statuses.len() == running {
+                let applied: Vec<_> = statuses.iter().map(|s| s["lastApplied"].clone()).collect();
+                let hashes: Vec<_> = statuses.iter().map(|s| s["stateHash"].clone()).collect();
+                if applied.windows(2).all(|w| w[0] == w[1])
+                    && hashes.windows(2).all(|w| w[0] == w[1])
+                {
+                    return Ok(hashes[0].as_str().unwrap_or_default().to_string());
+                }
+                last = format!("applied {applied:?} hashes {hashes:?}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Err(format!("replicas did not converge: {last}"))
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        for c in self.children.iter_mut().flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn cli(addr: &str, args: &[&str]) -> Output {
+    Command::new(FLEETQ)
+        .args(["--server", addr])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("fleetq CLI runs")
+}
+
+pub fn cli_stdin(addr: &str, args: &[&str], input: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(FLEETQ)
+        .args(["--server", addr])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("fleetq CLI runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("fleetq CLI finishes")
+}
+
+pub fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Polls `check` until it returns Some or the timeout passes.
+pub fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    None
+}
+
+pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).expect("write file");
+    p
+}
+
+/// A ClusterQueue with 8 GPUs of flavor h100-80gb, a LocalQueue
+/// default/team-a and a priority class.
+pub const CONFIG: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: h100-80gb
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: team-a
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: 8
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  namespace: default
+  name: team-a
+spec:
+  clusterQueue: team-a
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata:
+  name: high
+value: 1000
+"#;
+
+/// Workloads of the default namespace as `get workloads -o json` shows them.
+pub fn workloads(group: &Group, id: usize) -> Vec<Value> {
+    let out = group.cli(id, &["get", "workloads", "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("a JSON array")
+}
