@@ -57,6 +57,10 @@ enum Command {
     Delete(cli::delete::DeleteArgs),
     /// Show the Raft group as one node sees it, with its ledger state hash.
     Status(cli::status::StatusArgs),
+    /// Load generator: submissions/s, admissions/s and submit-to-admitted
+    /// latency through a 3-node group (started in this process unless
+    /// --target names one).
+    Bench(cli::bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -73,6 +77,7 @@ fn main() -> ExitCode {
         Command::Cancel(args) => cli::cancel::run(&cli.server, &args),
         Command::Delete(args) => cli::delete::run(&cli.server, &args),
         Command::Status(args) => cli::status::run(&cli.server, &args),
+        Command::Bench(args) => cli::bench::run(&args),
     }
 }
 

@@ -10,6 +10,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut config = tonic_prost_build::Config::new();
     config.protoc_executable(protoc);
-    tonic_prost_build::configure().compile_with_config(config, &files, &[root.clone()])?;
+    tonic_prost_build::configure().compile_with_config(
+        config,
+        &files,
+        std::slice::from_ref(&root),
+    )?;
     Ok(())
 }

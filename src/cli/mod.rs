@@ -1,6 +1,7 @@
 //! Subcommands of the `fleetq` binary.
 
 pub mod apply;
+pub mod bench;
 pub mod cancel;
 pub mod client;
 pub mod delete;

@@ -57,6 +57,9 @@ pub struct Ledger {
     /// Check invariants 1 and 2 after every command (debug builds and the
     /// simulator).
     check_invariants: bool,
+    /// Workloads whose records changed since [`Ledger::take_changed`]
+    /// (not replicated: a feed for watchers and executors).
+    changed: Vec<WorkloadId>,
 }
 
 impl Default for Ledger {
@@ -77,6 +80,7 @@ impl Ledger {
             counters: Counters::default(),
             scheduler,
             check_invariants: cfg!(debug_assertions),
+            changed: Vec::new(),
         }
     }
 
@@ -84,6 +88,21 @@ impl Ledger {
     /// debug builds).
     pub fn set_invariant_checks(&mut self, on: bool) {
         self.check_invariants = on;
+    }
+
+    /// The workloads whose records changed since the last call, in order
+    /// of change, without repeats.
+    pub fn take_changed(&mut self) -> Vec<WorkloadId> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = std::mem::take(&mut self.changed);
+        out.retain(|id| seen.insert(*id));
+        out
+    }
+
+    /// Mutable access to a record, noting it as changed.
+    fn record_mut(&mut self, id: WorkloadId) -> Option<&mut WorkloadRecord> {
+        self.changed.push(id);
+        self.state.workloads.get_mut(&id)
     }
 
     pub fn state(&self) -> &LedgerState {
@@ -289,11 +308,39 @@ impl Ledger {
         for (lq, state) in self.snapshot.local_queue_states() {
             snapshot.restore_local_queue_state(lq, *state);
         }
+        // A reservation whose ClusterQueue or (flavor, resource) cell is
+        // gone would be charged nowhere (the snapshot skips unknown
+        // cells), so its quota and devices could be given away twice.
+        let mut uncharged = Vec::new();
         for record in self.state.workloads.values() {
             if let Some(admitted) = admitted_of(record) {
+                let cq = admitted.pending.cluster_queue.clone();
+                let tree = snapshot.tree();
+                if tree.cluster_queue(&cq).is_none() {
+                    uncharged.push(FieldError::new(
+                        format!("ClusterQueue/{cq}"),
+                        "metadata.name",
+                        format!("admitted workload {} still holds quota in it", record.key()),
+                    ));
+                }
+                for fr in admitted.assignment.usage.keys() {
+                    if tree.cell(fr).is_none() {
+                        uncharged.push(FieldError::new(
+                            format!("ClusterQueue/{cq}"),
+                            "spec.resourceGroups",
+                            format!(
+                                "admitted workload {} still holds {fr}; keep that quota until it ends",
+                                record.key()
+                            ),
+                        ));
+                    }
+                }
                 // Ids are unique, so a restore cannot collide.
                 let _ = snapshot.restore_admitted(admitted);
             }
+        }
+        if !uncharged.is_empty() {
+            return Err(uncharged);
         }
         let violations = snapshot.violations();
         if violations.is_empty() {
@@ -341,10 +388,10 @@ impl Ledger {
                     created_at,
                     not_before: None,
                 });
-                if let (Err(e), Some(record)) = (queued, self.state.workloads.get_mut(&id)) {
+                if let (Err(e), Some(record)) = (queued, self.record_mut(id)) {
                     record.reason =
                         Some(PendingReason::new(ReasonKind::Misconfigured, e.to_string()));
-                } else if let Some(record) = self.state.workloads.get_mut(&id) {
+                } else if let Some(record) = self.record_mut(id) {
                     if record
                         .reason
                         .as_ref()
@@ -355,7 +402,7 @@ impl Ledger {
                 }
             }
             Err(errors) => {
-                if let Some(record) = self.state.workloads.get_mut(&id) {
+                if let Some(record) = self.record_mut(id) {
                     let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
                     record.reason = Some(PendingReason::new(
                         ReasonKind::Misconfigured,
@@ -427,6 +474,7 @@ impl Ledger {
             self.state.by_request.insert(r.clone(), id);
         }
         self.state.workloads.insert(id, record);
+        self.changed.push(id);
         SubmitResult::Created { id }
     }
 
@@ -450,7 +498,7 @@ impl Ledger {
         match record.state {
             WorkloadState::Pending => {
                 self.snapshot.remove_pending(id);
-                if let Some(record) = self.state.workloads.get_mut(&id) {
+                if let Some(record) = self.record_mut(id) {
                     record.cancel_requested = true;
                     record.reason = None;
                     record.push_event(at, WorkloadState::Cancelled, "cancelled while pending");
@@ -460,7 +508,7 @@ impl Ledger {
                 // Quota follows physical truth: it stays charged until the
                 // executor confirms the processes are gone.
                 let _ = self.snapshot.mark_evicting(id);
-                if let Some(record) = self.state.workloads.get_mut(&id) {
+                if let Some(record) = self.record_mut(id) {
                     record.cancel_requested = true;
                     if let Some(r) = record.reservation.as_mut() {
                         r.stopping = Some("cancelled by user".into());
@@ -534,7 +582,7 @@ impl Ledger {
                         .get_admitted(a.workload)
                         .map(|w| (w.pending.local_queue.clone(), w.pending.priority))
                         .unwrap_or_default();
-                    if let Some(record) = self.state.workloads.get_mut(&a.workload) {
+                    if let Some(record) = self.record_mut(a.workload) {
                         record.reservation = Some(Reservation {
                             epoch,
                             cluster_queue: a.cluster_queue.clone(),
@@ -571,7 +619,7 @@ impl Ledger {
         }
         self.state.last_cycle = batch.cycle;
         for (id, reason) in &batch.reasons {
-            if let Some(record) = self.state.workloads.get_mut(id) {
+            if let Some(record) = self.record_mut(*id) {
                 if record.state == WorkloadState::Pending {
                     record.reason = Some(reason.clone());
                 }
@@ -610,7 +658,7 @@ impl Ledger {
         self.snapshot
             .mark_evicting(victim)
             .map_err(|e| e.to_string())?;
-        if let Some(record) = self.state.workloads.get_mut(&victim) {
+        if let Some(record) = self.record_mut(victim) {
             let message = format!("preempted ({reason:?}) to admit workload {preemptor}");
             if let Some(r) = record.reservation.as_mut() {
                 r.stopping = Some(message.clone());
@@ -720,7 +768,7 @@ impl Ledger {
                 if record.state != WorkloadState::Admitted {
                     return false;
                 }
-                if let Some(record) = self.state.workloads.get_mut(&id) {
+                if let Some(record) = self.record_mut(id) {
                     if let Some(r) = record.reservation.as_mut() {
                         r.started_at = Some(at);
                     }
@@ -778,7 +826,7 @@ impl Ledger {
         at: Timestamp,
     ) {
         self.release(id, at);
-        if let Some(record) = self.state.workloads.get_mut(&id) {
+        if let Some(record) = self.record_mut(id) {
             record.reservation = None;
             record.reason = None;
             record.push_event(at, state, message);
@@ -809,7 +857,7 @@ impl Ledger {
             return;
         }
         self.release(id, at);
-        if let Some(record) = self.state.workloads.get_mut(&id) {
+        if let Some(record) = self.record_mut(id) {
             record.reservation = None;
             record.reason = Some(PendingReason::new(kind, why.clone()));
             record.push_event(at, WorkloadState::Pending, format!("requeued: {why}"));
@@ -870,7 +918,7 @@ impl Ledger {
             if reported.contains(&(id, epoch)) {
                 assigned.insert((id, epoch));
                 if record.state == WorkloadState::Admitted {
-                    if let Some(record) = self.state.workloads.get_mut(&id) {
+                    if let Some(record) = self.record_mut(id) {
                         if let Some(r) = record.reservation.as_mut() {
                             r.started_at = Some(at);
                         }

@@ -22,7 +22,7 @@
 //! });
 //! assert!(!response.is_ok());
 //! assert_eq!(ledger.state_hash(), before);
-//! //! ```
+//! ```
 
 pub mod command;
 pub mod hash;

@@ -16,7 +16,7 @@ use fleetq_model::kueue::import_manifests;
 use fleetq_model::workload::{PodSet, WorkloadSpec};
 use fleetq_model::{Cluster, ClusterState, FieldError, FlavorResource, Quantity, Timestamp};
 use fleetq_scheduler::decision::PodSetAssignment;
-use fleetq_scheduler::{schedule, Admission, Assignment, ReasonKind, WorkloadId};
+use fleetq_scheduler::{schedule, Admission, Assignment, PendingReason, ReasonKind, WorkloadId};
 
 const FLAVOR: &str = "h100-80gb";
 const GPU: &str = "nvidia.com/gpu";
@@ -458,6 +458,44 @@ fn quota_is_never_taken_from_under_admitted_work() {
 }
 
 #[test]
+fn a_flavor_still_charged_by_admitted_work_cannot_be_dropped_from_its_queue() {
+    let mut h = Harness::new();
+    let a = h.submit("a", 8, None);
+    h.cycle();
+    assert_eq!(h.state_of(a), WorkloadState::Admitted);
+    assert_eq!(h.on_cluster("east"), 8);
+    let before = h.hash();
+    // team-a's quota moves to another flavor while a runs on h100-80gb.
+    let moved = CONFIG.replace("    - name: h100-80gb\n", "    - name: a100-40gb\n")
+        + r#"---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: a100-40gb
+"#;
+    let r = h.apply(Command::ApplyObjects {
+        objects: objects(&moved),
+    });
+    assert!(
+        !r.is_ok(),
+        "a's 8 GPUs would be charged nowhere, and the queue could admit 8 more: {r:?}"
+    );
+    assert_eq!(paths(&r.errors), ["spec.resourceGroups"], "{:?}", r.errors);
+    assert_eq!(r.errors[0].object, "ClusterQueue/team-a");
+    assert!(r.errors[0].message.contains("default/a"), "{:?}", r.errors);
+    assert_eq!(h.hash(), before);
+    assert_eq!(h.used(), 8);
+    assert_eq!(h.on_cluster("east"), 8);
+
+    // Once a has finished, the quota can move.
+    h.report(a, Phase::Succeeded);
+    let r = h.apply(Command::ApplyObjects {
+        objects: objects(&moved),
+    });
+    assert!(r.is_ok(), "{r:?}");
+}
+
+#[test]
 fn delete_object_refuses_missing_objects_and_queues_in_use() {
     let mut h = Harness::new();
     let before = h.hash();
@@ -706,13 +744,26 @@ fn the_same_admissions_under_a_new_cycle_id_are_rejected_one_by_one() {
     let mut h = Harness::new();
     let a = h.submit("a", 4, None);
     let b = h.submit("b", 4, None);
+    let c = h.submit("c", 4, None);
     let (batch, _) = h.cycle();
     assert_eq!(admitted_ids(&batch), [a, b]);
-    let before = h.ledger.exported_state();
+    let before = h.hash();
+    let last_cycle = h.ledger.state().last_cycle;
+    let c_reason = h.ledger.workload(c).and_then(|w| w.reason.clone());
+    assert_eq!(
+        c_reason.as_ref().map(|r| r.kind),
+        Some(ReasonKind::WaitingForQuota)
+    );
     let rejected_before = h.ledger.counters().admissions_rejected;
 
+    // The same decisions proposed again under a new cycle id (a retried
+    // proposal), carrying a reason computed from a state that is gone.
     let mut again = batch;
     again.cycle.seq += 10;
+    again.reasons = vec![(
+        c,
+        PendingReason::new(ReasonKind::NoClusterCapacity, "from a stale view"),
+    )];
     let outcome = h.admit(again.clone());
     assert!(!outcome.stale_batch);
     assert_eq!(outcome.admitted, 0);
@@ -728,16 +779,49 @@ fn the_same_admissions_under_a_new_cycle_id_are_rejected_one_by_one() {
     assert_eq!(h.ledger.counters().admissions_rejected, rejected_before + 2);
     assert_eq!(h.used(), 8);
 
-    // Only the cycle fence moved: every record is as it was.
-    let after = h.ledger.exported_state();
-    assert_eq!(after.last_cycle, again.cycle);
-    assert_eq!(after.workloads, before.workloads);
-    assert_eq!(after.next_epoch, before.next_epoch);
-    assert_eq!(after.local_queues, before.local_queues);
-    let mut normalised = after;
-    normalised.last_cycle = before.last_cycle;
-    normalised.now = before.now;
-    assert_eq!(normalised, before);
+    // A batch whose every decision is refused changes nothing: not the
+    // cycle fence, not the reasons it carries.
+    assert_eq!(h.hash(), before);
+    assert_eq!(h.ledger.state().last_cycle, last_cycle);
+    assert_eq!(
+        h.ledger.workload(c).and_then(|w| w.reason.clone()),
+        c_reason
+    );
+    // So the same cycle id is still usable by a batch that decides
+    // something.
+    let mut next = h.decide();
+    next.cycle = again.cycle;
+    assert!(!h.admit(next).stale_batch);
+}
+
+#[test]
+fn a_batch_in_a_log_entry_of_another_term_is_stale() {
+    let mut h = Harness::new();
+    let a = h.submit("a", 4, None);
+    let batch = h.decide();
+    assert_eq!(batch.cycle.term, 1);
+    assert_eq!(admitted_ids(&batch), [a]);
+    let before = h.hash();
+    let request = Request {
+        at: Timestamp(h.now + 1),
+        command: Command::AdmitBatch(batch),
+    };
+    // A deposed leader's batch that made it into the log of term 2.
+    let r = h.ledger.apply_in_term(&request, Some(2));
+    let Outcome::Admitted(outcome) = r.outcome else {
+        panic!("{r:?}");
+    };
+    assert!(outcome.stale_batch);
+    assert_eq!(outcome.admitted, 0);
+    assert_eq!(h.hash(), before);
+    assert!(h.ledger.violations().is_empty());
+    // The same batch in an entry of its own term is accepted.
+    let r = h.ledger.apply_in_term(&request, Some(1));
+    let Outcome::Admitted(outcome) = r.outcome else {
+        panic!("{r:?}");
+    };
+    assert_eq!(outcome.admitted, 1);
+    assert_eq!(h.state_of(a), WorkloadState::Admitted);
 }
 
 #[test]
@@ -748,7 +832,7 @@ fn a_forged_admission_over_quota_is_rejected() {
     let (batch, _) = h.cycle();
     assert_eq!(admitted_ids(&batch), [a, b]);
     let c = h.submit("c", 4, None);
-    let before = h.ledger.exported_state();
+    let before = h.hash();
 
     // c given a's admission (same shape): the queue is full.
     let mut forged = batch.admissions[0].clone();
@@ -769,10 +853,8 @@ fn a_forged_admission_over_quota_is_rejected() {
     assert_eq!(h.state_of(c), WorkloadState::Pending);
     assert!(h.pending(c));
     assert_eq!(h.used(), 8);
-    // Only the cycle fence moved.
-    let after = h.ledger.exported_state();
-    assert_eq!(after.workloads, before.workloads);
-    assert_eq!(after.next_epoch, before.next_epoch);
+    // A batch whose every decision is refused changes nothing.
+    assert_eq!(h.hash(), before);
 }
 
 #[test]

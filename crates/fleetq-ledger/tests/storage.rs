@@ -141,8 +141,9 @@ fn setup_commands() -> Vec<Request> {
     ]
 }
 
-/// The batch the leader's admission cycle would propose now.
-fn admission_cycle(handle: &LedgerHandle, at_secs: u64, seq: u64) -> Request {
+/// The batch the leader of `term`'s admission cycle would propose now (the
+/// ledger accepts it only in a log entry of that term).
+fn admission_cycle(handle: &LedgerHandle, term: u64, at_secs: u64, seq: u64) -> Request {
     let batch = {
         let sm = handle.read();
         let decisions = schedule(
@@ -151,7 +152,7 @@ fn admission_cycle(handle: &LedgerHandle, at_secs: u64, seq: u64) -> Request {
             sm.ledger.scheduler_config(),
         );
         AdmitBatch {
-            cycle: CycleId { term: 1, seq },
+            cycle: CycleId { term, seq },
             admissions: decisions.admissions,
             preemptions: decisions.preemptions,
             reasons: decisions.pending.into_iter().collect(),
@@ -290,6 +291,10 @@ impl Node {
         self.handle.read().ledger.state_hash()
     }
 
+    fn term(&self) -> u64 {
+        self.raft.metrics().borrow().current_term
+    }
+
     fn last_applied(&self) -> u64 {
         self.handle
             .read()
@@ -322,7 +327,9 @@ async fn write_script(node: &Node, admissions: bool) -> u64 {
         last = index;
     }
     if admissions {
-        let (_, response) = node.write(admission_cycle(&node.handle, 20, 1)).await;
+        let (_, response) = node
+            .write(admission_cycle(&node.handle, node.term(), 20, 1))
+            .await;
         let Outcome::Admitted(outcome) = response.outcome else {
             panic!("{response:?}");
         };
@@ -366,7 +373,9 @@ async fn check_restarted(node: &Node, last: u64, hash: &str, admissions: bool) {
 
 /// After the restart the ledger still admits: c fits where b was.
 async fn check_keeps_working(node: &Node) {
-    let (_, response) = node.write(admission_cycle(&node.handle, 100, 50)).await;
+    let (_, response) = node
+        .write(admission_cycle(&node.handle, node.term(), 100, 50))
+        .await;
     let Outcome::Admitted(outcome) = response.outcome else {
         panic!("{response:?}");
     };
@@ -378,7 +387,8 @@ async fn check_keeps_working(node: &Node) {
 }
 
 /// sled keeps a lock on its directory until every handle is gone; the
-/// stopped node's tasks may still be dropping theirs.
+/// stopped node's tasks and sled's own flusher thread may still hold one
+/// for a moment after the last handle is dropped.
 async fn reopen_sled(dir: &Path) -> (SledLogStore, StateMachineStore<SledSnapshotStore>) {
     let mut last_error = String::new();
     for _ in 0..100 {
@@ -577,7 +587,7 @@ async fn sled_keeps_log_vote_and_committed_across_a_reopen() {
         // Saving the vote flushes: the committed index is on disk too.
         log.save_vote(&vote).await.expect("vote");
     }
-    let (mut log, mut sm) = open_sled(dir.path(), SchedulerConfig::default()).expect("reopen");
+    let (mut log, mut sm) = reopen_sled(dir.path()).await;
     assert_eq!(log.read_vote().await.expect("vote"), Some(vote));
     assert_eq!(
         log.read_committed().await.expect("committed"),
@@ -612,7 +622,7 @@ async fn sled_truncate_and_purge_survive_a_reopen() {
         // Entries that replace the truncated ones, in a new term.
         log.blocking_append([blank(2, 8)]).await.expect("append");
     }
-    let (mut log, _sm) = open_sled(dir.path(), SchedulerConfig::default()).expect("reopen");
+    let (mut log, _sm) = reopen_sled(dir.path()).await;
     let state = log.get_log_state().await.expect("state");
     assert_eq!(state.last_purged_log_id, Some(log_id(1, 3)));
     assert_eq!(state.last_log_id, Some(log_id(2, 8)));
@@ -635,7 +645,7 @@ async fn apply_script<S: SnapshotStore>(sm: &mut StateMachineStore<S>) -> String
     assert_eq!(responses.len(), 4);
     assert!(responses.iter().all(Response::is_ok), "{responses:?}");
     let handle = sm.handle();
-    let cycle = admission_cycle(&handle, 20, 1);
+    let cycle = admission_cycle(&handle, 1, 20, 1);
     let responses = sm.apply([normal(1, 5, cycle)]).await.expect("apply");
     let Outcome::Admitted(outcome) = &responses[0].outcome else {
         panic!("{responses:?}");
@@ -674,7 +684,7 @@ async fn sled_state_machine_comes_back_from_its_snapshot() {
         );
         (hash, snapshot.meta)
     };
-    let (_log, mut sm) = open_sled(dir.path(), SchedulerConfig::default()).expect("reopen");
+    let (_log, mut sm) = reopen_sled(dir.path()).await;
     let (applied, membership) = sm.applied_state().await.expect("applied");
     assert_eq!(applied, meta.last_log_id);
     assert_eq!(membership, meta.last_membership);
@@ -802,7 +812,7 @@ async fn mem_disk_truncation_is_synced() {
 
 #[tokio::test]
 async fn an_append_cut_off_by_a_crash_is_not_acknowledged() {
-    let disk = MemDisk::new(Duration::from_millis(300));
+    let disk = MemDisk::new(Duration::from_secs(1));
     let mut log = MemLogStore::new(disk.clone());
     let append = tokio::spawn(async move { log.blocking_append([blank(1, 1), blank(1, 2)]).await });
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -819,7 +829,7 @@ async fn an_append_cut_off_by_a_crash_is_not_acknowledged() {
 
 #[tokio::test]
 async fn a_vote_cut_off_by_a_crash_is_not_acknowledged() {
-    let disk = MemDisk::new(Duration::from_millis(300));
+    let disk = MemDisk::new(Duration::from_secs(1));
     let mut log = MemLogStore::new(disk.clone());
     let vote = tokio::spawn(async move { log.save_vote(&Vote::new(7, NODE)).await });
     tokio::time::sleep(Duration::from_millis(50)).await;

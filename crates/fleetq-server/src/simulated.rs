@@ -9,10 +9,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use fleetq_ledger::store::LedgerHandle;
-use fleetq_ledger::{Command, LeasePolicy, Ledger, Phase, StatusReport, WorkloadState};
+use std::collections::BTreeSet;
+
+use fleetq_ledger::store::{Change, LedgerHandle};
+use fleetq_ledger::{Command, Epoch, LeasePolicy, Ledger, Phase, StatusReport, WorkloadState};
 use fleetq_model::{Cluster, ClusterState, Quantity, ResourceList, Timestamp};
+use fleetq_scheduler::WorkloadId;
 use openraft::ServerState;
+use tokio::sync::broadcast;
 use tokio::sync::watch;
 
 use crate::clock::SharedClock;
@@ -87,58 +91,101 @@ pub fn dev_clusters() -> Vec<SimulatedCluster> {
         .collect()
 }
 
-/// What the simulated executors want to tell the ledger now, and when they
-/// next need to look.
-fn due_commands(
-    ledger: &Ledger,
-    clusters: &[SimulatedCluster],
-    now: Timestamp,
-) -> (Vec<Command>, Option<Timestamp>) {
-    let mut commands = Vec::new();
-    for c in clusters {
-        let registered = ledger.state().clusters.get(&c.name);
-        if registered.is_none_or(|r| r.cluster.capacity != c.capacity) {
-            commands.push(Command::RegisterCluster {
+/// The simulated executors' memory between wake-ups: which workloads to
+/// finish when. Rebuilt from the ledger whenever this node becomes leader
+/// or falls behind the change feed.
+#[derive(Default)]
+struct Executors {
+    /// (done at, workload, epoch) of running workloads with a duration.
+    timers: BTreeSet<(Timestamp, WorkloadId, Epoch)>,
+}
+
+impl Executors {
+    /// Registrations the ledger lacks or has out of date.
+    fn registrations(ledger: &Ledger, clusters: &[SimulatedCluster]) -> Vec<Command> {
+        clusters
+            .iter()
+            .filter(|c| {
+                ledger
+                    .state()
+                    .clusters
+                    .get(&c.name)
+                    .is_none_or(|r| r.cluster.capacity != c.capacity)
+            })
+            .map(|c| Command::RegisterCluster {
                 cluster: c.as_cluster(),
                 lease_policy: LeasePolicy::Fence,
-            });
-        }
+            })
+            .collect()
     }
-    let mut reports = Vec::new();
-    let mut next: Option<Timestamp> = None;
-    for record in ledger.state().workloads.values() {
-        let Some(r) = &record.reservation else {
-            continue;
-        };
-        if !clusters.iter().any(|c| c.name == r.assignment.cluster) {
-            continue;
-        }
-        let report = |phase: Phase, message: &str| StatusReport {
-            cluster: r.assignment.cluster.clone(),
-            workload: record.id,
-            epoch: r.epoch,
-            phase,
-            message: message.to_string(),
-        };
-        if r.stopping.is_some() {
-            reports.push(report(Phase::Stopped, ""));
-        } else if record.state == WorkloadState::Admitted {
-            reports.push(report(Phase::Running, ""));
-        } else if let (Some(started), Some(duration)) =
-            (r.started_at, record.workload.spec.run.duration)
-        {
-            let done = started.saturating_add(duration);
-            if done <= now {
-                reports.push(report(Phase::Succeeded, "simulated run completed"));
-            } else {
-                next = Some(next.map_or(done, |n| n.min(done)));
+
+    /// Reports for the given workloads plus every timer that is due.
+    fn reports(
+        &mut self,
+        ledger: &Ledger,
+        clusters: &[SimulatedCluster],
+        ids: impl Iterator<Item = WorkloadId>,
+        now: Timestamp,
+    ) -> Vec<StatusReport> {
+        let mut reports = Vec::new();
+        for id in ids {
+            let Some(record) = ledger.workload(id) else {
+                continue;
+            };
+            let Some(r) = &record.reservation else {
+                continue;
+            };
+            if !clusters.iter().any(|c| c.name == r.assignment.cluster) {
+                continue;
+            }
+            let report = |phase: Phase, message: &str| StatusReport {
+                cluster: r.assignment.cluster.clone(),
+                workload: id,
+                epoch: r.epoch,
+                phase,
+                message: message.to_string(),
+            };
+            if r.stopping.is_some() {
+                reports.push(report(Phase::Stopped, ""));
+            } else if record.state == WorkloadState::Admitted {
+                reports.push(report(Phase::Running, ""));
+            } else if let (Some(started), Some(duration)) =
+                (r.started_at, record.workload.spec.run.duration)
+            {
+                self.timers
+                    .insert((started.saturating_add(duration), id, r.epoch));
             }
         }
+        while let Some(&(done, id, epoch)) = self.timers.first() {
+            if done > now {
+                break;
+            }
+            self.timers.pop_first();
+            let still_running = ledger.workload(id).is_some_and(|w| {
+                w.state == WorkloadState::Running
+                    && w.reservation
+                        .as_ref()
+                        .is_some_and(|r| r.epoch == epoch && r.stopping.is_none())
+            });
+            if let (true, Some(r)) = (
+                still_running,
+                ledger.workload(id).and_then(|w| w.reservation.as_ref()),
+            ) {
+                reports.push(StatusReport {
+                    cluster: r.assignment.cluster.clone(),
+                    workload: id,
+                    epoch,
+                    phase: Phase::Succeeded,
+                    message: "simulated run completed".into(),
+                });
+            }
+        }
+        reports
     }
-    if !reports.is_empty() {
-        commands.push(Command::ReportStatus { reports });
+
+    fn next_timer(&self) -> Option<Timestamp> {
+        self.timers.first().map(|t| t.0)
     }
-    (commands, next)
 }
 
 pub async fn run(
@@ -151,34 +198,69 @@ pub async fn run(
     if clusters.is_empty() {
         return;
     }
-    let mut applied = handle.applied();
+    let mut changes = handle.changes();
     let mut metrics = proposer.raft().metrics();
+    let mut executors = Executors::default();
+    let mut full_scan = true;
+    let mut touched: Vec<WorkloadId> = Vec::new();
     loop {
         if *shutdown.borrow() {
             return;
         }
-        let is_leader = metrics.borrow().state == ServerState::Leader;
-        let mut wait = Duration::from_secs(1);
-        if is_leader {
-            let now = clock.now();
-            let (commands, next) = {
-                let sm = handle.read();
-                due_commands(&sm.ledger, &clusters, now)
-            };
-            for command in commands {
-                if let Err(e) = proposer.write_local(command).await.written() {
-                    tracing::debug!(error = %e, "simulated cluster report not applied");
-                }
+        if metrics.borrow().state != ServerState::Leader {
+            full_scan = true;
+            tokio::select! {
+                _ = metrics.changed() => {}
+                _ = shutdown.changed() => {}
             }
-            if let Some(next) = next {
-                wait = wait.min(Duration::from_millis(
-                    next.millis().saturating_sub(now.millis()).max(1),
-                ));
+            continue;
+        }
+        let now = clock.now();
+        let mut commands = Vec::new();
+        {
+            let sm = handle.read();
+            let ledger = &sm.ledger;
+            if full_scan {
+                executors = Executors::default();
+                commands.extend(Executors::registrations(ledger, &clusters));
+                // Only reservations matter; the scheduler indexes them.
+                let ids: Vec<WorkloadId> =
+                    ledger.snapshot().admitted().map(|a| a.pending.id).collect();
+                touched = ids;
+            }
+            let reports = executors.reports(ledger, &clusters, touched.drain(..), now);
+            if !reports.is_empty() {
+                commands.push(Command::ReportStatus { reports });
             }
         }
+        full_scan = false;
+        for command in commands {
+            if let Err(e) = proposer.write_local(command).await.written() {
+                tracing::debug!(error = %e, "simulated cluster report not applied");
+                full_scan = true;
+            }
+        }
+        let wait = executors
+            .next_timer()
+            .map(|t| Duration::from_millis(t.millis().saturating_sub(clock.now().millis()).max(1)))
+            .unwrap_or(Duration::from_secs(1))
+            .min(Duration::from_secs(1));
         tokio::select! {
-            _ = applied.changed() => {}
-            _ = tokio::time::sleep(wait) => {}
+            change = changes.recv() => {
+                let mut next = Some(change);
+                while let Some(change) = next {
+                    match change {
+                        Ok(Change::Workloads(ids)) => touched.extend(ids.iter().copied()),
+                        Ok(Change::All) | Err(broadcast::error::RecvError::Lagged(_)) => full_scan = true,
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    }
+                    next = changes.try_recv().ok().map(Ok);
+                }
+            }
+            _ = tokio::time::sleep(wait) => {
+                // Registrations are checked now and then, in case one was lost.
+                full_scan |= executors.timers.is_empty();
+            }
             _ = metrics.changed() => {}
             _ = shutdown.changed() => {}
         }

@@ -11,6 +11,7 @@
 //!   after a restart the state is the last snapshot plus the committed log.
 
 pub mod mem;
+#[allow(clippy::result_large_err)] // openraft's StorageError is what the traits return
 pub mod sled_log;
 pub mod snapshot_store;
 pub mod state_machine;
@@ -18,7 +19,7 @@ pub mod state_machine;
 pub use mem::{MemDisk, MemLogStore, MemSnapshotStore};
 pub use sled_log::SledLogStore;
 pub use snapshot_store::{SledSnapshotStore, SnapshotStore, StoredSnapshot};
-pub use state_machine::{LedgerHandle, StateMachineStore};
+pub use state_machine::{Change, LedgerHandle, StateMachineStore};
 
 use crate::raft::{NodeId, StorageError};
 

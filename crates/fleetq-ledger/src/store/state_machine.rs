@@ -10,11 +10,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use fleetq_scheduler::SchedulerConfig;
+use fleetq_scheduler::WorkloadId;
 use openraft::storage::RaftStateMachine;
 use openraft::{
     EntryPayload, ErrorSubject, ErrorVerb, OptionalSend, RaftSnapshotBuilder, Snapshot,
 };
-use tokio::sync::{watch, Notify};
+use tokio::sync::{broadcast, watch, Notify};
 
 use super::snapshot_store::{SnapshotStore, StoredSnapshot};
 use crate::command::{Command, Outcome, Response};
@@ -29,6 +30,16 @@ pub struct StateMachine {
     pub ledger: Ledger,
 }
 
+/// What changed in one apply step, for watchers and executors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// These workloads' records changed.
+    Workloads(Arc<Vec<WorkloadId>>),
+    /// The whole state was replaced (a snapshot was installed): look at
+    /// everything again.
+    All,
+}
+
 /// Shared access to a node's applied ledger, plus the signals the server
 /// waits on.
 #[derive(Clone)]
@@ -37,6 +48,7 @@ pub struct LedgerHandle {
     /// Woken after a command that may make new admissions possible.
     changed: Arc<Notify>,
     applied: watch::Sender<u64>,
+    changes: broadcast::Sender<Change>,
 }
 
 impl LedgerHandle {
@@ -46,7 +58,14 @@ impl LedgerHandle {
             inner: Arc::new(RwLock::new(sm)),
             changed: Arc::new(Notify::new()),
             applied: watch::channel(index).0,
+            changes: broadcast::channel(4096).0,
         }
+    }
+
+    /// A feed of changed workloads. A receiver that lags behind gets
+    /// `RecvError::Lagged` and must look at everything again.
+    pub fn changes(&self) -> broadcast::Receiver<Change> {
+        self.changes.subscribe()
     }
 
     /// Read access; hold it briefly (apply waits for it).
@@ -143,7 +162,7 @@ impl<S: SnapshotStore> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
     {
         let mut responses = Vec::new();
         let mut wake = false;
-        let last = {
+        let (last, touched) = {
             let mut sm = self.handle.write();
             for entry in entries {
                 sm.last_applied = Some(entry.log_id);
@@ -164,8 +183,16 @@ impl<S: SnapshotStore> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
                 };
                 responses.push(response);
             }
-            sm.last_applied.map(|l| l.index).unwrap_or(0)
+            let touched = sm.ledger.take_changed();
+            (sm.last_applied.map(|l| l.index).unwrap_or(0), touched)
         };
+        if !touched.is_empty() {
+            // No receiver is fine: nobody is watching.
+            let _ = self
+                .handle
+                .changes
+                .send(Change::Workloads(Arc::new(touched)));
+        }
         self.handle.applied.send_replace(last);
         if wake {
             self.handle.changed.notify_one();
@@ -206,6 +233,7 @@ impl<S: SnapshotStore> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             sm.membership = meta.last_membership.clone();
             sm.last_applied.map(|l| l.index).unwrap_or(0)
         };
+        let _ = self.handle.changes.send(Change::All);
         self.handle.applied.send_replace(last);
         self.handle.changed.notify_one();
         Ok(())
