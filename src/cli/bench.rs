@@ -45,6 +45,11 @@ pub struct BenchArgs {
     /// How long each workload "runs" on the simulated executor.
     #[arg(long, default_value = "2s")]
     pub runtime: String,
+    /// Open loop: offer this many workloads per second (in batches of
+    /// --batch) regardless of replies, instead of --clients closed-loop
+    /// clients. Latency then counts from each batch's scheduled send time.
+    #[arg(long, value_name = "PER_SECOND")]
+    pub rate: Option<f64>,
     /// Use a running group at these addresses (comma-separated) instead of
     /// starting one; it must run a simulated cluster with room.
     #[arg(long, value_delimiter = ',', value_name = "ADDR")]
@@ -58,6 +63,7 @@ pub struct BenchArgs {
 #[serde(rename_all = "camelCase")]
 struct Report {
     workloads: u64,
+    mode: String,
     clients: u64,
     batch: u64,
     cluster_queues: u64,
@@ -142,8 +148,8 @@ pub fn run(args: &BenchArgs) -> ExitCode {
 
 fn print_report(r: &Report) {
     println!(
-        "{} workloads, {} clients, {} per call, {} ClusterQueues, 3 nodes, sled fsync on",
-        r.workloads, r.clients, r.batch, r.cluster_queues
+        "{} workloads, {}, {} per call, {} ClusterQueues, 3 nodes, sled fsync on",
+        r.workloads, r.mode, r.batch, r.cluster_queues
     );
     println!(
         "submissions/s            {:>10.0}   ({:.2} s)",
@@ -216,7 +222,58 @@ async fn wait_leader(addr: &str) -> Result<(), String> {
     Err("no leader elected within 10 s".into())
 }
 
+/// The workloads `w-{start}`..`w-{end}` as JSON documents.
+fn batch_docs(start: u64, end: u64, queues: u64, runtime: Duration) -> Result<Vec<String>, String> {
+    (start..end)
+        .map(|i| {
+            let w = Workload {
+                namespace: "bench".into(),
+                name: format!("w-{i}"),
+                labels: Default::default(),
+                spec: WorkloadSpec {
+                    queue_name: format!("q-{}", i % queues),
+                    pod_sets: vec![PodSet {
+                        name: "main".into(),
+                        count: 1,
+                        min_count: None,
+                        requests: [(
+                            "nvidia.com/gpu".to_string(),
+                            fleetq_model::Quantity::from_milli(1000),
+                        )]
+                        .into(),
+                    }],
+                    run: RunSpec {
+                        duration: Some(runtime),
+                        ..RunSpec::default()
+                    },
+                    ..WorkloadSpec::default()
+                },
+            };
+            serde_json::to_string(&w).map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+async fn send(client: &mut client::Client, start: u64, docs: Vec<String>) -> Result<(), String> {
+    let reply = client
+        .submit(pb::SubmitRequest {
+            request_id: format!("bench-{start}"),
+            workload_json: String::new(),
+            workloads_json: docs,
+        })
+        .await
+        .map_err(|s| client::status_line(&s))?
+        .into_inner();
+    match reply.results.iter().find(|r| !r.errors.is_empty()) {
+        Some(r) => Err(format!("submission refused: {:?}", r.errors)),
+        None => Ok(()),
+    }
+}
+
 async fn bench(args: &BenchArgs) -> Result<Report, String> {
+    if args.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
+        return Err("--rate: must be a positive number of workloads per second".into());
+    }
     if args.workloads == 0 || args.clients == 0 || args.batch == 0 || args.cluster_queues == 0 {
         return Err(
             "--workloads, --clients, --batch and --cluster-queues must be at least 1".into(),
@@ -257,63 +314,51 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     let started = Instant::now();
     let first_send = now_ms();
     let mut tasks = Vec::new();
-    for c in 0..args.clients {
-        let mut client = clients[(c as usize) % clients.len()].clone();
-        let next = Arc::clone(&next);
-        let sent_at = Arc::clone(&sent_at);
-        let (total, batch, queues) = (args.workloads, args.batch, args.cluster_queues);
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let start = next.fetch_add(batch, Ordering::Relaxed);
-                if start >= total {
-                    return Ok::<(), String>(());
-                }
-                let end = (start + batch).min(total);
-                let mut docs = Vec::new();
-                for i in start..end {
-                    let w = Workload {
-                        namespace: "bench".into(),
-                        name: format!("w-{i}"),
-                        labels: Default::default(),
-                        spec: WorkloadSpec {
-                            queue_name: format!("q-{}", i % queues),
-                            pod_sets: vec![PodSet {
-                                name: "main".into(),
-                                count: 1,
-                                min_count: None,
-                                requests: [(
-                                    "nvidia.com/gpu".to_string(),
-                                    fleetq_model::Quantity::from_milli(1000),
-                                )]
-                                .into(),
-                            }],
-                            run: RunSpec {
-                                duration: Some(runtime),
-                                ..RunSpec::default()
-                            },
-                            ..WorkloadSpec::default()
-                        },
-                    };
-                    docs.push(serde_json::to_string(&w).map_err(|e| e.to_string())?);
-                }
-                let t = now_ms();
-                for i in start..end {
-                    sent_at[i as usize].store(t, Ordering::Relaxed);
-                }
-                let reply = client
-                    .submit(pb::SubmitRequest {
-                        request_id: format!("bench-{start}"),
-                        workload_json: String::new(),
-                        workloads_json: docs,
-                    })
-                    .await
-                    .map_err(|s| client::status_line(&s))?
-                    .into_inner();
-                if let Some(r) = reply.results.iter().find(|r| !r.errors.is_empty()) {
-                    return Err(format!("submission refused: {:?}", r.errors));
-                }
+    let (total, batch, queues) = (args.workloads, args.batch, args.cluster_queues);
+    if let Some(rate) = args.rate {
+        // Open loop: a batch leaves every batch/rate seconds whether or not
+        // earlier ones were answered; latency counts from the scheduled
+        // send time, so a stalled server cannot hide its queue.
+        let interval = Duration::from_secs_f64(batch as f64 / rate);
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+        let mut k = 0u64;
+        while k * batch < total {
+            ticker.tick().await;
+            let start = k * batch;
+            let end = (start + batch).min(total);
+            let scheduled = first_send + (interval.as_secs_f64() * 1000.0 * k as f64) as u64;
+            for i in start..end {
+                sent_at[i as usize].store(scheduled, Ordering::Relaxed);
             }
-        }));
+            let mut client = clients[(k as usize) % clients.len()].clone();
+            tasks.push(tokio::spawn(async move {
+                let docs = batch_docs(start, end, queues, runtime)?;
+                send(&mut client, start, docs).await
+            }));
+            k += 1;
+        }
+    } else {
+        for c in 0..args.clients {
+            let mut client = clients[(c as usize) % clients.len()].clone();
+            let next = Arc::clone(&next);
+            let sent_at = Arc::clone(&sent_at);
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let start = next.fetch_add(batch, Ordering::Relaxed);
+                    if start >= total {
+                        return Ok::<(), String>(());
+                    }
+                    let end = (start + batch).min(total);
+                    let docs = batch_docs(start, end, queues, runtime)?;
+                    let t = now_ms();
+                    for i in start..end {
+                        sent_at[i as usize].store(t, Ordering::Relaxed);
+                    }
+                    send(&mut client, start, docs).await?;
+                }
+            }));
+        }
     }
     for t in tasks {
         t.await.map_err(|e| e.to_string())??;
@@ -381,6 +426,10 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     }
     let report = Report {
         workloads: args.workloads,
+        mode: match args.rate {
+            Some(r) => format!("open loop at {r} workloads/s"),
+            None => format!("closed loop, {} clients", args.clients),
+        },
         clients: args.clients,
         batch: args.batch,
         cluster_queues: args.cluster_queues,

@@ -21,8 +21,9 @@ pub struct Request {
     pub command: Command,
 }
 
+/// Externally tagged (`{"AdmitBatch": {...}}`): serde decodes that
+/// without buffering, which matters on the log's hot path.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type")]
 pub enum Command {
     /// Creates or replaces configuration objects (flavors, cohorts,
     /// ClusterQueues, LocalQueues, priority classes), all or nothing.
@@ -185,7 +186,6 @@ impl Response {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type")]
 pub enum Outcome {
     #[default]
     None,
@@ -235,7 +235,6 @@ impl Outcome {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "result")]
 pub enum SubmitResult {
     Created {
         id: WorkloadId,

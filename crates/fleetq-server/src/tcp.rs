@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tokio_stream::wrappers::TcpListenerStream;
+use tokio_stream::StreamExt;
 
 use crate::clock::SystemClock;
 use crate::node::{Node, NodeConfig};
@@ -27,7 +28,15 @@ pub async fn start_node(
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let (log, sm) = fleetq_ledger::store::open_sled(data_dir, config.scheduler.clone())?;
-    let incoming = TcpListenerStream::new(listener);
+    // Without TCP_NODELAY small gRPC replies wait out Nagle's algorithm and
+    // the peer's delayed ACK (about 40 ms each).
+    let incoming = TcpListenerStream::new(listener).map(|conn| {
+        conn.inspect(|stream| {
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!(error = %e, "TCP_NODELAY not set");
+            }
+        })
+    });
     let connector = Arc::new(TcpConnector {
         timeouts: Timeouts::default(),
     });
