@@ -365,37 +365,54 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     }
     let submit_seconds = started.elapsed().as_secs_f64();
 
-    // Wait until every workload was admitted (Running or done).
+    // Wait until every workload was admitted (Running or done). Poll with
+    // cheap counting queries: listing every workload while admissions are
+    // still running would hold the state machine and skew the latencies.
     let deadline = Instant::now() + Duration::from_secs(120);
-    let list = loop {
-        let list = admin
-            .list_workloads(pb::ListWorkloadsRequest {
-                namespace: "bench".into(),
-                all_namespaces: false,
-                cluster_queue: String::new(),
-                state: String::new(),
-                limit: 0,
-            })
-            .await
-            .map_err(|s| client::status_line(&s))?
-            .into_inner()
-            .workloads;
-        let waiting = list
-            .iter()
-            .filter(|w| w.state == "Pending" || w.state == "Admitted")
-            .count();
-        if waiting == 0 && list.len() as u64 == args.workloads {
-            break list;
+    loop {
+        let mut waiting = 0;
+        for state in ["Pending", "Admitted"] {
+            waiting += admin
+                .list_workloads(pb::ListWorkloadsRequest {
+                    namespace: "bench".into(),
+                    all_namespaces: false,
+                    cluster_queue: String::new(),
+                    state: state.into(),
+                    limit: 1,
+                })
+                .await
+                .map_err(|s| client::status_line(&s))?
+                .into_inner()
+                .total;
+        }
+        if waiting == 0 {
+            break;
         }
         if Instant::now() > deadline {
-            return Err(format!(
-                "{waiting} of {} workloads not admitted after 120 s",
-                list.len()
-            ));
+            return Err(format!("{waiting} workloads not admitted after 120 s"));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    }
     let cpu = cpu_seconds() - cpu_before;
+    let list = admin
+        .list_workloads(pb::ListWorkloadsRequest {
+            namespace: "bench".into(),
+            all_namespaces: false,
+            cluster_queue: String::new(),
+            state: String::new(),
+            limit: 0,
+        })
+        .await
+        .map_err(|s| client::status_line(&s))?
+        .into_inner()
+        .workloads;
+    if list.len() as u64 != args.workloads {
+        return Err(format!(
+            "{} of {} workloads found",
+            list.len(),
+            args.workloads
+        ));
+    }
     let mut latencies = Vec::with_capacity(list.len());
     let mut last_admitted = 0;
     for w in &list {

@@ -504,6 +504,9 @@ impl Ledger {
                     record.push_event(at, WorkloadState::Cancelled, "cancelled while pending");
                 }
             }
+            WorkloadState::Admitted | WorkloadState::Running if record.cancel_requested => {
+                // Already asked; asking again changes nothing.
+            }
             WorkloadState::Admitted | WorkloadState::Running => {
                 // Quota follows physical truth: it stays charged until the
                 // executor confirms the processes are gone.
@@ -640,9 +643,10 @@ impl Ledger {
         reason: &fleetq_scheduler::PreemptionReason,
         at: Timestamp,
     ) -> Result<(), String> {
-        if self.snapshot.get_pending(preemptor).is_none() {
+        let Some(p) = self.snapshot.get_pending(preemptor) else {
             return Err(format!("preemptor {preemptor} is not pending any more"));
-        }
+        };
+        let (p_cq, p_priority) = (p.cluster_queue.clone(), p.priority);
         let record = self
             .state
             .workloads
@@ -655,6 +659,8 @@ impl Ledger {
         if reservation.stopping.is_some() {
             return Err(format!("victim {victim} is already stopping"));
         }
+        self.check_preemption_scope(&p_cq, p_priority, reservation, *reason)
+            .map_err(|e| format!("victim {victim}: {e}"))?;
         self.snapshot
             .mark_evicting(victim)
             .map_err(|e| e.to_string())?;
@@ -667,6 +673,44 @@ impl Ledger {
             record.push_event(at, state, message);
         }
         Ok(())
+    }
+
+    /// The part of the preemption rules apply() can re-check cheaply: who
+    /// may preempt whom. (Whether preempting was *needed* is the
+    /// scheduler's call; a needless preemption cannot over-commit.)
+    fn check_preemption_scope(
+        &self,
+        preemptor_cq: &str,
+        preemptor_priority: i32,
+        victim: &Reservation,
+        reason: fleetq_scheduler::PreemptionReason,
+    ) -> Result<(), String> {
+        use fleetq_scheduler::PreemptionReason as R;
+        let tree = self.snapshot.tree();
+        let root = |cq: &str| {
+            let mut node = tree.cluster_queue(cq)?;
+            while let Some(parent) = tree.nodes[node].parent {
+                node = parent;
+            }
+            Some(node)
+        };
+        let same_cq = victim.cluster_queue == preemptor_cq;
+        let lower = victim.priority < preemptor_priority;
+        let same_tree =
+            root(preemptor_cq).is_some() && root(preemptor_cq) == root(&victim.cluster_queue);
+        let ok = match reason {
+            R::InClusterQueue => same_cq && lower,
+            R::InCohortReclaimWhileBorrowing => !same_cq && same_tree && lower,
+            R::InCohortReclamation | R::InCohortFairSharing => !same_cq && same_tree,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "{reason:?} does not allow ClusterQueue {preemptor_cq} at priority {preemptor_priority} to preempt a workload of ClusterQueue {} at priority {}",
+                victim.cluster_queue, victim.priority
+            ))
+        }
     }
 
     // ----- clusters and executors ----------------------------------------
@@ -683,9 +727,18 @@ impl Ledger {
         }
         let mut clusters = self.state.clusters.clone();
         let mut registered = cluster.clone();
-        if registered.state != ClusterState::Draining {
-            registered.state = ClusterState::Ready;
-        }
+        // Re-registering (new inventory, an agent restart) keeps a drain the
+        // operator asked for; anything else comes back Ready.
+        let draining = self
+            .state
+            .clusters
+            .get(&cluster.name)
+            .is_some_and(|c| c.cluster.state == ClusterState::Draining);
+        registered.state = if draining || cluster.state == ClusterState::Draining {
+            ClusterState::Draining
+        } else {
+            ClusterState::Ready
+        };
         clusters.insert(
             cluster.name.clone(),
             ClusterRecord {

@@ -1,0 +1,106 @@
+//! `fleetq dev` starts, answers the CLI with the sample configuration
+//! loaded, admits a workload onto a simulated cluster and shuts down
+//! cleanly on SIGTERM.
+
+mod common;
+
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{cli, text, wait_for, FLEETQ};
+
+/// A base port with the two after it free too.
+fn three_free_ports() -> u16 {
+    for _ in 0..100 {
+        let base = common::free_port();
+        if base > u16::MAX - 3 {
+            continue;
+        }
+        let all_free = (base..base + 3).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok());
+        if all_free {
+            return base;
+        }
+    }
+    panic!("no three consecutive free ports");
+}
+
+#[test]
+fn dev_answers_the_cli_admits_and_stops_on_sigterm() {
+    let port = three_free_ports();
+    let addr = format!("127.0.0.1:{port}");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = std::fs::File::create(dir.path().join("dev.log")).expect("log");
+    let mut dev = Command::new(FLEETQ)
+        .args(["dev", "--port", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("fleetq dev starts");
+
+    let out = wait_for(Duration::from_secs(30), || {
+        // dev answers before it has loaded the sample; it announces itself
+        // once the sample is in.
+        let out = cli(&addr, &["get", "cq"]);
+        (out.status.success() && String::from_utf8_lossy(&out.stdout).contains("team-b"))
+            .then_some(out)
+    })
+    .unwrap_or_else(|| {
+        let _ = dev.kill();
+        panic!(
+            "fleetq dev did not answer: {}",
+            std::fs::read_to_string(dir.path().join("dev.log")).unwrap_or_default()
+        )
+    });
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("team-a") && table.contains("team-b"),
+        "{table}"
+    );
+
+    let out = cli(
+        &addr,
+        &[
+            "submit",
+            "--queue",
+            "team-a",
+            "--name",
+            "tour",
+            "--request",
+            "nvidia.com/gpu=4",
+            "--duration",
+            "1m",
+            "--wait",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("on cluster dev-east") || stdout.contains("on cluster dev-west"),
+        "{stdout}"
+    );
+    let out = cli(&addr, &["get", "clusters", "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let clusters: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(clusters.as_array().map(|a| a.len()), Some(2), "{clusters}");
+
+    // SIGTERM: graceful shutdown, exit 0.
+    let status = Command::new("kill")
+        .args(["-TERM", &dev.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let started = Instant::now();
+    loop {
+        if let Some(status) = dev.try_wait().expect("wait") {
+            assert!(status.success(), "fleetq dev exited with {status}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "fleetq dev did not stop within 15 s of SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
