@@ -24,6 +24,26 @@
 //! assert_eq!(ledger.state_hash(), before);
 //! ```
 
+//! ## Where this deviates from DESIGN.md (../shared/DESIGN.md is read-only
+//! here; the deviations are recorded in this crate and on the issue)
+//!
+//! - `AdmitBatch` carries a [`CycleId`] (Raft term, sequence). apply()
+//!   accepts a batch only in a log entry of that same term and only if it
+//!   is newer than the last accepted one; a batch whose every decision is
+//!   refused changes nothing (not even its reasons). Pending reasons travel
+//!   in the batch (only those that changed), so every replica can show them.
+//! - A configuration change that would leave admitted work over its new
+//!   quota, or remove a quota cell a reservation is charged to, is refused
+//!   (Kueue lets usage exceed a shrunk quota). A cluster registration whose
+//!   capacity is below what is already assigned there is refused too; the
+//!   agents issue will evict instead.
+//! - The state hash leaves out the leader's clock (`now`) and the counters:
+//!   a refused or stale command must leave it unchanged.
+//! - The openraft runtime is one type, [`raft::FleetqRuntime`] (tokio with a
+//!   per-thread seedable election RNG), instead of a type parameter threaded
+//!   through every crate: the simulator picks determinism by seeding it.
+//! - Log entries, snapshots and Raft RPC payloads are JSON.
+
 pub mod command;
 pub mod hash;
 pub mod ledger;

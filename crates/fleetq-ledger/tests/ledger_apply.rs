@@ -16,7 +16,10 @@ use fleetq_model::kueue::import_manifests;
 use fleetq_model::workload::{PodSet, WorkloadSpec};
 use fleetq_model::{Cluster, ClusterState, FieldError, FlavorResource, Quantity, Timestamp};
 use fleetq_scheduler::decision::PodSetAssignment;
-use fleetq_scheduler::{schedule, Admission, Assignment, PendingReason, ReasonKind, WorkloadId};
+use fleetq_scheduler::{
+    schedule, Admission, Assignment, PendingReason, Preemption, PreemptionReason, ReasonKind,
+    WorkloadId,
+};
 
 const FLAVOR: &str = "h100-80gb";
 const GPU: &str = "nvidia.com/gpu";
@@ -1178,6 +1181,70 @@ fn cancelling_an_admitted_workload_that_never_started_waits_for_the_stop_as_well
     assert_eq!(h.used(), 0);
 }
 
+#[test]
+fn cancelling_an_admitted_or_running_workload_twice_changes_nothing_the_second_time() {
+    let mut h = Harness::new();
+    let a = h.submit("a", 4, None);
+    let b = h.submit("b", 4, None);
+    let (batch, _) = h.cycle();
+    assert_eq!(admitted_ids(&batch), [a, b]);
+    h.report(b, Phase::Running);
+
+    for (name, id, state) in [
+        ("a", a, WorkloadState::Admitted),
+        ("b", b, WorkloadState::Running),
+    ] {
+        let first = cancel(&mut h, name);
+        assert!(first.is_ok(), "{first:?}");
+        assert_eq!(first.outcome, Outcome::Cancelled { id, state });
+        let before = h.ledger.workload(id).expect("workload").clone();
+        assert!(before.cancel_requested);
+        let hash = h.hash();
+        let refused = h.ledger.counters().refused_commands;
+
+        // Asking again answers the same and records nothing new.
+        let second = cancel(&mut h, name);
+        assert!(second.is_ok(), "{name}: {second:?}");
+        assert_eq!(second.outcome, Outcome::Cancelled { id, state }, "{name}");
+        assert_eq!(
+            h.hash(),
+            hash,
+            "{name}: a repeated cancel changed the state"
+        );
+        let after = h.ledger.workload(id).expect("workload");
+        assert_eq!(after.history.len(), before.history.len(), "{name}");
+        assert_eq!(after, &before, "{name}");
+        assert_eq!(h.ledger.counters().refused_commands, refused);
+    }
+    assert_eq!(
+        h.used(),
+        8,
+        "quota stays charged until the stops are confirmed"
+    );
+
+    // Each ends Cancelled exactly once when its executor confirms the stop.
+    for id in [a, b] {
+        assert_eq!(h.report(id, Phase::Stopped), (1, 0));
+        let record = h.ledger.workload(id).expect("workload");
+        assert_eq!(record.state, WorkloadState::Cancelled);
+        assert_eq!(
+            record
+                .history
+                .iter()
+                .filter(|e| e.state == WorkloadState::Cancelled)
+                .count(),
+            1,
+            "{:?}",
+            record.history
+        );
+    }
+    assert_eq!(h.used(), 0);
+    // Once ended, a cancel is refused.
+    let r = cancel(&mut h, "b");
+    assert!(!r.is_ok());
+    assert_eq!(paths(&r.errors), ["status"]);
+}
+
 // ----- Preemption -----------------------------------------------------------
 
 #[test]
@@ -1270,6 +1337,316 @@ fn a_preemption_whose_preemptor_is_gone_is_rejected() {
         .and_then(|w| w.reservation.as_ref())
         .is_some_and(|r| r.stopping.is_none()));
     assert_eq!(h.ledger.counters().preemptions_rejected, 1);
+}
+
+/// Three 8-GPU ClusterQueues: team-a in cohort `shared`, team-b in cohort
+/// `sub` (a child of `shared`, so the same cohort tree), team-c in cohort
+/// `other` (a tree of its own); a LocalQueue of the same name for each.
+const COHORTS: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100-80gb}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: shared}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: sub}
+spec: {parentName: shared}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  cohortName: shared
+  preemption:
+    withinClusterQueue: LowerPriority
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: 8
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-b}
+spec:
+  cohortName: sub
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: 8
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-c}
+spec:
+  cohortName: other
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: 8
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: default, name: team-a}
+spec: {clusterQueue: team-a}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: default, name: team-b}
+spec: {clusterQueue: team-b}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: default, name: team-c}
+spec: {clusterQueue: team-c}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 1000
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: low}
+value: 10
+"#;
+
+/// The [`COHORTS`] configuration and one 32-GPU cluster `east`.
+fn cohort_harness() -> Harness {
+    let mut h = Harness::empty();
+    let r = h.apply(Command::ApplyObjects {
+        objects: objects(COHORTS),
+    });
+    assert!(r.is_ok(), "{r:?}");
+    let r = h.apply(Command::RegisterCluster {
+        cluster: cluster("east", 32),
+        lease_policy: LeasePolicy::Fence,
+    });
+    assert!(r.is_ok(), "{r:?}");
+    h
+}
+
+fn submit_to(h: &mut Harness, name: &str, queue: &str, gpus: u64, pc: Option<&str>) -> WorkloadId {
+    let mut w = workload(name, gpus, pc);
+    w.spec.queue_name = queue.into();
+    match h
+        .submit_all(vec![Submission {
+            request_id: None,
+            workload: w,
+        }])
+        .as_slice()
+    {
+        [SubmitResult::Created { id }] => *id,
+        other => panic!("submission of {name} not created: {other:?}"),
+    }
+}
+
+/// A workload admitted by a real cycle and reported running.
+fn running_in(h: &mut Harness, name: &str, queue: &str, gpus: u64, pc: Option<&str>) -> WorkloadId {
+    let id = submit_to(h, name, queue, gpus, pc);
+    let (batch, _) = h.cycle();
+    assert_eq!(admitted_ids(&batch), [id]);
+    h.report(id, Phase::Running);
+    assert_eq!(h.state_of(id), WorkloadState::Running);
+    id
+}
+
+/// A batch under the next cycle id that decides exactly one preemption
+/// and nothing else.
+fn forged_preemption(
+    h: &mut Harness,
+    victim: WorkloadId,
+    preemptor: WorkloadId,
+    reason: PreemptionReason,
+) -> AdmitBatch {
+    let mut batch = h.decide();
+    batch.admissions.clear();
+    batch.reasons.clear();
+    batch.queue_reasons.clear();
+    batch.preemptions = vec![Preemption {
+        victim,
+        preemptor,
+        reason,
+        grace_period: None,
+    }];
+    batch
+}
+
+/// Applies a batch whose only decision is a preemption that must be
+/// rejected: the victim keeps running untouched and nothing changes but
+/// the counters. Returns the rejection message.
+fn assert_preemption_rejected(h: &mut Harness, batch: AdmitBatch) -> String {
+    let victim = batch.preemptions[0].victim;
+    let hash = h.hash();
+    let last_cycle = h.ledger.state().last_cycle;
+    let counters = h.ledger.counters().clone();
+    let record = h.ledger.workload(victim).expect("victim").clone();
+
+    let outcome = h.admit(batch);
+    assert!(!outcome.stale_batch, "{outcome:?}");
+    assert_eq!(outcome.preempted, 0, "{outcome:?}");
+    assert_eq!(outcome.admitted, 0, "{outcome:?}");
+    assert_eq!(outcome.rejected.len(), 1, "{outcome:?}");
+    assert_eq!(outcome.rejected[0].0, victim);
+    let now = h.ledger.counters();
+    assert_eq!(now.preemptions_rejected, counters.preemptions_rejected + 1);
+    assert_eq!(now.preemptions, counters.preemptions);
+
+    let after = h.ledger.workload(victim).expect("victim");
+    assert_eq!(after.state, WorkloadState::Running);
+    assert!(
+        after
+            .reservation
+            .as_ref()
+            .is_some_and(|r| r.stopping.is_none()),
+        "{after:?}"
+    );
+    assert_eq!(after, &record, "the victim's record changed");
+    assert!(h
+        .ledger
+        .snapshot()
+        .get_admitted(victim)
+        .is_some_and(|a| !a.evicting));
+    assert_eq!(
+        h.hash(),
+        hash,
+        "a batch of only rejected decisions changed the state"
+    );
+    assert_eq!(h.ledger.state().last_cycle, last_cycle);
+    outcome.rejected[0].1.clone()
+}
+
+#[test]
+fn an_in_cluster_queue_preemption_of_another_queues_workload_is_rejected() {
+    let mut h = cohort_harness();
+    // Victims in a sibling queue of the same cohort tree and in a queue of
+    // another tree: neither is in the preemptor's ClusterQueue.
+    let sibling = running_in(&mut h, "sibling", "team-b", 8, Some("low"));
+    let stranger = running_in(&mut h, "stranger", "team-c", 8, Some("low"));
+    let high = submit_to(&mut h, "high", "team-a", 8, Some("high"));
+    for victim in [sibling, stranger] {
+        let batch = forged_preemption(&mut h, victim, high, PreemptionReason::InClusterQueue);
+        let why = assert_preemption_rejected(&mut h, batch);
+        assert!(why.contains("InClusterQueue"), "{why}");
+        assert!(why.contains(&format!("victim {victim}")), "{why}");
+    }
+    assert_eq!(h.ledger.counters().preemptions_rejected, 2);
+    // The preemptor is still pending and is admitted on its own quota.
+    assert!(h.pending(high));
+    let (batch, outcome) = h.cycle();
+    assert_eq!(admitted_ids(&batch), [high]);
+    assert_eq!(outcome.admitted, 1);
+    for victim in [sibling, stranger] {
+        assert_eq!(h.state_of(victim), WorkloadState::Running);
+    }
+}
+
+#[test]
+fn an_in_cluster_queue_preemption_of_equal_or_higher_priority_is_rejected() {
+    let mut h = Harness::new();
+    let victim = h.submit("victim", 8, Some("high"));
+    h.cycle();
+    h.report(victim, Phase::Running);
+    // Same priority, then lower priority than the victim, same queue.
+    let peer = h.submit("peer", 8, Some("high"));
+    let low = h.submit("low", 8, Some("low"));
+    let plain = h.submit("plain", 8, None);
+    let (batch, _) = h.cycle();
+    assert!(
+        batch.preemptions.is_empty() && batch.admissions.is_empty(),
+        "the scheduler itself preempts nothing here: {batch:?}"
+    );
+    for preemptor in [peer, low, plain] {
+        let batch = forged_preemption(&mut h, victim, preemptor, PreemptionReason::InClusterQueue);
+        let why = assert_preemption_rejected(&mut h, batch);
+        assert!(why.contains("at priority 1000"), "{why}");
+        assert!(h.pending(preemptor));
+    }
+    assert_eq!(h.ledger.counters().preemptions_rejected, 3);
+    assert_eq!(h.used(), 8);
+}
+
+#[test]
+fn an_in_cohort_reclamation_outside_the_cohort_tree_is_rejected() {
+    let mut h = cohort_harness();
+    let stranger = running_in(&mut h, "stranger", "team-c", 8, Some("low"));
+    let nested = running_in(&mut h, "nested", "team-b", 8, Some("low"));
+    let owner = submit_to(&mut h, "owner", "team-a", 8, Some("high"));
+
+    // team-c is in cohort `other`, not under `shared`.
+    let batch = forged_preemption(
+        &mut h,
+        stranger,
+        owner,
+        PreemptionReason::InCohortReclamation,
+    );
+    let why = assert_preemption_rejected(&mut h, batch);
+    assert!(why.contains("InCohortReclamation"), "{why}");
+    assert!(why.contains("team-c"), "{why}");
+    assert_eq!(h.ledger.counters().preemptions_rejected, 1);
+
+    // team-b sits in `sub`, a child cohort of `shared`: the same tree, so
+    // the scope check lets it through.
+    let hash = h.hash();
+    let batch = forged_preemption(&mut h, nested, owner, PreemptionReason::InCohortReclamation);
+    let outcome = h.admit(batch);
+    assert_eq!(outcome.preempted, 1, "{outcome:?}");
+    assert!(outcome.rejected.is_empty(), "{outcome:?}");
+    assert_eq!(h.ledger.counters().preemptions_rejected, 1);
+    assert!(h
+        .ledger
+        .workload(nested)
+        .and_then(|w| w.reservation.as_ref())
+        .is_some_and(|r| r.stopping.is_some()));
+    assert_ne!(h.hash(), hash);
+    // The stranger was never touched.
+    assert!(h
+        .ledger
+        .workload(stranger)
+        .and_then(|w| w.reservation.as_ref())
+        .is_some_and(|r| r.stopping.is_none()));
+}
+
+#[test]
+fn a_valid_in_cluster_queue_preemption_is_still_accepted() {
+    let mut h = Harness::new();
+    let low = h.submit("low", 8, Some("low"));
+    h.cycle();
+    h.report(low, Phase::Running);
+    let high = h.submit("high", 8, Some("high"));
+    let hash = h.hash();
+
+    let batch = h.decide();
+    assert_eq!(batch.preemptions.len(), 1, "{batch:?}");
+    assert_eq!(batch.preemptions[0].victim, low);
+    assert_eq!(batch.preemptions[0].preemptor, high);
+    assert_eq!(
+        batch.preemptions[0].reason,
+        PreemptionReason::InClusterQueue
+    );
+    let outcome = h.admit(batch);
+    assert_eq!(outcome.preempted, 1, "{outcome:?}");
+    assert!(outcome.rejected.is_empty(), "{outcome:?}");
+    assert_eq!(h.ledger.counters().preemptions, 1);
+    assert_eq!(h.ledger.counters().preemptions_rejected, 0);
+    assert!(h
+        .ledger
+        .workload(low)
+        .and_then(|w| w.reservation.as_ref())
+        .is_some_and(|r| r.stopping.is_some()));
+    assert_ne!(h.hash(), hash);
 }
 
 // ----- Leases, expiry, reconciliation ---------------------------------------
@@ -1493,6 +1870,84 @@ fn a_drained_cluster_gets_no_new_work() {
     });
     assert!(!r.is_ok());
     assert_eq!(h.hash(), hash);
+}
+
+#[test]
+fn re_registering_a_drained_cluster_keeps_it_draining() {
+    let mut h = Harness::new();
+    let r = h.apply(Command::DrainCluster {
+        cluster: "east".into(),
+    });
+    assert!(r.is_ok(), "{r:?}");
+    // The agent restarts and registers again, saying Ready, once with the
+    // same inventory and once with more.
+    for gpus in [16, 24] {
+        let registration = cluster("east", gpus);
+        assert_eq!(registration.state, ClusterState::Ready);
+        let r = h.apply(Command::RegisterCluster {
+            cluster: registration,
+            lease_policy: LeasePolicy::Fence,
+        });
+        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(
+            r.outcome,
+            Outcome::ClusterRegistered {
+                cluster: "east".into()
+            }
+        );
+        let record = &h.ledger.state().clusters["east"];
+        assert_eq!(record.cluster.state, ClusterState::Draining, "{gpus} GPUs");
+        assert_eq!(
+            record.cluster.capacity[FLAVOR][GPU],
+            Quantity::units(gpus),
+            "the new inventory is recorded"
+        );
+    }
+    // Still nothing new is placed there.
+    let a = h.submit("a", 4, None);
+    let (batch, _) = h.cycle();
+    assert!(batch.admissions.is_empty(), "{batch:?}");
+    assert!(h.pending(a));
+}
+
+#[test]
+fn a_cluster_that_was_never_drained_re_registers_ready() {
+    let mut h = Harness::with_cluster(LeasePolicy::Keep);
+    let r = h.apply(Command::RegisterCluster {
+        cluster: cluster("east", 16),
+        lease_policy: LeasePolicy::Keep,
+    });
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(
+        h.ledger.state().clusters["east"].cluster.state,
+        ClusterState::Ready
+    );
+    // Unreachable after its lease expired, then back: Ready, whatever state
+    // the registration carries short of Draining.
+    let r = h.apply(Command::ExpireCluster {
+        cluster: "east".into(),
+    });
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(
+        h.ledger.state().clusters["east"].cluster.state,
+        ClusterState::Unreachable
+    );
+    let mut registration = cluster("east", 16);
+    registration.state = ClusterState::Unreachable;
+    let r = h.apply(Command::RegisterCluster {
+        cluster: registration,
+        lease_policy: LeasePolicy::Keep,
+    });
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(
+        h.ledger.state().clusters["east"].cluster.state,
+        ClusterState::Ready
+    );
+    // And it takes new work.
+    let a = h.submit("a", 4, None);
+    let (batch, _) = h.cycle();
+    assert_eq!(admitted_ids(&batch), [a]);
+    assert_eq!(h.cluster_of(a), "east");
 }
 
 #[test]

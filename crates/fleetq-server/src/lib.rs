@@ -11,6 +11,19 @@
 //! - [`clock`]: the only clock the ledger path reads.
 //! - [`tcp`]: helpers to run a node on real TCP with sled storage.
 
+//!
+//! ## Where this deviates from DESIGN.md
+//!
+//! - Agents: `Agent.Register` and `Agent.Report` are served; the long-lived
+//!   `Agent.Session` (heartbeats, leases, pushed assignments) answers
+//!   UNIMPLEMENTED until `fleetq agent` exists. Until then simulated
+//!   clusters ([`simulated`]) run inside the control plane, on the leader,
+//!   and report through the ledger exactly as an agent would.
+//! - Configuration objects cross the API as Kueue YAML/JSON text rather
+//!   than one protobuf message per kind: that is the form users have them
+//!   in, and the model's importer gives field-path errors for it.
+//! - Raft RPCs carry openraft's own types as JSON (`raft.proto`).
+
 pub mod admission;
 pub mod agent_service;
 pub mod api_service;
