@@ -296,9 +296,11 @@ fn replayed_and_stale_admit_batches_change_nothing_and_are_counted() {
 
     // A duplicate in a fresh cycle of this term: rejected decision by decision.
     let r = propose(CycleId { term, seq: 1 << 40 });
-    assert_eq!(r["outcome"]["admitted"], 0, "{r}");
+    assert_eq!(r["outcome"]["Admitted"]["admitted"], 0, "{r}");
     assert_eq!(
-        r["outcome"]["rejected"].as_array().map(|a| a.len()),
+        r["outcome"]["Admitted"]["rejected"]
+            .as_array()
+            .map(|a| a.len()),
         Some(1),
         "{r}"
     );
@@ -312,7 +314,7 @@ fn replayed_and_stale_admit_batches_change_nothing_and_are_counted() {
         term: term.saturating_sub(1),
         seq: 1,
     });
-    assert_eq!(r["outcome"]["stale_batch"], true, "{r}");
+    assert_eq!(r["outcome"]["Admitted"]["stale_batch"], true, "{r}");
     assert_eq!(hash(&group), before, "a stale batch changed the ledger");
 
     let c1 = counters(&group);
