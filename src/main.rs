@@ -63,6 +63,8 @@ enum Command {
     Delete(cli::delete::DeleteArgs),
     /// Show the Raft group as one node sees it, with its ledger state hash.
     Status(cli::status::StatusArgs),
+    /// Change the Raft group: add a learner, set the voters.
+    Members(cli::members::MembersArgs),
     /// Load generator: submissions/s, admissions/s and submit-to-admitted
     /// latency through a 3-node group (started in this process unless
     /// --target names one).
@@ -84,6 +86,7 @@ fn main() -> ExitCode {
         Command::Delete(args) => cli::delete::run(&cli.server, &args),
         Command::Status(args) => cli::status::run(&cli.server, &args),
         Command::Bench(args) => cli::bench::run(&args),
+        Command::Members(args) => cli::members::run(&cli.server, &args),
     }
 }
 

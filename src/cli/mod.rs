@@ -9,6 +9,7 @@ pub mod describe;
 pub mod dev;
 pub mod get;
 pub mod input;
+pub mod members;
 pub mod server;
 pub mod status;
 pub mod submit;

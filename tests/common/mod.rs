@@ -24,6 +24,8 @@ pub fn free_port() -> u16 {
 pub struct Group {
     pub dir: tempfile::TempDir,
     pub addrs: Vec<String>,
+    /// How many of `addrs` are initial members (`--peers`).
+    pub initial: usize,
     pub extra: Vec<String>,
     pub children: Vec<Option<Child>>,
 }
@@ -38,6 +40,7 @@ impl Group {
         let mut group = Group {
             dir,
             addrs,
+            initial: n,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             children: Vec::new(),
         };
@@ -49,7 +52,7 @@ impl Group {
     }
 
     pub fn peers(&self) -> String {
-        self.addrs
+        self.addrs[..self.initial]
             .iter()
             .enumerate()
             .map(|(i, a)| format!("{}={a}", i + 1))
@@ -84,6 +87,37 @@ impl Group {
             .stderr(log2)
             .spawn()
             .expect("fleetq server starts")
+    }
+
+    /// Starts one more node outside the initial members, configured by a
+    /// TOML file instead of flags; it waits to be added as a learner.
+    pub fn add_node_from_toml(&mut self) -> usize {
+        let id = self.addrs.len() + 1;
+        self.addrs.push(format!("127.0.0.1:{}", free_port()));
+        let config = format!(
+            "id = {id}\nlisten = \"{}\"\ndata_dir = \"{}\"\npeers = [{}]\nsnapshot_every = 20\nkeep_logs = 5\n",
+            self.addrs[id - 1],
+            self.data_dir(id).display(),
+            self.peers()
+                .split(',')
+                .map(|p| format!("\"{p}\""))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let path = write_file(self.dir.path(), &format!("node-{id}.toml"), &config);
+        let log =
+            std::fs::File::create(self.dir.path().join(format!("node-{id}.log"))).expect("log");
+        let log2 = log.try_clone().expect("log");
+        let child = Command::new(FLEETQ)
+            .args(["server", "--config", path.to_str().expect("utf-8 path")])
+            .env("RUST_LOG", "info,openraft=warn")
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .spawn()
+            .expect("fleetq server starts");
+        self.children.push(Some(child));
+        id
     }
 
     /// kill -9.

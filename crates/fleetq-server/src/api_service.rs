@@ -14,6 +14,7 @@ use fleetq_model::{FieldError, Workload};
 use fleetq_proto::v1 as pb;
 use fleetq_proto::v1::fleet_q_server::FleetQ;
 use futures::Stream;
+use openraft::error::{ClientWriteError, RaftError};
 use openraft::BasicNode;
 use tonic::{Request, Status};
 
@@ -82,6 +83,16 @@ impl ApiService {
             .await
             .map(|w| w.response)
             .map_err(unavailable)
+    }
+
+    /// A client of the leader's API, for requests only the leader serves.
+    fn leader_client(
+        &self,
+        addr: Option<String>,
+    ) -> Result<pb::fleet_q_client::FleetQClient<tonic::transport::Channel>, Status> {
+        let addr = addr.ok_or_else(|| Status::unavailable("no Raft leader is known yet; retry"))?;
+        let channel = self.proposer.channel(&addr).map_err(Status::unavailable)?;
+        Ok(pb::fleet_q_client::FleetQClient::new(channel))
     }
 
     async fn barrier(&self) -> Result<(), Status> {
@@ -580,11 +591,25 @@ impl FleetQ for ApiService {
                 "addr: the learner's address is empty",
             ));
         }
-        self.proposer
+        let result = self
+            .proposer
             .raft()
-            .add_learner(req.node_id, BasicNode { addr: req.addr }, true)
-            .await
-            .map_err(|e| Status::failed_precondition(e.to_string()))?;
+            .add_learner(
+                req.node_id,
+                BasicNode {
+                    addr: req.addr.clone(),
+                },
+                true,
+            )
+            .await;
+        match result {
+            Ok(_) => {}
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                let mut leader = self.leader_client(f.leader_node.map(|n| n.addr))?;
+                return leader.add_learner(req).await;
+            }
+            Err(e) => return Err(Status::failed_precondition(e.to_string())),
+        }
         Ok(tonic::Response::new(node_status(
             self.node_id,
             &self.proposer,
@@ -602,12 +627,15 @@ impl FleetQ for ApiService {
                 "voters: at least one voter is required",
             ));
         }
-        let voters: std::collections::BTreeSet<u64> = req.voters.into_iter().collect();
-        self.proposer
-            .raft()
-            .change_membership(voters, false)
-            .await
-            .map_err(|e| Status::failed_precondition(e.to_string()))?;
+        let voters: std::collections::BTreeSet<u64> = req.voters.iter().copied().collect();
+        match self.proposer.raft().change_membership(voters, false).await {
+            Ok(_) => {}
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                let mut leader = self.leader_client(f.leader_node.map(|n| n.addr))?;
+                return leader.change_membership(req).await;
+            }
+            Err(e) => return Err(Status::failed_precondition(e.to_string())),
+        }
         Ok(tonic::Response::new(node_status(
             self.node_id,
             &self.proposer,

@@ -90,6 +90,11 @@ impl Proposer {
         &self.raft
     }
 
+    /// A channel to a peer by address, with the node's timeouts.
+    pub fn channel(&self, addr: &str) -> Result<tonic::transport::Channel, String> {
+        self.connector.channel(addr)
+    }
+
     /// Proposes `command` through the current leader and waits until it is
     /// applied (on the leader).
     pub async fn propose(&self, command: Command) -> Result<Written, ProposeError> {
