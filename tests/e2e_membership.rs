@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{cli_stdin, text, workloads, Group, CONFIG};
+use common::{cli_stdin, text, wait_for, workloads, Group, CONFIG};
 
 #[test]
 fn add_learner_promote_and_remove_a_node() {
@@ -62,9 +62,14 @@ fn add_learner_promote_and_remove_a_node() {
         .collect();
     let out = group.cli(leader, &["members", "set-voters", &voters.join(",")]);
     assert!(out.status.success(), "{}", text(&out));
-    let s = group.status(new).expect("status of the new node");
-    assert_eq!(s["voters"].as_object().map(|v| v.len()), Some(3), "{s}");
+    // The new node learns the new configuration with the next append.
+    let s = wait_for(Duration::from_secs(10), || {
+        let s = group.status(new)?;
+        (s["voters"].as_object().map(|v| v.len()) == Some(3)).then_some(s)
+    })
+    .unwrap_or_else(|| panic!("node {new} never saw 3 voters: {:?}", group.status(new)));
     assert!(s["voters"].get(removed.to_string()).is_none(), "{s}");
+    assert!(s["voters"].get(new.to_string()).is_some(), "{s}");
     group.kill(removed);
 
     // The new voter has everything, and the group still admits.

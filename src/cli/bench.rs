@@ -76,6 +76,12 @@ struct Report {
     latency_ms_p99: u64,
     latency_ms_p999: u64,
     latency_ms_max: u64,
+    /// Submit call until the leader stamped the submission.
+    stage_submit_ms: String,
+    /// Submission until the leader stamped the admission.
+    stage_schedule_ms: String,
+    /// Admission until the executor's Running report was stamped.
+    stage_executor_ms: String,
     scheduler_cycles: u64,
     scheduler_cycle_us_mean: u64,
     admit_batches: u64,
@@ -162,6 +168,10 @@ fn print_report(r: &Report) {
     println!(
         "submit->admitted ms      p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
         r.latency_ms_p50, r.latency_ms_p90, r.latency_ms_p99, r.latency_ms_p999, r.latency_ms_max
+    );
+    println!(
+        "  stages ms              send->submitted {}; ->admitted {}; ->running {}",
+        r.stage_submit_ms, r.stage_schedule_ms, r.stage_executor_ms
     );
     if r.scheduler_cycles > 0 {
         println!(
@@ -414,6 +424,9 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
         ));
     }
     let mut latencies = Vec::with_capacity(list.len());
+    // Where the time goes: send -> submission stamped, -> admission
+    // stamped, -> executor's Running stamped.
+    let mut stages: [Vec<u64>; 3] = Default::default();
     let mut last_admitted = 0;
     for w in &list {
         let index: usize = w
@@ -428,9 +441,31 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
             .map(|e| e.at_ms)
             .ok_or_else(|| format!("workload {} never reported Running", w.name))?;
         last_admitted = last_admitted.max(running_at);
-        latencies.push(running_at.saturating_sub(sent_at[index].load(Ordering::Relaxed)));
+        let sent = sent_at[index].load(Ordering::Relaxed);
+        latencies.push(running_at.saturating_sub(sent));
+        let admitted_at = w
+            .history
+            .iter()
+            .find(|e| e.state == "Admitted")
+            .map_or(running_at, |e| e.at_ms);
+        stages[0].push(w.created_at_ms.saturating_sub(sent));
+        stages[1].push(admitted_at.saturating_sub(w.created_at_ms));
+        stages[2].push(running_at.saturating_sub(admitted_at));
     }
     latencies.sort_unstable();
+    let stage_text: Vec<String> = stages
+        .iter_mut()
+        .map(|v| {
+            v.sort_unstable();
+            let at = |p: f64| v[((v.len() as f64 - 1.0) * p).round() as usize];
+            format!(
+                "p50 {} p99 {} max {}",
+                at(0.5),
+                at(0.99),
+                v.last().copied().unwrap_or(0)
+            )
+        })
+        .collect();
     let pct = |p: f64| latencies[((latencies.len() as f64 - 1.0) * p).round() as usize];
     let admit_seconds = (last_admitted.saturating_sub(first_send)) as f64 / 1000.0;
     let (mut cycles, mut cycle_us, mut batches, mut admitted) = (0, 0, 0, 0);
@@ -459,6 +494,9 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
         latency_ms_p99: pct(0.99),
         latency_ms_p999: pct(0.999),
         latency_ms_max: *latencies.last().unwrap_or(&0),
+        stage_submit_ms: stage_text[0].clone(),
+        stage_schedule_ms: stage_text[1].clone(),
+        stage_executor_ms: stage_text[2].clone(),
         scheduler_cycles: cycles,
         scheduler_cycle_us_mean: cycle_us.checked_div(cycles).unwrap_or(0),
         admit_batches: batches,

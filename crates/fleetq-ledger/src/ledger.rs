@@ -1107,10 +1107,17 @@ impl Ledger {
 
     /// Serialises the whole ledger for a Raft snapshot.
     pub fn export(&self) -> Result<Vec<u8>, serde_json::Error> {
-        serde_json::to_vec(&Exported {
+        self.exported().to_bytes()
+    }
+
+    /// A copy of everything a snapshot holds. Cheap next to serialising it
+    /// (workloads are shared), so a caller can take it under a lock and
+    /// serialise after releasing it.
+    pub fn exported(&self) -> Exported {
+        Exported {
             state: self.exported_state(),
             counters: self.counters.clone(),
-        })
+        }
     }
 
     /// Rebuilds a ledger from [`Ledger::export`] output.
@@ -1166,10 +1173,17 @@ impl Ledger {
     }
 }
 
+/// The contents of a Raft snapshot: the replicated state and the counters.
 #[derive(Serialize, Deserialize)]
-struct Exported {
+pub struct Exported {
     state: LedgerState,
     counters: Counters,
+}
+
+impl Exported {
+    pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec(self)
+    }
 }
 
 /// The scheduler's view of a record's reservation, if it holds one.

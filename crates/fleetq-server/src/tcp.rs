@@ -37,8 +37,6 @@ pub async fn start_node(
             }
         })
     });
-    let connector = Arc::new(TcpConnector {
-        timeouts: Timeouts::default(),
-    });
+    let connector = Arc::new(TcpConnector::new(Timeouts::default()));
     Node::start(config, log, sm, incoming, connector, Arc::new(SystemClock)).await
 }

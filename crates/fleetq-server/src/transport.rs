@@ -6,7 +6,8 @@
 //! timeouts and HTTP/2 keep-alive: a peer that vanished behind a partition
 //! otherwise leaves an open connection hanging forever (../shared/STACK.md).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tonic::transport::{Channel, Endpoint};
@@ -57,14 +58,32 @@ pub trait Connector: Send + Sync + 'static {
 
 pub type SharedConnector = Arc<dyn Connector>;
 
-/// Real TCP.
-#[derive(Clone, Debug, Default)]
+/// Real TCP. One HTTP/2 connection per peer address, shared by every
+/// caller (a channel multiplexes requests and reconnects by itself), so a
+/// forwarded request costs a stream, not a TCP and HTTP/2 handshake.
+#[derive(Debug, Default)]
 pub struct TcpConnector {
     pub timeouts: Timeouts,
+    channels: Mutex<HashMap<String, Channel>>,
+}
+
+impl TcpConnector {
+    pub fn new(timeouts: Timeouts) -> TcpConnector {
+        TcpConnector {
+            timeouts,
+            channels: Mutex::new(HashMap::new()),
+        }
+    }
 }
 
 impl Connector for TcpConnector {
     fn channel(&self, addr: &str) -> Result<Channel, String> {
-        Ok(endpoint(addr, &self.timeouts)?.connect_lazy())
+        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = channels.get(addr) {
+            return Ok(c.clone());
+        }
+        let channel = endpoint(addr, &self.timeouts)?.connect_lazy();
+        channels.insert(addr.to_string(), channel.clone());
+        Ok(channel)
     }
 }

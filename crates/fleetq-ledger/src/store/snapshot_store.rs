@@ -16,6 +16,13 @@ pub struct StoredSnapshot {
 pub trait SnapshotStore: Send + Sync + 'static {
     fn save(&self, snapshot: &StoredSnapshot) -> Result<(), String>;
     fn load(&self) -> Result<Option<StoredSnapshot>, String>;
+
+    /// Whether saving does real I/O that should run off the async worker
+    /// threads (the in-memory store for the simulator says no, so that
+    /// simulated runs stay on their one deterministic thread).
+    fn does_blocking_io(&self) -> bool {
+        false
+    }
 }
 
 /// The snapshot in the node's sled database, next to its log.
@@ -46,6 +53,10 @@ impl SnapshotStore for SledSnapshotStore {
         self.tree.apply_batch(batch).map_err(|e| e.to_string())?;
         self.db.flush().map_err(|e| e.to_string())?;
         Ok(())
+    }
+
+    fn does_blocking_io(&self) -> bool {
+        true
     }
 
     fn load(&self) -> Result<Option<StoredSnapshot>, String> {

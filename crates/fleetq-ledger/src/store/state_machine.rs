@@ -260,13 +260,11 @@ pub struct SnapshotBuilder<S: SnapshotStore> {
 
 impl<S: SnapshotStore> RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder<S> {
     async fn build_snapshot(&mut self) -> Result<Snapshot<TypeConfig>, StorageError> {
-        let (data, last_applied, membership) = {
+        // Copy under the lock, serialise without it: apply must not wait
+        // for a snapshot of a large ledger to be written out.
+        let (exported, last_applied, membership) = {
             let sm = self.handle.read();
-            let data = sm
-                .ledger
-                .export()
-                .map_err(|e| sm_error(ErrorVerb::Read, e.to_string()))?;
-            (data, sm.last_applied, sm.membership.clone())
+            (sm.ledger.exported(), sm.last_applied, sm.membership.clone())
         };
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let snapshot_id = match last_applied {
@@ -278,12 +276,27 @@ impl<S: SnapshotStore> RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder<S> {
             last_membership: membership,
             snapshot_id,
         };
-        self.snapshots
-            .save(&StoredSnapshot {
-                meta: meta.clone(),
-                data: data.clone(),
-            })
-            .map_err(|e| sm_error(ErrorVerb::Write, e))?;
+        let snapshots = Arc::clone(&self.snapshots);
+        let stored_meta = meta.clone();
+        let write = move || -> Result<Vec<u8>, StorageError> {
+            let data = exported
+                .to_bytes()
+                .map_err(|e| sm_error(ErrorVerb::Read, e.to_string()))?;
+            snapshots
+                .save(&StoredSnapshot {
+                    meta: stored_meta,
+                    data: data.clone(),
+                })
+                .map_err(|e| sm_error(ErrorVerb::Write, e))?;
+            Ok(data)
+        };
+        let data = if self.snapshots.does_blocking_io() {
+            tokio::task::spawn_blocking(write)
+                .await
+                .map_err(|e| sm_error(ErrorVerb::Write, format!("snapshot writer failed: {e}")))??
+        } else {
+            write()?
+        };
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
