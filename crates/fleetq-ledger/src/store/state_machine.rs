@@ -278,25 +278,23 @@ impl<S: SnapshotStore> RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder<S> {
         };
         let snapshots = Arc::clone(&self.snapshots);
         let stored_meta = meta.clone();
-        let write = move || -> Result<Vec<u8>, StorageError> {
-            let data = exported
-                .to_bytes()
-                .map_err(|e| sm_error(ErrorVerb::Read, e.to_string()))?;
-            snapshots
-                .save(&StoredSnapshot {
-                    meta: stored_meta,
-                    data: data.clone(),
-                })
-                .map_err(|e| sm_error(ErrorVerb::Write, e))?;
+        let write = move || -> Result<Vec<u8>, String> {
+            let data = exported.to_bytes().map_err(|e| e.to_string())?;
+            snapshots.save(&StoredSnapshot {
+                meta: stored_meta,
+                data: data.clone(),
+            })?;
             Ok(data)
         };
         let data = if self.snapshots.does_blocking_io() {
             tokio::task::spawn_blocking(write)
                 .await
-                .map_err(|e| sm_error(ErrorVerb::Write, format!("snapshot writer failed: {e}")))??
+                .map_err(|e| format!("snapshot writer failed: {e}"))
+                .and_then(|r| r)
         } else {
-            write()?
-        };
+            write()
+        }
+        .map_err(|e| sm_error(ErrorVerb::Write, e))?;
         Ok(Snapshot {
             meta,
             snapshot: Box::new(Cursor::new(data)),
