@@ -346,3 +346,63 @@ fn replayed_and_stale_admit_batches_change_nothing_and_are_counted() {
     })
     .expect("w2 runs after the replays");
 }
+
+#[test]
+fn watch_streams_every_state_change() {
+    let group = single_node(&[]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let url = format!("http://{}", group.addr(1));
+        let mut api = pb::fleet_q_client::FleetQClient::connect(url)
+            .await
+            .expect("connect");
+        let mut stream = api
+            .watch_workloads(pb::ListWorkloadsRequest {
+                namespace: "default".into(),
+                ..Default::default()
+            })
+            .await
+            .expect("watch")
+            .into_inner();
+        let workload = serde_json::json!({
+            "namespace": "default", "name": "watched",
+            "spec": {"queueName": "team-a", "podSets": [{"name": "main", "count": 1,
+                "requests": {"nvidia.com/gpu": "2"}}], "run": {"duration": "1s"}}
+        });
+        api.submit(pb::SubmitRequest {
+            request_id: "watch-1".into(),
+            workload_json: workload.to_string(),
+            workloads_json: Vec::new(),
+        })
+        .await
+        .expect("submit");
+        let mut states = Vec::new();
+        while !states.iter().any(|s| s == "Succeeded") {
+            let next = tokio::time::timeout(Duration::from_secs(10), stream.message())
+                .await
+                .expect("an event within 10 s")
+                .expect("stream ok")
+                .expect("stream open");
+            assert_eq!(next.name, "watched");
+            if states.last() != Some(&next.state) {
+                states.push(next.state.clone());
+            }
+        }
+        // Every step of the lifecycle shows up, in order.
+        let expected = ["Pending", "Admitted", "Running", "Succeeded"];
+        let seen: Vec<&str> = states
+            .iter()
+            .map(String::as_str)
+            .filter(|s| expected.contains(s))
+            .collect();
+        assert!(
+            seen.first() == Some(&"Pending") || seen.first() == Some(&"Admitted"),
+            "{states:?}"
+        );
+        assert_eq!(seen.last(), Some(&"Succeeded"), "{states:?}");
+        assert!(seen.contains(&"Running"), "{states:?}");
+    });
+}

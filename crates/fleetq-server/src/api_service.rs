@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use fleetq_ledger::store::LedgerHandle;
+use fleetq_ledger::store::{Change, LedgerHandle};
 use fleetq_ledger::{Command, Outcome, Response, Submission, SubmitResult};
 use fleetq_model::config::Object;
 use fleetq_model::kueue::import_manifests;
@@ -16,6 +16,7 @@ use fleetq_proto::v1::fleet_q_server::FleetQ;
 use futures::Stream;
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::BasicNode;
+use tokio::sync::broadcast;
 use tonic::{Request, Status};
 
 use crate::batcher::SubmitBatcher;
@@ -429,9 +430,13 @@ impl FleetQ for ApiService {
         self.barrier().await?;
         let handle = self.handle.clone();
         let (tx, rx) = tokio::sync::mpsc::channel(1024);
+        // Subscribe before the first look so no change falls in between.
+        let mut changes = handle.changes();
         tokio::spawn(async move {
             let mut seen = BTreeMap::new();
-            let mut applied = handle.applied();
+            // None: look at every workload (first time, or after falling
+            // behind the change feed).
+            let mut ids: Option<Vec<u64>> = None;
             loop {
                 let changed: Vec<pb::WorkloadStatus> = {
                     let sm = handle.read();
@@ -441,10 +446,12 @@ impl FleetQ for ApiService {
                     } else {
                         req.namespace.as_str()
                     };
-                    ledger
-                        .state()
-                        .workloads
-                        .values()
+                    let records: Vec<_> = match ids.take() {
+                        None => ledger.state().workloads.values().collect(),
+                        Some(ids) => ids.iter().filter_map(|id| ledger.workload(*id)).collect(),
+                    };
+                    records
+                        .into_iter()
                         .filter(|r| req.all_namespaces || r.workload.namespace == namespace)
                         .filter(|r| status::matches_state(r, &req.state))
                         .filter(|r| {
@@ -466,8 +473,10 @@ impl FleetQ for ApiService {
                         return;
                     }
                 }
-                if applied.changed().await.is_err() {
-                    return;
+                match changes.recv().await {
+                    Ok(Change::Workloads(changed)) => ids = Some(changed.to_vec()),
+                    Ok(Change::All) | Err(broadcast::error::RecvError::Lagged(_)) => ids = None,
+                    Err(broadcast::error::RecvError::Closed) => return,
                 }
             }
         });
