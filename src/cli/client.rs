@@ -34,7 +34,11 @@ fn source_text(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
-        text = format!("{text}: {s}");
+        // Error chains often repeat their cause's text; say it once.
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text = format!("{text}: {part}");
+        }
         source = s.source();
     }
     text
