@@ -1,0 +1,441 @@
+//! The simulated user: applies the configuration, submits the planned
+//! workloads through the public API (to any node, retrying when a node is
+//! unreachable or has no leader), then waits for quiescence and checks what
+//! the API reports.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use fleetq_proto::v1 as pb;
+use fleetq_proto::v1::fleet_q_client::FleetQClient;
+use fleetq_server::transport::{Connector, Timeouts};
+use serde_json::Value;
+use tokio::time::Instant;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
+
+use crate::net::SimConnector;
+use crate::sim::{node_addr, Plan, Violation, NODES};
+
+/// The Kueue configuration the run applies: one ClusterQueue with 8 GPUs of
+/// flavor h100-80gb and a LocalQueue default/team-a.
+pub const CONFIG: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: h100-80gb
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: team-a
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: 8
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  namespace: default
+  name: team-a
+spec:
+  clusterQueue: team-a
+"#;
+
+/// How long one API call may take before the client tries another node.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a single write (apply, one submission) may keep failing.
+const WRITE_LIMIT: Duration = Duration::from_secs(60);
+/// How long the workloads may take to all succeed after the last
+/// submission.
+const QUIET_LIMIT: Duration = Duration::from_secs(180);
+/// How long the replicas may take to agree once the workloads are done.
+const CONVERGE_LIMIT: Duration = Duration::from_secs(30);
+
+/// What the client saw in a passing run.
+#[derive(Clone, Debug, Default)]
+pub struct ClientSummary {
+    /// Acknowledged submissions: name -> workload id.
+    pub acknowledged: BTreeMap<String, u64>,
+    /// Where the replicas converged.
+    pub last_applied: u64,
+    pub state_hash: String,
+    /// Submissions that needed more than one try.
+    pub retried_writes: usize,
+}
+
+fn violation(check: &'static str, detail: impl Into<String>) -> Violation {
+    Violation {
+        check,
+        detail: detail.into(),
+    }
+}
+
+/// Codes after which the same call may succeed on another node or later.
+fn retryable(status: &Status) -> bool {
+    matches!(
+        status.code(),
+        Code::Unavailable
+            | Code::Unknown
+            | Code::DeadlineExceeded
+            | Code::Cancelled
+            | Code::Aborted
+    )
+}
+
+struct Api {
+    clients: Vec<FleetQClient<Channel>>,
+}
+
+impl Api {
+    fn new() -> Result<Api, Violation> {
+        let connector = SimConnector::new(Timeouts {
+            request: REQUEST_TIMEOUT,
+            ..Timeouts::default()
+        });
+        let clients = (1..=NODES)
+            .map(|id| connector.channel(&node_addr(id)).map(FleetQClient::new))
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| violation("client setup", e))?;
+        Ok(Api { clients })
+    }
+
+    /// Calls `call` on node `first` and then the others in turn until it
+    /// succeeds; gives up on an error that is not transient or after
+    /// `limit`. Returns the reply and the number of failed tries.
+    async fn retry<T, F, Fut>(
+        &self,
+        what: &str,
+        first: usize,
+        limit: Duration,
+        mut call: F,
+    ) -> Result<(T, usize), Violation>
+    where
+        F: FnMut(FleetQClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let started = Instant::now();
+        let mut node = first;
+        let mut failures = 0;
+        loop {
+            let client = self.clients[node % self.clients.len()].clone();
+            match call(client).await {
+                Ok(reply) => return Ok((reply.into_inner(), failures)),
+                Err(status) if retryable(&status) => {
+                    failures += 1;
+                    if started.elapsed() >= limit {
+                        return Err(violation(
+                            "liveness",
+                            format!(
+                                "{what}: no success within {limit:?} ({failures} tries); last error from n{}: {status}",
+                                node % self.clients.len() + 1
+                            ),
+                        ));
+                    }
+                    node += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(status) => {
+                    return Err(violation(
+                        "API refusal",
+                        format!(
+                            "{what}: n{} answered {status}",
+                            node % self.clients.len() + 1
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+}
+
+fn workload_json(name: &str, gpus: u32, duration_s: u64) -> String {
+    serde_json::json!({
+        "namespace": "default",
+        "name": name,
+        "spec": {
+            "queueName": "team-a",
+            "podSets": [{"name": "main", "count": 1,
+                "requests": {"nvidia.com/gpu": gpus.to_string()}}],
+            "run": {"duration": format!("{duration_s}s")}
+        }
+    })
+    .to_string()
+}
+
+/// The client's whole run. A violated check comes back as the error.
+pub async fn drive(plan: &Plan) -> Result<ClientSummary, Violation> {
+    let api = Api::new()?;
+    let mut summary = ClientSummary::default();
+
+    let (applied, _) = api
+        .retry(
+            "apply the configuration",
+            0,
+            WRITE_LIMIT,
+            |mut c| async move {
+                c.apply(pb::ApplyRequest {
+                    manifests: CONFIG.to_string(),
+                    dry_run: false,
+                })
+                .await
+            },
+        )
+        .await?;
+    if !applied.errors.is_empty() {
+        return Err(violation(
+            "API refusal",
+            format!("the configuration was refused: {:?}", applied.errors),
+        ));
+    }
+
+    for (i, w) in plan.workloads.iter().enumerate() {
+        tokio::time::sleep(Duration::from_millis(w.delay_ms)).await;
+        let request_id = format!("sim-{}-{i}", plan.seed);
+        let json = workload_json(&w.name, w.gpus, w.duration_s);
+        let what = format!("submit {}", w.name);
+        let (reply, failures) = api
+            .retry(&what, i, WRITE_LIMIT, |mut c| {
+                let request = pb::SubmitRequest {
+                    request_id: request_id.clone(),
+                    workload_json: json.clone(),
+                    workloads_json: Vec::new(),
+                };
+                async move { c.submit(request).await }
+            })
+            .await?;
+        if failures > 0 {
+            summary.retried_writes += 1;
+        }
+        let Some(result) = reply.results.first() else {
+            return Err(violation("API refusal", format!("{what}: no result")));
+        };
+        if !result.errors.is_empty() || result.id == 0 {
+            return Err(violation(
+                "API refusal",
+                format!("{what}: refused: {:?}", result.errors),
+            ));
+        }
+        summary.acknowledged.insert(w.name.clone(), result.id);
+    }
+
+    wait_all_succeeded(&api, &summary.acknowledged).await?;
+    let (last_applied, state_hash) = wait_converged(&api, summary.acknowledged.len()).await?;
+    summary.last_applied = last_applied;
+    summary.state_hash = state_hash;
+    Ok(summary)
+}
+
+/// Polls the (linearizable) workload list until every acknowledged
+/// workload has succeeded. A missing acknowledged workload is a lost
+/// write; one that ended any other way breaks the run.
+async fn wait_all_succeeded(
+    api: &Api,
+    acknowledged: &BTreeMap<String, u64>,
+) -> Result<(), Violation> {
+    let started = Instant::now();
+    let mut node = 0;
+    let mut last = String::from("no answer yet");
+    while started.elapsed() < QUIET_LIMIT {
+        let (list, _) = api
+            .retry("list workloads", node, WRITE_LIMIT, |mut c| async move {
+                c.list_workloads(pb::ListWorkloadsRequest {
+                    namespace: "default".into(),
+                    ..Default::default()
+                })
+                .await
+            })
+            .await?;
+        node += 1;
+        let listed: BTreeMap<&str, &pb::WorkloadStatus> = list
+            .workloads
+            .iter()
+            .map(|w| (w.name.as_str(), w))
+            .collect();
+        let mut unfinished = Vec::new();
+        for (name, id) in acknowledged {
+            let Some(w) = listed.get(name.as_str()) else {
+                return Err(violation(
+                    "no lost writes (invariant 5)",
+                    format!("acknowledged workload {name} (id {id}) is not listed"),
+                ));
+            };
+            if w.id != *id {
+                return Err(violation(
+                    "no lost writes (invariant 5)",
+                    format!(
+                        "acknowledged workload {name} had id {id}, is listed with id {}",
+                        w.id
+                    ),
+                ));
+            }
+            match w.state.as_str() {
+                "Succeeded" => {}
+                "Failed" | "Cancelled" => {
+                    return Err(violation(
+                        "every workload succeeds",
+                        format!("{name} ended {}: {}", w.state, w.reason),
+                    ))
+                }
+                other => unfinished.push(format!("{name}={other}")),
+            }
+        }
+        if unfinished.is_empty() {
+            return Ok(());
+        }
+        last = unfinished.join(" ");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(violation(
+        "every workload succeeds",
+        format!("not all done after {QUIET_LIMIT:?}: {last}"),
+    ))
+}
+
+/// Polls every node's status until all report the same applied index and
+/// state hash (invariant 6); two nodes at the same index with different
+/// hashes fail at once. Then checks the ledger's counters.
+async fn wait_converged(api: &Api, workloads: usize) -> Result<(u64, String), Violation> {
+    let started = Instant::now();
+    let mut last = String::from("no answer yet");
+    while started.elapsed() < CONVERGE_LIMIT {
+        let mut statuses = Vec::new();
+        for client in &api.clients {
+            let mut c = client.clone();
+            match c.node_status(pb::NodeStatusRequest {}).await {
+                Ok(s) => statuses.push(s.into_inner()),
+                Err(status) => last = format!("a node did not answer: {status}"),
+            }
+        }
+        for (i, a) in statuses.iter().enumerate() {
+            for b in &statuses[i + 1..] {
+                if a.last_applied == b.last_applied && a.state_hash != b.state_hash {
+                    return Err(violation(
+                        "convergence (invariant 6)",
+                        format!(
+                            "n{} and n{} both applied {} but hash {} vs {}",
+                            a.node_id, b.node_id, a.last_applied, a.state_hash, b.state_hash
+                        ),
+                    ));
+                }
+            }
+        }
+        if statuses.len() == api.clients.len() {
+            let agreed = statuses
+                .windows(2)
+                .all(|w| w[0].last_applied == w[1].last_applied);
+            if agreed {
+                check_counters(&statuses, workloads)?;
+                let s = &statuses[0];
+                return Ok((s.last_applied, s.state_hash.clone()));
+            }
+            last = statuses
+                .iter()
+                .map(|s| format!("n{} applied {}", s.node_id, s.last_applied))
+                .collect::<Vec<_>>()
+                .join(", ");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(violation(
+        "convergence (invariant 6)",
+        format!("replicas did not agree within {CONVERGE_LIMIT:?}: {last}"),
+    ))
+}
+
+fn counter(counters: &Value, name: &str) -> u64 {
+    counters.get(name).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// Replicas at the same index applied the same commands, so their counters
+/// agree; every workload was admitted at least once; nothing was preempted
+/// (no workload has a priority to preempt with); an admission the ledger
+/// refused must come from a stale batch (a deposed leader's), never from a
+/// current leader's decision that broke quota.
+fn check_counters(statuses: &[pb::NodeStatusResponse], workloads: usize) -> Result<(), Violation> {
+    let mut parsed = Vec::new();
+    for s in statuses {
+        let counters: Value = serde_json::from_str(&s.counters_json).map_err(|e| {
+            violation(
+                "counters",
+                format!(
+                    "n{}: unreadable counters {:?}: {e}",
+                    s.node_id, s.counters_json
+                ),
+            )
+        })?;
+        parsed.push((s.node_id, counters));
+    }
+    for (id, c) in &parsed {
+        if *c != parsed[0].1 {
+            return Err(violation(
+                "counters",
+                format!(
+                    "n{id} and n{} applied the same index with different counters: {c} vs {}",
+                    parsed[0].0, parsed[0].1
+                ),
+            ));
+        }
+    }
+    let (id, c) = &parsed[0];
+    if counter(c, "admissions") < workloads as u64 {
+        return Err(violation(
+            "counters",
+            format!("n{id}: fewer admissions than the {workloads} workloads: {c}"),
+        ));
+    }
+    if counter(c, "preemptions") > 0 || counter(c, "preemptions_rejected") > 0 {
+        return Err(violation(
+            "counters",
+            format!("n{id}: preemptions without any priority: {c}"),
+        ));
+    }
+    if counter(c, "admissions_rejected") > 0 && counter(c, "stale_batches") == 0 {
+        return Err(violation(
+            "counters",
+            format!("n{id}: the ledger refused a current leader's admission: {c}"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(node_id: u64, counters: &str) -> pb::NodeStatusResponse {
+        pb::NodeStatusResponse {
+            node_id,
+            counters_json: counters.to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn counters_must_agree_and_show_no_refused_admission() {
+        let good = r#"{"admissions":3,"admissions_rejected":0,"stale_batches":0}"#;
+        assert!(check_counters(&[status(1, good), status(2, good)], 3).is_ok());
+
+        let other = r#"{"admissions":4,"admissions_rejected":0,"stale_batches":0}"#;
+        let err = check_counters(&[status(1, good), status(2, other)], 3).unwrap_err();
+        assert!(err.detail.contains("different counters"), "{err:?}");
+
+        assert!(check_counters(&[status(1, good)], 4).is_err());
+
+        let refused = r#"{"admissions":3,"admissions_rejected":1,"stale_batches":0}"#;
+        assert!(check_counters(&[status(1, refused)], 3).is_err());
+        let stale = r#"{"admissions":3,"admissions_rejected":1,"stale_batches":1}"#;
+        assert!(check_counters(&[status(1, stale)], 3).is_ok());
+
+        let preempted = r#"{"admissions":3,"preemptions":1}"#;
+        assert!(check_counters(&[status(1, preempted)], 3).is_err());
+        assert!(check_counters(&[status(1, "not json")], 3).is_err());
+    }
+}

@@ -1,0 +1,459 @@
+//! One simulated run: three real control-plane nodes (`n1`..`n3`) on
+//! turmoil's network and clock, one client driving the public API, and at
+//! most one fault drawn from the seed.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr};
+use std::rc::Rc;
+use std::sync::{Arc, Once};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use fleetq_ledger::raft::{seed_election_rng, NodeId, Raft};
+use fleetq_ledger::store::mem::{MemDisk, MemLogStore, MemSnapshotStore};
+use fleetq_ledger::store::{LedgerHandle, StateMachineStore};
+use fleetq_scheduler::SchedulerConfig;
+use fleetq_server::clock::TokioClock;
+use fleetq_server::simulated::SimulatedCluster;
+use fleetq_server::transport::Timeouts;
+use fleetq_server::{Node, NodeConfig, RaftTiming};
+use openraft::ServerState;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::client::{self, ClientSummary};
+use crate::net::{self, SimConnector};
+
+/// Control-plane nodes in a run.
+pub const NODES: u64 = 3;
+/// The port every node serves on.
+pub const PORT: u16 = 7000;
+/// The simulated cluster the leader runs (16 H100s).
+pub const CLUSTER: &str = "sim-1:h100-80gb=16";
+/// Workloads the client submits.
+pub const WORKLOADS: usize = 30;
+/// Simulated wall-clock time at the start of a run (fixed, so runs do not
+/// depend on the real date).
+const ORIGIN_MS: u64 = 1_700_000_000_000;
+/// A run that has not finished after this much simulated time fails.
+const SIM_LIMIT: Duration = Duration::from_secs(400);
+/// Simulated fsync latency of every node's disk.
+const FSYNC: Duration = Duration::from_millis(1);
+
+/// The address peers and clients reach node `id` at.
+pub fn node_addr(id: NodeId) -> String {
+    format!("{}:{PORT}", host_name(id))
+}
+
+fn host_name(id: NodeId) -> String {
+    format!("n{id}")
+}
+
+/// The one fault a run injects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    None,
+    /// Cut the leader (whoever leads at `at`) off from the other nodes,
+    /// heal after `heal_after`. The client can still reach every node.
+    PartitionLeader {
+        at: Duration,
+        heal_after: Duration,
+    },
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::None => write!(f, "no fault"),
+            Fault::PartitionLeader { at, heal_after } => write!(
+                f,
+                "partition the leader at {:.1}s for {:.1}s",
+                at.as_secs_f64(),
+                heal_after.as_secs_f64()
+            ),
+        }
+    }
+}
+
+/// One workload the client submits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedWorkload {
+    pub name: String,
+    pub gpus: u32,
+    pub duration_s: u64,
+    /// Pause before submitting it.
+    pub delay_ms: u64,
+}
+
+/// Everything a seed decides up front.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub seed: u64,
+    pub workloads: Vec<PlannedWorkload>,
+    pub fault: Fault,
+}
+
+impl Plan {
+    pub fn from_seed(seed: u64) -> Plan {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let workloads = (0..WORKLOADS)
+            .map(|i| PlannedWorkload {
+                name: format!("w-{i:02}"),
+                gpus: rng.gen_range(1..=3),
+                duration_s: rng.gen_range(1..=4),
+                delay_ms: rng.gen_range(0..300),
+            })
+            .collect();
+        let fault = if rng.gen_bool(0.5) {
+            Fault::PartitionLeader {
+                at: Duration::from_millis(rng.gen_range(1_500..6_000)),
+                heal_after: Duration::from_millis(rng.gen_range(1_000..8_000)),
+            }
+        } else {
+            Fault::None
+        };
+        Plan {
+            seed,
+            workloads,
+            fault,
+        }
+    }
+}
+
+/// A check that failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub check: &'static str,
+    pub detail: String,
+}
+
+/// What a passing run did.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    pub seed: u64,
+    pub fault: Fault,
+    /// What the fault injector actually did (the leader it cut off).
+    pub injected: Option<String>,
+    pub sim_elapsed: Duration,
+    pub wall: Duration,
+    pub client: ClientSummary,
+}
+
+impl fmt::Display for RunReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seed {}: ok  {}{}; {} workloads ({} retried), converged at index {} hash {}; {:.1}s simulated, {:.2}s wall",
+            self.seed,
+            self.fault,
+            self.injected
+                .as_deref()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default(),
+            self.client.acknowledged.len(),
+            self.client.retried_writes,
+            self.client.last_applied,
+            self.client.state_hash.chars().take(12).collect::<String>(),
+            self.sim_elapsed.as_secs_f64(),
+            self.wall.as_secs_f64(),
+        )
+    }
+}
+
+/// The replay command for a seed.
+pub fn replay_command(seed: u64) -> String {
+    format!("fleetq-chaos sim --seed {seed}")
+}
+
+fn failure(seed: u64, check: &str, detail: impl fmt::Display) -> String {
+    format!(
+        "seed {seed}: check failed: {check}: {detail} (replay: {})",
+        replay_command(seed)
+    )
+}
+
+/// What the harness keeps of a running node, to find the leader and to
+/// re-check the ledgers from outside.
+#[derive(Clone)]
+struct Replica {
+    raft: Raft,
+    handle: LedgerHandle,
+}
+
+type Registry = Rc<RefCell<BTreeMap<NodeId, Replica>>>;
+
+thread_local! {
+    /// Panics on this thread (turmoil runs every host on the thread that
+    /// runs the simulation); a panic in a node's spawned task would
+    /// otherwise vanish into a JoinError.
+    static PANICS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+}
+
+fn install_panic_recorder() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let message = match info.location() {
+                Some(l) => format!(
+                    "{} at {}:{}",
+                    payload_text(info.payload()),
+                    l.file(),
+                    l.line()
+                ),
+                None => payload_text(info.payload()),
+            };
+            let _ = PANICS.try_with(|p| p.borrow_mut().push(message));
+            previous(info);
+        }));
+    });
+}
+
+fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic".to_string()
+    }
+}
+
+/// One node's software, as turmoil (re)starts it: storage on the harness's
+/// `disk`, served on simulated TCP.
+async fn node_host(id: NodeId, seed: u64, disk: MemDisk, registry: Registry) -> turmoil::Result {
+    // All hosts share the simulation's thread, so this seeds one stream
+    // that every node draws its election timeouts from, in a deterministic
+    // order once scheduling is deterministic.
+    seed_election_rng(seed ^ id);
+    let listener =
+        turmoil::net::TcpListener::bind((IpAddr::from(Ipv4Addr::UNSPECIFIED), PORT)).await?;
+    let config = NodeConfig {
+        id,
+        advertise: node_addr(id),
+        initial_members: (1..=NODES).map(|i| (i, node_addr(i))).collect(),
+        timing: RaftTiming::default(),
+        scheduler: SchedulerConfig::default(),
+        simulated_clusters: vec![SimulatedCluster::parse(CLUSTER)?],
+        debug_endpoints: false,
+    };
+    let state_machine = StateMachineStore::open(
+        MemSnapshotStore::new(disk.clone()),
+        config.scheduler.clone(),
+    )?;
+    let node = Node::start(
+        config,
+        MemLogStore::new(disk),
+        state_machine,
+        net::incoming(listener),
+        Arc::new(SimConnector::new(Timeouts::default())),
+        Arc::new(TokioClock::new(ORIGIN_MS)),
+    )
+    .await?;
+    registry.borrow_mut().insert(
+        id,
+        Replica {
+            raft: node.raft.clone(),
+            handle: node.handle.clone(),
+        },
+    );
+    // The node runs in its spawned tasks; keep it alive until the host is
+    // crashed or the simulation ends.
+    let _node = node;
+    std::future::pending::<turmoil::Result>().await
+}
+
+fn current_leader(registry: &Registry) -> Option<NodeId> {
+    registry
+        .borrow()
+        .iter()
+        .filter_map(|(id, r)| {
+            let m = r.raft.metrics().borrow().clone();
+            (m.state == ServerState::Leader).then_some((m.current_term, *id))
+        })
+        .max()
+        .map(|(_, id)| id)
+}
+
+/// Injects the plan's fault as simulated time passes.
+struct Injector {
+    fault: Fault,
+    /// The partitioned leader and when to heal.
+    cut: Option<(NodeId, Duration)>,
+    healed: bool,
+    done: Option<String>,
+}
+
+impl Injector {
+    fn step(&mut self, sim: &turmoil::Sim<'_>, registry: &Registry) {
+        let Fault::PartitionLeader { at, heal_after } = self.fault else {
+            return;
+        };
+        let now = sim.elapsed();
+        match self.cut {
+            None if now >= at => {
+                if let Some(leader) = current_leader(registry) {
+                    for other in (1..=NODES).filter(|&o| o != leader) {
+                        sim.partition(host_name(leader), host_name(other));
+                    }
+                    self.cut = Some((leader, now + heal_after));
+                    self.done = Some(format!(
+                        "cut n{leader} off at {:.1}s, healed at {:.1}s",
+                        now.as_secs_f64(),
+                        (now + heal_after).as_secs_f64()
+                    ));
+                }
+            }
+            Some((leader, heal_at)) if !self.healed && now >= heal_at => {
+                for other in (1..=NODES).filter(|&o| o != leader) {
+                    sim.repair(host_name(leader), host_name(other));
+                }
+                self.healed = true;
+                if let (Some(done), Some(now_leading)) = (&mut self.done, current_leader(registry))
+                {
+                    done.push_str(&format!(", n{now_leading} leading then"));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Runs the simulation for `seed` and checks the invariants. The error
+/// names the failed check, the seed and the replay command.
+pub fn run_seed(seed: u64) -> Result<RunReport, String> {
+    install_panic_recorder();
+    PANICS.with(|p| p.borrow_mut().clear());
+    let wall = Instant::now();
+    let plan = Plan::from_seed(seed);
+
+    let mut sim = turmoil::Builder::new()
+        .rng_seed(seed)
+        .epoch(UNIX_EPOCH + Duration::from_millis(ORIGIN_MS))
+        .simulation_duration(SIM_LIMIT)
+        .max_message_latency(Duration::from_millis(20))
+        .tcp_capacity(1 << 16)
+        .build();
+
+    let registry: Registry = Rc::new(RefCell::new(BTreeMap::new()));
+    // The disks outlive their nodes: a crashed node can restart from one.
+    let disks: BTreeMap<NodeId, MemDisk> =
+        (1..=NODES).map(|id| (id, MemDisk::new(FSYNC))).collect();
+    for (&id, disk) in &disks {
+        let disk = disk.clone();
+        let registry = Rc::clone(&registry);
+        sim.host(host_name(id), move || {
+            node_host(id, seed, disk.clone(), Rc::clone(&registry))
+        });
+    }
+
+    let verdict: Rc<RefCell<Option<Result<ClientSummary, Violation>>>> = Rc::default();
+    {
+        let verdict = Rc::clone(&verdict);
+        let plan = plan.clone();
+        sim.client("client", async move {
+            let result = client::drive(&plan).await;
+            *verdict.borrow_mut() = Some(result);
+            Ok(())
+        });
+    }
+
+    let mut injector = Injector {
+        fault: plan.fault.clone(),
+        cut: None,
+        healed: false,
+        done: None,
+    };
+    loop {
+        injector.step(&sim, &registry);
+        match sim.step() {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(e) => {
+                return Err(failure(
+                    seed,
+                    "simulation",
+                    format!("{e} (at {:.1}s simulated)", sim.elapsed().as_secs_f64()),
+                ))
+            }
+        }
+    }
+    let sim_elapsed = sim.elapsed();
+
+    let panics = PANICS.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    if !panics.is_empty() {
+        return Err(failure(seed, "no panics", panics.join(" | ")));
+    }
+    let summary = match verdict.borrow_mut().take() {
+        Some(Ok(summary)) => summary,
+        Some(Err(v)) => return Err(failure(seed, v.check, v.detail)),
+        None => return Err(failure(seed, "client", "finished without a verdict")),
+    };
+    check_replicas(&registry, &summary).map_err(|v| failure(seed, v.check, v.detail))?;
+
+    Ok(RunReport {
+        seed,
+        fault: plan.fault,
+        injected: injector.done,
+        sim_elapsed,
+        wall: wall.elapsed(),
+        client: summary,
+    })
+}
+
+/// Re-checks every replica's ledger from outside: invariants 1 and 2 from
+/// scratch, and every acknowledged workload present.
+fn check_replicas(registry: &Registry, summary: &ClientSummary) -> Result<(), Violation> {
+    let registry = registry.borrow();
+    if registry.len() as u64 != NODES {
+        return Err(Violation {
+            check: "nodes started",
+            detail: format!("only {} of {NODES} nodes started", registry.len()),
+        });
+    }
+    for (id, replica) in registry.iter() {
+        let sm = replica.handle.read();
+        let violations = sm.ledger.violations();
+        if !violations.is_empty() {
+            return Err(Violation {
+                check: "no over-admission, no double charge (invariants 1, 2)",
+                detail: format!("n{id}: {}", violations.join("; ")),
+            });
+        }
+        for (name, wid) in &summary.acknowledged {
+            if !sm.ledger.state().workloads.contains_key(wid) {
+                return Err(Violation {
+                    check: "no lost writes (invariant 5)",
+                    detail: format!("n{id} has no record of acknowledged workload {name} ({wid})"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_follow_the_seed() {
+        assert_eq!(Plan::from_seed(7), Plan::from_seed(7));
+        assert_ne!(Plan::from_seed(7), Plan::from_seed(8));
+        let plan = Plan::from_seed(7);
+        assert_eq!(plan.workloads.len(), WORKLOADS);
+        assert!(plan
+            .workloads
+            .iter()
+            .all(|w| (1..=3).contains(&w.gpus) && (1..=4).contains(&w.duration_s)));
+    }
+
+    #[test]
+    fn failures_name_the_check_seed_and_replay() {
+        let f = failure(42, "convergence (invariant 6)", "hashes differ");
+        assert!(f.contains("seed 42"), "{f}");
+        assert!(f.contains("convergence (invariant 6)"), "{f}");
+        assert!(f.contains("fleetq-chaos sim --seed 42"), "{f}");
+    }
+}
