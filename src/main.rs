@@ -46,6 +46,9 @@ enum Command {
     Dev(cli::dev::DevArgs),
     /// Run one control-plane node (Raft over gRPC, sled storage).
     Server(cli::server::ServerArgs),
+    /// Run a cluster's agent: registers its inventory, keeps a lease with
+    /// the leader, runs what the ledger admitted there.
+    Agent(cli::agent::AgentArgs),
     /// Create or update Kueue objects from YAML; Workloads and batch/v1
     /// Jobs in the same files are submitted.
     Apply(cli::apply::ApplyArgs),
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => cli::validate::run(&args),
         Command::Dev(args) => cli::dev::run(&args),
         Command::Server(args) => cli::server::run(&args),
+        Command::Agent(args) => cli::agent::run(&args),
         Command::Apply(args) => cli::apply::run(&cli.server, &args),
         Command::Get(args) => cli::get::run(&cli.server, &args),
         Command::Describe(args) => cli::describe::run(&cli.server, &args),

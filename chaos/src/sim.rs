@@ -237,6 +237,7 @@ async fn node_host(id: NodeId, seed: u64, disk: MemDisk, registry: Registry) -> 
         scheduler: SchedulerConfig::default(),
         simulated_clusters: vec![SimulatedCluster::parse(CLUSTER)?],
         debug_endpoints: false,
+        lease: fleetq_server::leases::LeaseConfig::default(),
     };
     let state_machine = StateMachineStore::open(
         MemSnapshotStore::new(disk.clone()),

@@ -210,6 +210,7 @@ async fn start_group() -> Result<(Vec<Node>, Vec<String>, tempfile::TempDir), St
             scheduler: fleetq_scheduler::SchedulerConfig::default(),
             simulated_clusters: vec![cluster.clone()],
             debug_endpoints: false,
+            lease: fleetq_server::leases::LeaseConfig::default(),
         };
         nodes.push(
             fleetq_server::tcp::start_node(config, *addr, &dir.path().join(format!("node-{id}")))

@@ -99,6 +99,7 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
                 scheduler: fleetq_scheduler::SchedulerConfig::default(),
                 simulated_clusters: clusters.clone(),
                 debug_endpoints: false,
+                lease: fleetq_server::leases::LeaseConfig::default(),
             };
             let dir = root.join(format!("node-{id}"));
             nodes.push(fleetq_server::tcp::start_node(config, *addr, &dir).await?);

@@ -1,5 +1,6 @@
 //! Subcommands of the `fleetq` binary.
 
+pub mod agent;
 pub mod apply;
 pub mod bench;
 pub mod cancel;

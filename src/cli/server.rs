@@ -63,6 +63,10 @@ pub struct ServerArgs {
     /// Log entries kept behind the last snapshot.
     #[arg(long, value_name = "N")]
     pub keep_logs: Option<u64>,
+    /// Agents' lease: a cluster silent this long is expired (its fenced
+    /// workloads requeued), e.g. 10s.
+    #[arg(long, value_name = "DURATION")]
+    pub lease_ttl: Option<String>,
     /// Log format.
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
@@ -84,6 +88,7 @@ struct FileConfig {
     debug_endpoints: bool,
     snapshot_every: Option<u64>,
     keep_logs: Option<u64>,
+    lease_ttl: Option<String>,
     log_format: Option<LogFormat>,
 }
 
@@ -177,6 +182,15 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
     if let Some(n) = args.keep_logs.or(file.keep_logs) {
         timing.keep_logs = n;
     }
+    let mut lease = fleetq_server::leases::LeaseConfig::default();
+    if let Some(ttl) = args.lease_ttl.as_ref().or(file.lease_ttl.as_ref()) {
+        let ttl = fleetq_model::time::parse_duration(ttl)
+            .map_err(|e| format!("--lease-ttl {ttl:?}: {e}"))?;
+        if ttl < std::time::Duration::from_millis(100) {
+            return Err("--lease-ttl: must be at least 100ms".into());
+        }
+        lease.ttl = ttl;
+    }
     Ok(ServerSettings {
         node: NodeConfig {
             id,
@@ -186,6 +200,7 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
             scheduler: fleetq_scheduler::SchedulerConfig::default(),
             simulated_clusters,
             debug_endpoints: args.debug_endpoints || file.debug_endpoints,
+            lease,
         },
         listen,
         data_dir,

@@ -1,8 +1,9 @@
-//! The agent service (proto/fleetq/v1/agent.proto): registration and
-//! one-shot status reports. The long-lived session (heartbeats, leases,
-//! assignments pushed down) belongs to `fleetq agent`, which is not built
-//! yet; until then `Session` answers UNIMPLEMENTED and simulated clusters
-//! report through the ledger directly.
+//! The agent service (proto/fleetq/v1/agent.proto): registration,
+//! one-shot status reports, and the long-lived session with the leader
+//! (DESIGN.md §5): heartbeats keep the cluster's lease, inventory changes,
+//! status reports and reconcile go up; assignments and stops are pushed
+//! down as the ledger changes. A follower answers a session with a
+//! redirect to the leader.
 
 use std::collections::BTreeMap;
 use std::pin::Pin;
@@ -15,11 +16,22 @@ use fleetq_proto::v1::agent_server::Agent;
 use futures::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::leases::{LeaseConfig, LeaseTable};
 use crate::proposer::{ProposeError, Proposer};
 use crate::status;
+use fleetq_ledger::store::{Change, LedgerHandle};
+use fleetq_ledger::{RunningWorkload, WorkloadState};
+use openraft::ServerState;
+use pb::agent_message::Body as Up;
+use pb::control_message::Body as Down;
+use std::collections::HashSet;
+use tokio::sync::{broadcast, mpsc};
 
 pub struct AgentService {
     pub proposer: Arc<Proposer>,
+    pub handle: LedgerHandle,
+    pub leases: LeaseTable,
+    pub lease: LeaseConfig,
 }
 
 fn unavailable(e: ProposeError) -> Status {
@@ -127,11 +139,24 @@ impl Agent for AgentService {
 
     async fn session(
         &self,
-        _request: Request<Streaming<pb::AgentMessage>>,
+        request: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
-        Err(Status::unimplemented(
-            "agent sessions (leases, pushed assignments) are not available in this version; use Register and Report",
-        ))
+        let inbound = request.into_inner();
+        let (tx, rx) = mpsc::channel(1024);
+        let session = Session {
+            proposer: Arc::clone(&self.proposer),
+            handle: self.handle.clone(),
+            leases: self.leases.clone(),
+            lease: self.lease,
+            tx,
+            cluster: None,
+            assigned: HashSet::new(),
+            stopped: HashSet::new(),
+        };
+        tokio::spawn(session.run(inbound));
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn report(
@@ -168,5 +193,241 @@ impl Agent for AgentService {
                 &written.response.errors,
             ))),
         }
+    }
+}
+
+type Outbound = mpsc::Sender<Result<pb::ControlMessage, Status>>;
+
+/// One agent's session with this (leader) node.
+struct Session {
+    proposer: Arc<Proposer>,
+    handle: LedgerHandle,
+    leases: LeaseTable,
+    lease: LeaseConfig,
+    tx: Outbound,
+    cluster: Option<String>,
+    /// Assignments and stops already pushed, by (workload, epoch).
+    assigned: HashSet<(u64, u64)>,
+    stopped: HashSet<(u64, u64)>,
+}
+
+fn down(body: Down) -> Result<pb::ControlMessage, Status> {
+    Ok(pb::ControlMessage { body: Some(body) })
+}
+
+impl Session {
+    async fn send(&self, body: Down) -> bool {
+        self.tx.send(down(body)).await.is_ok()
+    }
+
+    fn leader(&self) -> (bool, String, u64) {
+        let m = self.proposer.raft().metrics().borrow().clone();
+        let addr = m
+            .current_leader
+            .and_then(|l| {
+                m.membership_config
+                    .membership()
+                    .get_node(&l)
+                    .map(|n| n.addr.clone())
+            })
+            .unwrap_or_default();
+        (m.state == ServerState::Leader, addr, m.current_term)
+    }
+
+    async fn run(mut self, mut inbound: Streaming<pb::AgentMessage>) {
+        let (leading, leader, _) = self.leader();
+        if !leading {
+            let _ = self.send(Down::RedirectLeader(leader)).await;
+            return;
+        }
+        let mut changes = self.handle.changes();
+        let mut metrics = self.proposer.raft().metrics();
+        loop {
+            tokio::select! {
+                message = inbound.message() => match message {
+                    Ok(Some(m)) => {
+                        if let Err(status) = self.on_message(m).await {
+                            let _ = self.tx.send(Err(status)).await;
+                            return;
+                        }
+                    }
+                    Ok(None) | Err(_) => return,
+                },
+                change = changes.recv() => match change {
+                    Ok(Change::Workloads(_) | Change::All) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                        if !self.push().await {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+                _ = metrics.changed() => {
+                    let (leading, leader, _) = self.leader();
+                    if !leading {
+                        let _ = self.send(Down::RedirectLeader(leader)).await;
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn on_message(&mut self, m: pb::AgentMessage) -> Result<(), Status> {
+        if m.cluster.is_empty() {
+            return Err(Status::invalid_argument(
+                "cluster: every message names its cluster",
+            ));
+        }
+        match &self.cluster {
+            None => self.cluster = Some(m.cluster.clone()),
+            Some(c) if *c != m.cluster => {
+                return Err(Status::invalid_argument(format!(
+                    "cluster: this session belongs to {c:?}, not {:?}",
+                    m.cluster
+                )))
+            }
+            Some(_) => {}
+        }
+        let cluster = m.cluster.clone();
+        self.leases.beat(&cluster);
+        match m.body {
+            None => Err(Status::invalid_argument("body: empty message")),
+            Some(Up::Heartbeat(_)) => {
+                let (_, _, term) = self.leader();
+                self.send(Down::Ack(pb::HeartbeatAck {
+                    lease_ttl_ms: self.lease.ttl.as_millis() as u64,
+                    leader_term: term,
+                }))
+                .await;
+                Ok(())
+            }
+            Some(Up::Inventory(mut req)) => {
+                req.cluster = cluster;
+                let (c, lease_policy) = cluster_of(&req)
+                    .map_err(|e| Status::invalid_argument(status::describe_errors(&e)))?;
+                let written = self
+                    .proposer
+                    .propose(Command::RegisterCluster {
+                        cluster: c,
+                        lease_policy,
+                    })
+                    .await
+                    .map_err(unavailable)?;
+                if !written.response.is_ok() {
+                    return Err(Status::invalid_argument(status::describe_errors(
+                        &written.response.errors,
+                    )));
+                }
+                self.push().await;
+                Ok(())
+            }
+            Some(Up::Status(r)) => {
+                let phase = phase_of(&r.phase).ok_or_else(|| {
+                    Status::invalid_argument(format!(
+                        "status.phase: {:?} is not Running, Succeeded, Failed or Stopped",
+                        r.phase
+                    ))
+                })?;
+                self.proposer
+                    .propose(Command::ReportStatus {
+                        reports: vec![StatusReport {
+                            cluster,
+                            workload: r.workload_id,
+                            epoch: r.epoch,
+                            phase,
+                            message: r.message,
+                        }],
+                    })
+                    .await
+                    .map_err(unavailable)?;
+                Ok(())
+            }
+            Some(Up::Reconcile(rec)) => {
+                let running = rec
+                    .running
+                    .iter()
+                    .map(|r| RunningWorkload {
+                        workload: r.workload_id,
+                        epoch: r.epoch,
+                    })
+                    .collect();
+                let written = self
+                    .proposer
+                    .propose(Command::ReconcileCluster { cluster, running })
+                    .await
+                    .map_err(unavailable)?;
+                if let Outcome::Reconciled { stop, .. } = written.response.outcome {
+                    for s in stop {
+                        self.send(Down::Stop(pb::Stop {
+                            workload_id: s.workload,
+                            epoch: s.epoch,
+                            reason: "not assigned to this cluster with this epoch".into(),
+                            grace_period_ms: 0,
+                        }))
+                        .await;
+                    }
+                } else if !written.response.is_ok() {
+                    return Err(Status::failed_precondition(status::describe_errors(
+                        &written.response.errors,
+                    )));
+                }
+                // Everything assigned here is pushed again after a reconnect.
+                self.assigned.clear();
+                self.stopped.clear();
+                self.push().await;
+                Ok(())
+            }
+        }
+    }
+
+    /// Pushes every assignment and stop for this cluster not pushed yet.
+    async fn push(&mut self) -> bool {
+        let Some(cluster) = self.cluster.clone() else {
+            return true;
+        };
+        let mut out = Vec::new();
+        {
+            let sm = self.handle.read();
+            let ledger = &sm.ledger;
+            for a in ledger.snapshot().admitted() {
+                if a.assignment.cluster != cluster {
+                    continue;
+                }
+                let Some(record) = ledger.workload(a.pending.id) else {
+                    continue;
+                };
+                let Some(r) = &record.reservation else {
+                    continue;
+                };
+                let key = (record.id, r.epoch);
+                if let Some(reason) = &r.stopping {
+                    if self.stopped.insert(key) {
+                        out.push(Down::Stop(pb::Stop {
+                            workload_id: record.id,
+                            epoch: r.epoch,
+                            reason: reason.clone(),
+                            grace_period_ms: record
+                                .workload
+                                .spec
+                                .preemption_grace_period
+                                .map_or(0, |d| d.as_millis() as u64),
+                        }));
+                    }
+                } else if record.state == WorkloadState::Admitted && self.assigned.insert(key) {
+                    out.push(Down::Assign(pb::Assignment {
+                        workload_id: record.id,
+                        epoch: r.epoch,
+                        workload_json: serde_json::to_string(&*record.workload).unwrap_or_default(),
+                        assignment_json: serde_json::to_string(&r.assignment).unwrap_or_default(),
+                    }));
+                }
+            }
+        }
+        for body in out {
+            if !self.send(body).await {
+                return false;
+            }
+        }
+        true
     }
 }

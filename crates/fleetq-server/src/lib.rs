@@ -14,11 +14,10 @@
 //!
 //! ## Where this deviates from DESIGN.md
 //!
-//! - Agents: `Agent.Register` and `Agent.Report` are served; the long-lived
-//!   `Agent.Session` (heartbeats, leases, pushed assignments) answers
-//!   UNIMPLEMENTED until `fleetq agent` exists. Until then simulated
-//!   clusters ([`simulated`]) run inside the control plane, on the leader,
-//!   and report through the ledger exactly as an agent would.
+//! - Agents: besides real agents (`Agent.Session`, leases in [`leases`]),
+//!   simulated clusters ([`simulated`]) run inside the control plane, on
+//!   the leader, and report through the ledger exactly as an agent would;
+//!   they hold no lease.
 //! - Configuration objects cross the API as Kueue YAML/JSON text rather
 //!   than one protobuf message per kind: that is the form users have them
 //!   in, and the model's importer gives field-path errors for it.
@@ -29,6 +28,7 @@ pub mod agent_service;
 pub mod api_service;
 pub mod batcher;
 pub mod clock;
+pub mod leases;
 pub mod network;
 pub mod node;
 pub mod proposer;
@@ -36,6 +36,7 @@ pub mod raft_service;
 pub mod simulated;
 pub mod status;
 pub mod tcp;
-pub mod transport;
+/// Channels with timeouts and keep-alive (shared with the agent).
+pub use fleetq_proto::transport;
 
 pub use node::{Node, NodeConfig, RaftTiming};

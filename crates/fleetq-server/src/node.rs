@@ -26,6 +26,7 @@ use crate::agent_service::AgentService;
 use crate::api_service::ApiService;
 use crate::batcher::SubmitBatcher;
 use crate::clock::SharedClock;
+use crate::leases::{LeaseConfig, LeaseTable};
 use crate::network::PeerNetwork;
 use crate::proposer::Proposer;
 use crate::raft_service::RaftService;
@@ -72,6 +73,8 @@ pub struct NodeConfig {
     pub scheduler: SchedulerConfig,
     pub simulated_clusters: Vec<SimulatedCluster>,
     pub debug_endpoints: bool,
+    /// Agent leases: how long a silent cluster keeps its workloads.
+    pub lease: LeaseConfig,
 }
 
 /// A running node.
@@ -176,8 +179,19 @@ impl Node {
             batcher,
             debug_endpoints: config.debug_endpoints,
         };
+        let leases = LeaseTable::default();
+        tokio::spawn(crate::leases::run(
+            handle.clone(),
+            Arc::clone(&proposer),
+            leases.clone(),
+            config.lease,
+            shutdown_rx.clone(),
+        ));
         let agent = AgentService {
             proposer: Arc::clone(&proposer),
+            handle: handle.clone(),
+            leases,
+            lease: config.lease,
         };
         let peer = RaftService {
             raft: raft.clone(),

@@ -70,7 +70,10 @@ impl SimulatedCluster {
     fn as_cluster(&self) -> Cluster {
         Cluster {
             name: self.name.clone(),
-            labels: BTreeMap::from([("fleetq.dev/simulated".to_string(), "true".to_string())]),
+            labels: BTreeMap::from([(
+                crate::leases::SIMULATED_LABEL.to_string(),
+                "true".to_string(),
+            )]),
             capacity: self.capacity.clone(),
             state: ClusterState::Ready,
         }

@@ -1,0 +1,184 @@
+//! The agent's configuration (TOML), checked before anything starts.
+//!
+//! ```toml
+//! cluster = "east"
+//! servers = ["10.0.0.1:7400", "10.0.0.2:7400", "10.0.0.3:7400"]
+//! lease_policy = "fence"          # or "keep"
+//! executor = "simulated"          # the process and kubernetes executors come next
+//! [labels]
+//! region = "us-east"
+//! [[inventory]]                   # static inventory source
+//! flavor = "h100-80gb"
+//! resources = { "nvidia.com/gpu" = "8", "gpu.memory" = "640" }
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use fleetq_model::Quantity;
+use serde::Deserialize;
+
+use crate::inventory::Inventory;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutorKind {
+    #[default]
+    Simulated,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticFlavor {
+    pub flavor: String,
+    pub resources: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    pub cluster: String,
+    pub servers: Vec<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default = "default_policy")]
+    pub lease_policy: String,
+    #[serde(default)]
+    pub executor: ExecutorKind,
+    #[serde(default)]
+    pub inventory: Vec<StaticFlavor>,
+    /// Heartbeat interval in milliseconds.
+    #[serde(default = "default_heartbeat_ms")]
+    pub heartbeat_ms: u64,
+}
+
+fn default_policy() -> String {
+    "fence".into()
+}
+
+fn default_heartbeat_ms() -> u64 {
+    500
+}
+
+impl AgentConfig {
+    pub fn load(path: &Path) -> Result<AgentConfig, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let config: AgentConfig = toml::from_str(&text)
+            .map_err(|e| format!("{}: {}", path.display(), e.to_string().trim()))?;
+        config
+            .check()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(config)
+    }
+
+    /// Every problem, each naming its field.
+    pub fn check(&self) -> Result<(), String> {
+        let mut errors = Vec::new();
+        if self.cluster.trim().is_empty() {
+            errors.push("cluster: must not be empty".to_string());
+        }
+        if self.servers.is_empty() {
+            errors.push("servers: at least one control-plane address is required".into());
+        }
+        if !matches!(self.lease_policy.as_str(), "fence" | "keep") {
+            errors.push(format!(
+                "lease_policy: {:?} is not fence or keep",
+                self.lease_policy
+            ));
+        }
+        if self.heartbeat_ms == 0 {
+            errors.push("heartbeat_ms: must be at least 1".into());
+        }
+        if self.inventory.is_empty() {
+            errors.push("inventory: a static inventory needs at least one flavor".into());
+        }
+        if let Err(e) = self.static_inventory() {
+            errors.extend(e);
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(errors.join("; "))
+        }
+    }
+
+    /// The static inventory source.
+    pub fn static_inventory(&self) -> Result<Inventory, Vec<String>> {
+        let mut inventory = Inventory::new();
+        let mut errors = Vec::new();
+        for (i, f) in self.inventory.iter().enumerate() {
+            if f.flavor.is_empty() {
+                errors.push(format!("inventory[{i}].flavor: must not be empty"));
+            }
+            for (resource, value) in &f.resources {
+                match value.parse::<Quantity>() {
+                    Ok(q) => {
+                        inventory
+                            .entry(f.flavor.clone())
+                            .or_default()
+                            .insert(resource.clone(), q);
+                    }
+                    Err(e) => errors.push(format!("inventory[{i}].resources.{resource:?}: {e}")),
+                }
+            }
+        }
+        if errors.is_empty() {
+            Ok(inventory)
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<AgentConfig, String> {
+        let c: AgentConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        c.check()?;
+        Ok(c)
+    }
+
+    #[test]
+    fn a_complete_config_parses() {
+        let c = parse(
+            r#"cluster = "east"
+servers = ["127.0.0.1:7400"]
+[[inventory]]
+flavor = "h100-80gb"
+resources = { "nvidia.com/gpu" = "8" }
+"#,
+        )
+        .unwrap();
+        let inv = c.static_inventory().unwrap();
+        assert_eq!(inv["h100-80gb"]["nvidia.com/gpu"], "8".parse().unwrap());
+        assert_eq!(c.lease_policy, "fence");
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = parse(
+            r#"cluster = ""
+servers = []
+lease_policy = "maybe"
+[[inventory]]
+flavor = "h100"
+resources = { "nvidia.com/gpu" = "lots" }
+"#,
+        )
+        .unwrap_err();
+        for field in [
+            "cluster:",
+            "servers:",
+            "lease_policy:",
+            "inventory[0].resources",
+        ] {
+            assert!(e.contains(field), "{field} in {e}");
+        }
+        assert!(parse("cluster = \"x\"\nservers = [\"a\"]\nbogus = 1\n")
+            .unwrap_err()
+            .contains("bogus"));
+    }
+}

@@ -1,0 +1,251 @@
+//! The agent's session with the control plane (DESIGN.md §5): register the
+//! cluster, reconcile what really runs, then keep one bidirectional stream
+//! to the leader: heartbeats, status reports and inventory up;
+//! assignments and stops down. It follows redirects to the leader,
+//! reconnects with capped exponential backoff and jitter, and fences
+//! itself: when no heartbeat was acknowledged for `lease_ttl - margin`, it
+//! stops its workloads (policy `fence`) before the leader could give their
+//! quota away.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use fleetq_model::Workload;
+use fleetq_proto::transport::{endpoint, Timeouts};
+use fleetq_proto::v1 as pb;
+use fleetq_proto::v1::agent_client::AgentClient;
+use pb::agent_message::Body as Up;
+use pb::control_message::Body as Down;
+use rand::Rng;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use crate::config::AgentConfig;
+use crate::executor::simulated::SimulatedExecutor;
+use crate::executor::Report;
+
+/// Longest wait between reconnect attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// The agent: its configuration, executor and what it still has to say.
+pub struct Agent {
+    config: AgentConfig,
+    executor: SimulatedExecutor,
+    events: mpsc::UnboundedReceiver<Report>,
+    /// Reports not yet delivered (kept across reconnects; every report is
+    /// idempotent upstream).
+    outbox: VecDeque<Report>,
+    last_ack: Option<Instant>,
+    lease_ttl: Option<Duration>,
+    fenced: bool,
+}
+
+fn up(cluster: &str, body: Up) -> pb::AgentMessage {
+    pb::AgentMessage {
+        cluster: cluster.to_string(),
+        body: Some(body),
+    }
+}
+
+impl Agent {
+    pub fn new(config: AgentConfig) -> Agent {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Agent {
+            config,
+            executor: SimulatedExecutor::new(tx),
+            events: rx,
+            outbox: VecDeque::new(),
+            last_ack: None,
+            lease_ttl: None,
+            fenced: false,
+        }
+    }
+
+    fn registration(&self) -> pb::RegisterRequest {
+        let inventory = self.config.static_inventory().unwrap_or_default();
+        pb::RegisterRequest {
+            cluster: self.config.cluster.clone(),
+            labels: self.config.labels.clone().into_iter().collect(),
+            inventory: inventory
+                .into_iter()
+                .map(|(flavor, resources)| pb::FlavorInventory {
+                    flavor,
+                    resources: resources
+                        .into_iter()
+                        .map(|(resource, q)| pb::Quantity {
+                            resource,
+                            value: q.to_string(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            lease_policy: self.config.lease_policy.clone(),
+        }
+    }
+
+    /// Runs until `shutdown` turns true.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let mut next = 0usize;
+        let mut redirect: Option<String> = None;
+        let mut failures = 0u32;
+        while !*shutdown.borrow() {
+            let addr = redirect.take().unwrap_or_else(|| {
+                let a = self.config.servers[next % self.config.servers.len()].clone();
+                next += 1;
+                a
+            });
+            match self.session(&addr, &mut shutdown).await {
+                Ok(Some(leader)) => {
+                    failures = 0;
+                    if !leader.is_empty() {
+                        tracing::info!(leader = %leader, "following the leader");
+                        redirect = Some(leader);
+                    }
+                    continue;
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    failures = failures.saturating_add(1);
+                    tracing::warn!(server = %addr, error = %e, "session ended");
+                }
+            }
+            // Capped exponential backoff with full jitter, fencing on the way.
+            let cap = Duration::from_millis(100)
+                .saturating_mul(1 << failures.min(6))
+                .min(MAX_BACKOFF);
+            let wait = rand::thread_rng().gen_range(Duration::ZERO..=cap);
+            let until = Instant::now() + wait;
+            while Instant::now() < until {
+                self.check_fence();
+                self.collect_events();
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(100).min(wait)) => {}
+                    _ = shutdown.changed() => return,
+                }
+            }
+        }
+    }
+
+    fn collect_events(&mut self) {
+        while let Ok(r) = self.events.try_recv() {
+            self.outbox.push_back(r);
+        }
+    }
+
+    /// Fences when the lease is about to run out: stop everything before
+    /// the leader may hand the quota to someone else.
+    fn check_fence(&mut self) {
+        let (Some(ack), Some(ttl)) = (self.last_ack, self.lease_ttl) else {
+            return;
+        };
+        if self.fenced || self.config.lease_policy != "fence" {
+            return;
+        }
+        let margin = ttl / 4;
+        if ack.elapsed() >= ttl.saturating_sub(margin) {
+            let n = self.executor.stop_all();
+            self.fenced = true;
+            tracing::warn!(
+                stopped = n,
+                "no heartbeat acknowledged in time: fenced this cluster's workloads"
+            );
+        }
+    }
+
+    /// One session. `Ok(Some(addr))`: go to the leader at `addr` (empty:
+    /// the next server). `Ok(None)`: shut down. `Err`: reconnect later.
+    async fn session(
+        &mut self,
+        addr: &str,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<Option<String>, String> {
+        let channel = endpoint(
+            addr,
+            &Timeouts {
+                request: Duration::from_secs(3600 * 24 * 365),
+                ..Timeouts::default()
+            },
+        )?
+        .connect()
+        .await
+        .map_err(|e| format!("cannot reach {addr}: {e}"))?;
+        let mut client = AgentClient::new(channel);
+        let cluster = self.config.cluster.clone();
+        let (tx, rx) = mpsc::channel::<pb::AgentMessage>(1024);
+        self.collect_events();
+        let running: Vec<pb::RunningWorkload> = self
+            .executor
+            .running()
+            .into_iter()
+            .map(|(workload_id, epoch)| pb::RunningWorkload { workload_id, epoch })
+            .collect();
+        let send = |m| tx.try_send(m).map_err(|e| format!("outbound queue: {e}"));
+        send(up(&cluster, Up::Inventory(self.registration())))?;
+        send(up(&cluster, Up::Reconcile(pb::Reconcile { running })))?;
+        send(up(&cluster, Up::Heartbeat(pb::Heartbeat { sent_at_ms: 0 })))?;
+        let mut inbound = client
+            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .map_err(|s| format!("session refused: {}", s.message()))?
+            .into_inner();
+        let mut beat = tokio::time::interval(Duration::from_millis(self.config.heartbeat_ms));
+        loop {
+            while let Some(r) = self.outbox.pop_front() {
+                let status = pb::StatusReport {
+                    workload_id: r.workload,
+                    epoch: r.epoch,
+                    phase: r.event.phase().into(),
+                    message: r.message.clone(),
+                };
+                if tx.try_send(up(&cluster, Up::Status(status))).is_err() {
+                    self.outbox.push_front(r);
+                    break;
+                }
+            }
+            tokio::select! {
+                message = inbound.message() => match message {
+                    Ok(Some(m)) => {
+                        if let Some(leader) = self.on_control(m) {
+                            return Ok(Some(leader));
+                        }
+                    }
+                    Ok(None) => return Err("the server closed the session".into()),
+                    Err(s) => return Err(format!("session: {}", s.message())),
+                },
+                event = self.events.recv() => {
+                    if let Some(r) = event {
+                        self.outbox.push_back(r);
+                    }
+                }
+                _ = beat.tick() => {
+                    self.check_fence();
+                    if tx.try_send(up(&cluster, Up::Heartbeat(pb::Heartbeat { sent_at_ms: 0 }))).is_err() {
+                        return Err("outbound queue full".into());
+                    }
+                }
+                _ = shutdown.changed() => return Ok(None),
+            }
+        }
+    }
+
+    /// Acts on one message from the leader; returns a leader address to
+    /// move to.
+    fn on_control(&mut self, m: pb::ControlMessage) -> Option<String> {
+        match m.body? {
+            Down::Ack(ack) => {
+                self.last_ack = Some(Instant::now());
+                self.lease_ttl = Some(Duration::from_millis(ack.lease_ttl_ms));
+                self.fenced = false;
+            }
+            Down::Assign(a) => match serde_json::from_str::<Workload>(&a.workload_json) {
+                Ok(w) => self.executor.start(a.workload_id, a.epoch, &w),
+                Err(e) => {
+                    tracing::error!(workload = a.workload_id, error = %e, "unreadable assignment")
+                }
+            },
+            Down::Stop(s) => self.executor.stop(s.workload_id, s.epoch),
+            Down::RedirectLeader(addr) => return Some(addr),
+        }
+        None
+    }
+}

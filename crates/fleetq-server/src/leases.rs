@@ -1,0 +1,125 @@
+//! Cluster leases on the leader (DESIGN.md §5). Heartbeats do not go
+//! through Raft: the leader remembers when it last heard from each agent.
+//! A cluster whose agent has been silent for a full `lease_ttl` is expired
+//! through the ledger (its workloads fenced and requeued, or kept charged
+//! under policy `keep`). A new leader has heard nobody yet, so it first
+//! waits one full `lease_ttl` from taking office before it expires anyone.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fleetq_ledger::store::LedgerHandle;
+use fleetq_ledger::Command;
+use fleetq_model::ClusterState;
+use openraft::ServerState;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::proposer::Proposer;
+
+/// The label that marks clusters simulated inside the control plane; they
+/// have no agent and hold no lease.
+pub const SIMULATED_LABEL: &str = "fleetq.dev/simulated";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseConfig {
+    pub ttl: Duration,
+    /// How often agents send heartbeats.
+    pub heartbeat: Duration,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        LeaseConfig {
+            ttl: Duration::from_secs(10),
+            heartbeat: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Last heartbeat per cluster, on this node (meaningful while leader).
+#[derive(Clone, Default)]
+pub struct LeaseTable {
+    last: Arc<Mutex<HashMap<String, Instant>>>,
+}
+
+impl LeaseTable {
+    pub fn beat(&self, cluster: &str) {
+        self.last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(cluster.to_string(), Instant::now());
+    }
+
+    fn last(&self, cluster: &str) -> Option<Instant> {
+        self.last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(cluster)
+            .copied()
+    }
+}
+
+/// Expires clusters whose lease ran out, while this node leads.
+pub async fn run(
+    handle: LedgerHandle,
+    proposer: Arc<Proposer>,
+    table: LeaseTable,
+    config: LeaseConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut metrics = proposer.raft().metrics();
+    let mut leading_since: Option<Instant> = None;
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let leader = metrics.borrow().state == ServerState::Leader;
+        match (leader, leading_since) {
+            (true, None) => leading_since = Some(Instant::now()),
+            (false, _) => leading_since = None,
+            _ => {}
+        }
+        if let Some(since) = leading_since {
+            let now = Instant::now();
+            let expired: Vec<String> = {
+                let sm = handle.read();
+                sm.ledger
+                    .state()
+                    .clusters
+                    .values()
+                    .filter(|c| !c.cluster.labels.contains_key(SIMULATED_LABEL))
+                    .filter(|c| {
+                        matches!(
+                            c.cluster.state,
+                            ClusterState::Ready | ClusterState::Draining
+                        )
+                    })
+                    .filter(|c| {
+                        // Silence counts from the last beat or from taking
+                        // office, whichever is later.
+                        let heard = table.last(&c.cluster.name).map_or(since, |t| t.max(since));
+                        now.duration_since(heard) >= config.ttl
+                    })
+                    .map(|c| c.cluster.name.clone())
+                    .collect()
+            };
+            for cluster in expired {
+                tracing::warn!(cluster = %cluster, ttl = ?config.ttl, "lease expired");
+                if let Err(e) = proposer
+                    .write_local(Command::ExpireCluster { cluster })
+                    .await
+                    .written()
+                {
+                    tracing::debug!(error = %e, "expiry not applied");
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(config.heartbeat / 2) => {}
+            _ = metrics.changed() => {}
+            _ = shutdown.changed() => {}
+        }
+    }
+}

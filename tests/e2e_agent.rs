@@ -1,0 +1,129 @@
+//! End-to-end: a real `fleetq agent` (static inventory, simulated
+//! executor) with a 3-node control plane: registration, assignments pushed
+//! down, status reported up, lease expiry fencing a killed agent's work and
+//! requeueing it, reconcile after the agent restarts, cancel confirmed by
+//! the executor.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{cli_stdin, text, wait_for, workloads, Group, CONFIG, FLEETQ};
+use serde_json::Value;
+
+fn start_agent(group: &Group) -> Child {
+    let servers: Vec<String> = group.addrs.iter().map(|a| format!("\"{a}\"")).collect();
+    let config = format!(
+        "cluster = \"east\"\nservers = [{}]\nheartbeat_ms = 200\n[labels]\nregion = \"test\"\n[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"8\" }}\n",
+        servers.join(", ")
+    );
+    let path = common::write_file(group.dir.path(), "agent.toml", &config);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(group.dir.path().join("agent.log"))
+        .expect("log");
+    Command::new(FLEETQ)
+        .args(["agent", "--config", path.to_str().expect("utf-8")])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("fleetq agent starts")
+}
+
+fn workload(group: &Group, name: &str) -> Option<Value> {
+    workloads(group, 1).into_iter().find(|w| w["name"] == name)
+}
+
+fn wait_state(group: &Group, name: &str, state: &str, secs: u64) -> Value {
+    wait_for(Duration::from_secs(secs), || {
+        workload(group, name).filter(|w| w["state"] == state)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "{name} never {state}: {:?}\nagent log:\n{}",
+            workload(group, name),
+            std::fs::read_to_string(group.dir.path().join("agent.log")).unwrap_or_default()
+        )
+    })
+}
+
+fn cluster_state(group: &Group) -> String {
+    let out = group.cli(1, &["get", "clusters", "-o", "json"]);
+    let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    list.iter()
+        .find(|c| c["name"] == "east")
+        .and_then(|c| c["state"].as_str())
+        .unwrap_or("absent")
+        .to_string()
+}
+
+#[test]
+fn agent_runs_admitted_work_and_its_lease_fences_it() {
+    let group = Group::start(3, &["--lease-ttl", "2s"]);
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut agent = start_agent(&group);
+    wait_for(Duration::from_secs(15), || {
+        (cluster_state(&group) == "Ready").then_some(())
+    })
+    .expect("the agent registers its cluster");
+
+    let submit = |name: &str, extra: &[&str]| {
+        let mut args = vec![
+            "submit",
+            "--queue",
+            "team-a",
+            "--name",
+            name,
+            "--request",
+            "nvidia.com/gpu=4",
+        ];
+        args.extend_from_slice(extra);
+        let out = group.cli(1, &args);
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    // A workload that runs 1 s finishes; its quota comes back.
+    submit("short", &["--duration", "1s"]);
+    let w = wait_state(&group, "short", "Succeeded", 20);
+    let history: Vec<&str> = w["reason"].as_str().into_iter().collect();
+    assert!(history.is_empty() || !history[0].contains("stopping"));
+
+    // One that runs until stopped.
+    submit("long", &[]);
+    let w = wait_state(&group, "long", "Running", 20);
+    assert_eq!(w["cluster"], "east");
+    let first_epoch = w["epoch"].as_u64().expect("epoch");
+
+    // kill -9 the agent: after the lease (2 s) the cluster is lost and the
+    // workload is requeued with the eviction as its reason.
+    agent.kill().expect("kill agent");
+    let _ = agent.wait();
+    wait_state(&group, "long", "Pending", 20);
+    assert_eq!(cluster_state(&group), "Lost");
+    // Its history says why (the current reason is the next cycle's: no
+    // Ready cluster).
+    let out = group.cli(1, &["describe", "workload", "long"]);
+    let described = String::from_utf8_lossy(&out.stdout);
+    assert!(described.contains("lost its lease"), "{described}");
+
+    // The agent comes back: reconcile, Ready again, the workload runs again
+    // under a new epoch.
+    let mut agent = start_agent(&group);
+    let w = wait_state(&group, "long", "Running", 20);
+    assert!(w["epoch"].as_u64().expect("epoch") > first_epoch, "{w}");
+    assert_eq!(cluster_state(&group), "Ready");
+
+    // Cancel: the executor stops it, then the quota is released.
+    let out = group.cli(1, &["cancel", "long"]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_state(&group, "long", "Cancelled", 20);
+
+    agent.kill().expect("kill agent");
+    let _ = agent.wait();
+}
