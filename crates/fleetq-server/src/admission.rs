@@ -49,11 +49,18 @@ pub async fn run(
         if *shutdown.borrow() {
             return;
         }
-        let (is_leader, term) = {
+        let (is_leader, term, caught_up) = {
             let m = metrics.borrow();
-            (m.state == ServerState::Leader, m.current_term)
+            // A new leader first commits an entry of its own term; until it
+            // has applied it, entries of earlier terms may still be
+            // unapplied here, and a cycle would propose decisions the log
+            // already holds (refused at apply, but wasted).
+            let caught_up = m
+                .last_applied
+                .is_some_and(|l| l.leader_id.term == m.current_term);
+            (m.state == ServerState::Leader, m.current_term, caught_up)
         };
-        if !is_leader {
+        if !is_leader || !caught_up {
             tokio::select! {
                 _ = metrics.changed() => {}
                 _ = shutdown.changed() => {}
