@@ -127,3 +127,25 @@ fn agent_runs_admitted_work_and_its_lease_fences_it() {
     agent.kill().expect("kill agent");
     let _ = agent.wait();
 }
+
+#[test]
+fn an_nvml_agent_without_a_driver_says_so_and_exits() {
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        eprintln!("this machine has an NVIDIA driver; the no-driver path is not testable here");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = common::write_file(
+        dir.path(),
+        "agent.toml",
+        "cluster = \"gpu-node\"\nservers = [\"127.0.0.1:1\"]\ninventory_source = \"nvml\"\n[flavors]\n\"NVIDIA H100 80GB HBM3\" = \"h100-80gb\"\n",
+    );
+    let out = Command::new(FLEETQ)
+        .args(["agent", "--config", path.to_str().expect("utf-8")])
+        .output()
+        .expect("fleetq agent runs");
+    assert!(!out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "one clear line: {stderr}");
+    assert!(stderr.contains("NVML"), "{stderr}");
+}

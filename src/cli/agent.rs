@@ -27,6 +27,15 @@ pub fn run(args: &AgentArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Read the inventory before anything starts: a node without a driver
+    // says so in one line and exits non-zero.
+    let agent = match Agent::new(config) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     init_logging(args.log_format, "info,h2=warn,tower=warn,hyper=warn");
     let runtime = match runtime() {
         Ok(r) => r,
@@ -37,8 +46,8 @@ pub fn run(args: &AgentArgs) -> ExitCode {
     };
     runtime.block_on(async {
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let cluster = config.cluster.clone();
-        let agent = tokio::spawn(Agent::new(config).run(stopped));
+        let cluster = agent.cluster().to_string();
+        let agent = tokio::spawn(agent.run(stopped));
         println!("fleetq agent: cluster {cluster}");
         termination().await;
         let _ = stop.send(true);

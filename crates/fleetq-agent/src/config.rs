@@ -27,6 +27,17 @@ pub enum ExecutorKind {
     Simulated,
 }
 
+/// Where the inventory comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InventorySource {
+    /// `[[inventory]]` tables in this file.
+    #[default]
+    Static,
+    /// The node's GPUs through NVML, flavors from `[flavors]`.
+    Nvml,
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StaticFlavor {
@@ -46,7 +57,12 @@ pub struct AgentConfig {
     #[serde(default)]
     pub executor: ExecutorKind,
     #[serde(default)]
+    pub inventory_source: InventorySource,
+    #[serde(default)]
     pub inventory: Vec<StaticFlavor>,
+    /// NVML product name -> flavor (inventory_source = "nvml").
+    #[serde(default)]
+    pub flavors: BTreeMap<String, String>,
     /// Heartbeat interval in milliseconds.
     #[serde(default = "default_heartbeat_ms")]
     pub heartbeat_ms: u64,
@@ -90,16 +106,47 @@ impl AgentConfig {
         if self.heartbeat_ms == 0 {
             errors.push("heartbeat_ms: must be at least 1".into());
         }
-        if self.inventory.is_empty() {
-            errors.push("inventory: a static inventory needs at least one flavor".into());
-        }
-        if let Err(e) = self.static_inventory() {
-            errors.extend(e);
+        match self.inventory_source {
+            InventorySource::Static => {
+                if self.inventory.is_empty() {
+                    errors.push("inventory: a static inventory needs at least one flavor".into());
+                }
+                if let Err(e) = self.static_inventory() {
+                    errors.extend(e);
+                }
+            }
+            InventorySource::Nvml => {
+                if self.flavors.is_empty() {
+                    errors.push(
+                        "flavors: the nvml source needs a product name -> flavor mapping".into(),
+                    );
+                }
+            }
         }
         if errors.is_empty() {
             Ok(())
         } else {
             Err(errors.join("; "))
+        }
+    }
+
+    /// The inventory from the configured source.
+    pub fn read_inventory(&self) -> Result<Inventory, String> {
+        match self.inventory_source {
+            InventorySource::Static => self.static_inventory().map_err(|e| e.join("; ")),
+            InventorySource::Nvml => {
+                let gpus = crate::inventory::nvml::read_gpus()?;
+                let mapping = crate::inventory::FlavorMapping {
+                    products: self.flavors.clone(),
+                };
+                crate::inventory::inventory_from_gpus(&gpus, &mapping).map_err(|errors| {
+                    errors
+                        .iter()
+                        .map(|e| e.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })
+            }
         }
     }
 

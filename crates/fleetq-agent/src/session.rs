@@ -23,6 +23,7 @@ use tokio::time::Instant;
 use crate::config::AgentConfig;
 use crate::executor::simulated::SimulatedExecutor;
 use crate::executor::Report;
+use crate::inventory::Inventory;
 
 /// Longest wait between reconnect attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -30,6 +31,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 /// The agent: its configuration, executor and what it still has to say.
 pub struct Agent {
     config: AgentConfig,
+    inventory: Inventory,
     executor: SimulatedExecutor,
     events: mpsc::UnboundedReceiver<Report>,
     /// Reports not yet delivered (kept across reconnects; every report is
@@ -48,9 +50,13 @@ fn up(cluster: &str, body: Up) -> pb::AgentMessage {
 }
 
 impl Agent {
-    pub fn new(config: AgentConfig) -> Agent {
+    /// An agent for `config`; reads the inventory first, so a node whose
+    /// inventory cannot be read never registers.
+    pub fn new(config: AgentConfig) -> Result<Agent, String> {
+        let inventory = config.read_inventory()?;
         let (tx, rx) = mpsc::unbounded_channel();
-        Agent {
+        Ok(Agent {
+            inventory,
             config,
             executor: SimulatedExecutor::new(tx),
             events: rx,
@@ -58,11 +64,10 @@ impl Agent {
             last_ack: None,
             lease_ttl: None,
             fenced: false,
-        }
+        })
     }
 
-    fn registration(&self) -> pb::RegisterRequest {
-        let inventory = self.config.static_inventory().unwrap_or_default();
+    fn registration(&self, inventory: Inventory) -> pb::RegisterRequest {
         pb::RegisterRequest {
             cluster: self.config.cluster.clone(),
             labels: self.config.labels.clone().into_iter().collect(),
@@ -81,6 +86,10 @@ impl Agent {
                 .collect(),
             lease_policy: self.config.lease_policy.clone(),
         }
+    }
+
+    pub fn cluster(&self) -> &str {
+        &self.config.cluster
     }
 
     /// Runs until `shutdown` turns true.
@@ -180,7 +189,10 @@ impl Agent {
             .map(|(workload_id, epoch)| pb::RunningWorkload { workload_id, epoch })
             .collect();
         let send = |m| tx.try_send(m).map_err(|e| format!("outbound queue: {e}"));
-        send(up(&cluster, Up::Inventory(self.registration())))?;
+        send(up(
+            &cluster,
+            Up::Inventory(self.registration(self.inventory.clone())),
+        ))?;
         send(up(&cluster, Up::Reconcile(pb::Reconcile { running })))?;
         send(up(&cluster, Up::Heartbeat(pb::Heartbeat { sent_at_ms: 0 })))?;
         let mut inbound = client

@@ -3,6 +3,7 @@
 //! `gpu.memory` in GiB).
 
 pub mod gpu;
+pub mod nvml;
 
 use std::collections::BTreeMap;
 
