@@ -149,3 +149,127 @@ fn an_nvml_agent_without_a_driver_says_so_and_exits() {
     assert_eq!(stderr.trim().lines().count(), 1, "one clear line: {stderr}");
     assert!(stderr.contains("NVML"), "{stderr}");
 }
+
+fn start_process_agent(group: &Group, state_dir: &std::path::Path) -> Child {
+    let servers: Vec<String> = group.addrs.iter().map(|a| format!("\"{a}\"")).collect();
+    let config = format!(
+        "cluster = \"east\"\nservers = [{}]\nheartbeat_ms = 200\nexecutor = \"process\"\nstate_dir = \"{}\"\n[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"8\" }}\n",
+        servers.join(", "),
+        state_dir.display()
+    );
+    let path = common::write_file(group.dir.path(), "agent-process.toml", &config);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(group.dir.path().join("agent.log"))
+        .expect("log");
+    Command::new(FLEETQ)
+        .args(["agent", "--config", path.to_str().expect("utf-8")])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("fleetq agent starts")
+}
+
+#[test]
+fn process_executor_runs_real_children_and_readopts_them() {
+    let group = Group::start(3, &["--lease-ttl", "5s"]);
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    let state = group.dir.path().join("agent-state");
+    let mut agent = start_process_agent(&group, &state);
+    wait_for(Duration::from_secs(15), || {
+        (cluster_state(&group) == "Ready").then_some(())
+    })
+    .expect("the agent registers its cluster");
+    let submit = |name: &str, gpus: &str, command: &[&str]| {
+        let request = format!("nvidia.com/gpu={gpus}");
+        let mut args = vec![
+            "submit",
+            "--queue",
+            "team-a",
+            "--name",
+            name,
+            "--request",
+            &request,
+            "--",
+        ];
+        args.extend_from_slice(command);
+        let out = group.cli(1, &args);
+        assert!(out.status.success(), "{}", text(&out));
+    };
+
+    // Exit 0 is Succeeded; the child saw exactly its two devices.
+    submit(
+        "ok",
+        "2",
+        &["sh", "-c", "echo devices=$CUDA_VISIBLE_DEVICES"],
+    );
+    wait_state(&group, "ok", "Succeeded", 20);
+    // Its log (one file per admission) holds what it printed.
+    let seen = std::fs::read_dir(state.join("logs"))
+        .expect("logs dir")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .find(|l| l.contains("devices="))
+        .unwrap_or_default();
+    let devices: Vec<&str> = seen
+        .trim()
+        .trim_start_matches("devices=")
+        .split(',')
+        .collect();
+    assert_eq!(devices.len(), 2, "{seen}");
+    assert!(
+        devices
+            .iter()
+            .all(|d| d.starts_with("static-h100-80gb-gpu-")),
+        "{seen}"
+    );
+
+    // Non-zero exit is Failed.
+    submit("bad", "1", &["sh", "-c", "exit 3"]);
+    wait_state(&group, "bad", "Failed", 20);
+
+    // A long child survives an agent kill -9 and is re-adopted.
+    submit("long", "1", &["sleep", "300"]);
+    let w = wait_state(&group, "long", "Running", 20);
+    let epoch = w["epoch"].as_u64().expect("epoch");
+    agent.kill().expect("kill agent");
+    let _ = agent.wait();
+    let mut agent = start_process_agent(&group, &state);
+    std::thread::sleep(Duration::from_secs(2));
+    let w = wait_state(&group, "long", "Running", 20);
+    assert_eq!(
+        w["epoch"].as_u64(),
+        Some(epoch),
+        "re-adopted, not restarted: {w}"
+    );
+    let record = state
+        .join("running")
+        .join(format!("{}-{epoch}.json", w["id"]));
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(&record).expect("run record")).expect("json");
+    let pid = record["pid"].as_u64().expect("pid");
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+
+    // Cancel: the process group gets SIGTERM, the quota comes back once it is gone.
+    let out = group.cli(1, &["cancel", "long"]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_state(&group, "long", "Cancelled", 20);
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state_char = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r.trim_start().chars().next());
+    assert!(
+        stat.is_empty() || state_char == Some(Some('Z')),
+        "child {pid} still runs: {stat}\nagent log:\n{}",
+        std::fs::read_to_string(group.dir.path().join("agent.log")).unwrap_or_default()
+    );
+
+    agent.kill().expect("kill agent");
+    let _ = agent.wait();
+}

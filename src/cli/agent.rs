@@ -27,16 +27,6 @@ pub fn run(args: &AgentArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Read the inventory before anything starts: a node without a driver
-    // says so in one line and exits non-zero.
-    let agent = match Agent::new(config) {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    init_logging(args.log_format, "info,h2=warn,tower=warn,hyper=warn");
     let runtime = match runtime() {
         Ok(r) => r,
         Err(e) => {
@@ -45,6 +35,17 @@ pub fn run(args: &AgentArgs) -> ExitCode {
         }
     };
     runtime.block_on(async {
+        // Read the inventory (and re-adopt running children) before
+        // anything else: a node without a driver says so in one line and
+        // exits non-zero.
+        let agent = match Agent::new(config) {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        init_logging(args.log_format, "info,h2=warn,tower=warn,hyper=warn");
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let cluster = agent.cluster().to_string();
         let agent = tokio::spawn(agent.run(stopped));

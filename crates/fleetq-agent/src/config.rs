@@ -18,13 +18,17 @@ use std::path::Path;
 use fleetq_model::Quantity;
 use serde::Deserialize;
 
+use crate::inventory::devices::DevicePool;
 use crate::inventory::Inventory;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ExecutorKind {
+    /// "Runs" each workload for its `run.duration`.
     #[default]
     Simulated,
+    /// Real child processes (`run.command`), see `state_dir`.
+    Process,
 }
 
 /// Where the inventory comes from.
@@ -63,6 +67,9 @@ pub struct AgentConfig {
     /// NVML product name -> flavor (inventory_source = "nvml").
     #[serde(default)]
     pub flavors: BTreeMap<String, String>,
+    /// Where the process executor keeps run records and logs.
+    #[serde(default)]
+    pub state_dir: Option<std::path::PathBuf>,
     /// Heartbeat interval in milliseconds.
     #[serde(default = "default_heartbeat_ms")]
     pub heartbeat_ms: u64,
@@ -103,6 +110,11 @@ impl AgentConfig {
                 self.lease_policy
             ));
         }
+        if self.executor == ExecutorKind::Process && self.state_dir.is_none() {
+            errors.push(
+                "state_dir: the process executor needs a directory for run records and logs".into(),
+            );
+        }
         if self.heartbeat_ms == 0 {
             errors.push("heartbeat_ms: must be at least 1".into());
         }
@@ -130,22 +142,29 @@ impl AgentConfig {
         }
     }
 
-    /// The inventory from the configured source.
-    pub fn read_inventory(&self) -> Result<Inventory, String> {
+    /// The inventory from the configured source, and the devices it
+    /// holds.
+    pub fn read_inventory(&self) -> Result<(Inventory, DevicePool), String> {
         match self.inventory_source {
-            InventorySource::Static => self.static_inventory().map_err(|e| e.join("; ")),
+            InventorySource::Static => {
+                let inventory = self.static_inventory().map_err(|e| e.join("; "))?;
+                let pool = DevicePool::from_static(&inventory);
+                Ok((inventory, pool))
+            }
             InventorySource::Nvml => {
                 let gpus = crate::inventory::nvml::read_gpus()?;
                 let mapping = crate::inventory::FlavorMapping {
                     products: self.flavors.clone(),
                 };
-                crate::inventory::inventory_from_gpus(&gpus, &mapping).map_err(|errors| {
-                    errors
-                        .iter()
-                        .map(|e| e.to_string())
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                })
+                let inventory =
+                    crate::inventory::inventory_from_gpus(&gpus, &mapping).map_err(|errors| {
+                        errors
+                            .iter()
+                            .map(|e| e.to_string())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    })?;
+                Ok((inventory, DevicePool::from_gpus(&gpus, &mapping)))
             }
         }
     }

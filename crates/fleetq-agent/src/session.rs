@@ -14,16 +14,22 @@ use fleetq_model::Workload;
 use fleetq_proto::transport::{endpoint, Timeouts};
 use fleetq_proto::v1 as pb;
 use fleetq_proto::v1::agent_client::AgentClient;
+use fleetq_scheduler::Assignment;
 use pb::agent_message::Body as Up;
 use pb::control_message::Body as Down;
 use rand::Rng;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::config::AgentConfig;
+use crate::config::{AgentConfig, ExecutorKind};
+use crate::executor::devices_needed;
+use crate::executor::process::ProcessExecutor;
 use crate::executor::simulated::SimulatedExecutor;
 use crate::executor::Report;
 use crate::inventory::Inventory;
+
+/// Time between SIGTERM and SIGKILL when the workload sets none.
+const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 
 /// Longest wait between reconnect attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -32,7 +38,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 pub struct Agent {
     config: AgentConfig,
     inventory: Inventory,
-    executor: SimulatedExecutor,
+    executor: Executor,
     events: mpsc::UnboundedReceiver<Report>,
     /// Reports not yet delivered (kept across reconnects; every report is
     /// idempotent upstream).
@@ -53,12 +59,21 @@ impl Agent {
     /// An agent for `config`; reads the inventory first, so a node whose
     /// inventory cannot be read never registers.
     pub fn new(config: AgentConfig) -> Result<Agent, String> {
-        let inventory = config.read_inventory()?;
+        let (inventory, pool) = config.read_inventory()?;
         let (tx, rx) = mpsc::unbounded_channel();
+        let executor = match (config.executor, &config.state_dir) {
+            (ExecutorKind::Process, Some(dir)) => {
+                Executor::Process(ProcessExecutor::new(dir, pool, tx)?)
+            }
+            (ExecutorKind::Process, None) => {
+                return Err("state_dir: the process executor needs a directory".into())
+            }
+            (ExecutorKind::Simulated, _) => Executor::Simulated(SimulatedExecutor::new(tx)),
+        };
         Ok(Agent {
             inventory,
             config,
-            executor: SimulatedExecutor::new(tx),
+            executor,
             events: rx,
             outbox: VecDeque::new(),
             last_ack: None,
@@ -249,15 +264,66 @@ impl Agent {
                 self.lease_ttl = Some(Duration::from_millis(ack.lease_ttl_ms));
                 self.fenced = false;
             }
-            Down::Assign(a) => match serde_json::from_str::<Workload>(&a.workload_json) {
-                Ok(w) => self.executor.start(a.workload_id, a.epoch, &w),
-                Err(e) => {
-                    tracing::error!(workload = a.workload_id, error = %e, "unreadable assignment")
+            Down::Assign(a) => {
+                let parsed = serde_json::from_str::<Workload>(&a.workload_json).and_then(|w| {
+                    serde_json::from_str::<Assignment>(&a.assignment_json).map(|asg| (w, asg))
+                });
+                match parsed {
+                    Ok((w, asg)) => self.executor.start(a.workload_id, a.epoch, &w, &asg),
+                    Err(e) => {
+                        tracing::error!(workload = a.workload_id, error = %e, "unreadable assignment")
+                    }
                 }
-            },
-            Down::Stop(s) => self.executor.stop(s.workload_id, s.epoch),
+            }
+            Down::Stop(s) => {
+                // Without a grace period of its own, a workload gets
+                // DEFAULT_GRACE between SIGTERM and SIGKILL.
+                let grace = match s.grace_period_ms {
+                    0 => DEFAULT_GRACE,
+                    ms => Duration::from_millis(ms),
+                };
+                self.executor.stop(s.workload_id, s.epoch, grace)
+            }
             Down::RedirectLeader(addr) => return Some(addr),
         }
         None
+    }
+}
+
+/// The configured executor.
+enum Executor {
+    Simulated(SimulatedExecutor),
+    Process(ProcessExecutor),
+}
+
+impl Executor {
+    fn start(&mut self, workload: u64, epoch: u64, spec: &Workload, assignment: &Assignment) {
+        match self {
+            Executor::Simulated(e) => e.start(workload, epoch, spec),
+            Executor::Process(e) => {
+                e.start(workload, epoch, spec, &devices_needed(spec, assignment))
+            }
+        }
+    }
+
+    fn stop(&mut self, workload: u64, epoch: u64, grace: Duration) {
+        match self {
+            Executor::Simulated(e) => e.stop(workload, epoch),
+            Executor::Process(e) => e.stop(workload, epoch, grace),
+        }
+    }
+
+    fn stop_all(&mut self) -> usize {
+        match self {
+            Executor::Simulated(e) => e.stop_all(),
+            Executor::Process(e) => e.stop_all(),
+        }
+    }
+
+    fn running(&mut self) -> Vec<(u64, u64)> {
+        match self {
+            Executor::Simulated(e) => e.running(),
+            Executor::Process(e) => e.running(),
+        }
     }
 }

@@ -1,0 +1,358 @@
+//! The process executor: each admitted workload runs as a real child
+//! process in its own process group, with `CUDA_VISIBLE_DEVICES` set to
+//! exactly the device or MIG UUIDs allocated to it, its output in
+//! `<state_dir>/logs/<id>-<epoch>.log`. Exit 0 is Succeeded, anything else
+//! Failed. A stop sends SIGTERM to the group, then SIGKILL after the grace
+//! period.
+//!
+//! Children outlive the agent. Each start writes
+//! `<state_dir>/running/<id>-<epoch>.json` (pid, the process's start time
+//! from /proc, epoch, devices); the command runs under `sh -c`, which writes
+//! its exit code to `<id>-<epoch>.exit`. A restarted agent re-adopts every
+//! child that still runs (same pid *and* start time, so a reused pid is not
+//! mistaken for it) and reports the others with the exit code they left.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fleetq_model::Workload;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use super::{Event, Report};
+use crate::inventory::devices::{DevicePool, DeviceSlot};
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct RunRecord {
+    workload: u64,
+    epoch: u64,
+    pid: u32,
+    /// /proc/<pid>/stat field 22: tells a reused pid from ours.
+    start_ticks: u64,
+    devices: Vec<String>,
+}
+
+pub struct ProcessExecutor {
+    state_dir: PathBuf,
+    pool: DevicePool,
+    events: mpsc::UnboundedSender<Report>,
+    running: HashMap<(u64, u64), (RunRecord, JoinHandle<()>)>,
+}
+
+/// The start time of a live process (a zombie counts as gone: its
+/// orphaned children may never be reaped where PID 1 does not reap).
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace();
+    if fields.next()? == "Z" {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
+}
+
+fn alive(record: &RunRecord) -> bool {
+    start_ticks(record.pid) == Some(record.start_ticks)
+}
+
+fn signal_group(pid: u32, signal: i32) {
+    // The child leads its own group (pgid == pid): signal all of it.
+    // SAFETY: kill(2) takes plain integers and has no memory effects.
+    unsafe {
+        libc::kill(-(pid as i32), signal);
+    }
+}
+
+impl ProcessExecutor {
+    /// An executor keeping its state in `state_dir`, allocating devices
+    /// from `pool`. Children left by a previous agent are re-adopted or
+    /// reported.
+    pub fn new(
+        state_dir: &Path,
+        pool: DevicePool,
+        events: mpsc::UnboundedSender<Report>,
+    ) -> Result<ProcessExecutor, String> {
+        for sub in ["running", "logs"] {
+            std::fs::create_dir_all(state_dir.join(sub)).map_err(|e| {
+                format!(
+                    "state_dir {}: cannot create {sub}/: {e}",
+                    state_dir.display()
+                )
+            })?;
+        }
+        let mut executor = ProcessExecutor {
+            state_dir: state_dir.to_path_buf(),
+            pool,
+            events,
+            running: HashMap::new(),
+        };
+        executor.adopt();
+        Ok(executor)
+    }
+
+    fn base(&self, workload: u64, epoch: u64) -> String {
+        format!("{workload}-{epoch}")
+    }
+
+    fn record_path(&self, workload: u64, epoch: u64) -> PathBuf {
+        self.state_dir
+            .join("running")
+            .join(format!("{}.json", self.base(workload, epoch)))
+    }
+
+    fn exit_path(&self, workload: u64, epoch: u64) -> PathBuf {
+        self.state_dir
+            .join("running")
+            .join(format!("{}.exit", self.base(workload, epoch)))
+    }
+
+    /// Re-adopts children from the state directory.
+    fn adopt(&mut self) {
+        let Ok(entries) = std::fs::read_dir(self.state_dir.join("running")) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("json") {
+                continue;
+            }
+            let Some(record) = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<RunRecord>(&b).ok())
+            else {
+                tracing::warn!(file = %path.display(), "unreadable run record ignored");
+                continue;
+            };
+            self.pool.claim(&record.devices);
+            let key = (record.workload, record.epoch);
+            let watcher = self.watch_adopted(record.clone());
+            tracing::info!(
+                workload = record.workload,
+                epoch = record.epoch,
+                pid = record.pid,
+                "re-adopted"
+            );
+            self.running.insert(key, (record, watcher));
+        }
+    }
+
+    /// Waits for an adopted child (not ours to wait(2) on) by polling.
+    fn watch_adopted(&self, record: RunRecord) -> JoinHandle<()> {
+        let events = self.events.clone();
+        let exit_path = self.exit_path(record.workload, record.epoch);
+        let record_path = self.record_path(record.workload, record.epoch);
+        tokio::spawn(async move {
+            while alive(&record) {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            finish(&events, &record, &exit_path, &record_path, None);
+        })
+    }
+
+    /// Starts an admission; a repeat of a running one is ignored.
+    pub fn start(
+        &mut self,
+        workload: u64,
+        epoch: u64,
+        spec: &Workload,
+        devices_needed: &BTreeMap<(String, String), u64>,
+    ) {
+        self.reap();
+        if self.running.contains_key(&(workload, epoch)) {
+            return;
+        }
+        let report = |event, message: String| Report {
+            workload,
+            epoch,
+            event,
+            message,
+        };
+        let devices = match self.pool.allocate(devices_needed) {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = self.events.send(report(Event::Failed, e));
+                return;
+            }
+        };
+        match self.spawn(workload, epoch, spec, &devices) {
+            Ok((record, handle)) => {
+                let _ = self.events.send(report(Event::Running, String::new()));
+                self.running.insert((workload, epoch), (record, handle));
+            }
+            Err(e) => {
+                self.pool
+                    .release(&devices.iter().map(|d| d.uuid.clone()).collect::<Vec<_>>());
+                let _ = self.events.send(report(Event::Failed, e));
+            }
+        }
+    }
+
+    fn spawn(
+        &self,
+        workload: u64,
+        epoch: u64,
+        spec: &Workload,
+        devices: &[DeviceSlot],
+    ) -> Result<(RunRecord, JoinHandle<()>), String> {
+        let command = &spec.spec.run.command;
+        if command.is_empty() {
+            return Err("the workload has no command to run (run.command)".into());
+        }
+        let log_path = self
+            .state_dir
+            .join("logs")
+            .join(format!("{}.log", self.base(workload, epoch)));
+        let log = std::fs::File::create(&log_path)
+            .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+        let log2 = log.try_clone().map_err(|e| e.to_string())?;
+        let exit_path = self.exit_path(workload, epoch);
+        let uuids: Vec<String> = devices.iter().map(|d| d.uuid.clone()).collect();
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        // sh records the exit code where a re-adopting agent can read it.
+        cmd.arg("-c")
+            .arg("\"$@\"; code=$?; echo $code > \"$FLEETQ_EXIT_FILE\"; exit $code")
+            .arg("fleetq-workload")
+            .args(command)
+            .envs(&spec.spec.run.env)
+            .env("CUDA_VISIBLE_DEVICES", uuids.join(","))
+            .env(
+                "FLEETQ_WORKLOAD",
+                format!("{}/{}", spec.namespace, spec.name),
+            )
+            .env("FLEETQ_EPOCH", epoch.to_string())
+            .env("FLEETQ_EXIT_FILE", &exit_path)
+            .stdin(std::process::Stdio::null())
+            .stdout(log)
+            .stderr(log2)
+            .process_group(0)
+            .kill_on_drop(false);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {:?}: {e}", command[0]))?;
+        let pid = child
+            .id()
+            .ok_or("the child exited before it could be recorded")?;
+        let record = RunRecord {
+            workload,
+            epoch,
+            pid,
+            start_ticks: start_ticks(pid).unwrap_or(0),
+            devices: uuids,
+        };
+        let record_path = self.record_path(workload, epoch);
+        let bytes = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
+        std::fs::write(&record_path, bytes)
+            .map_err(|e| format!("cannot write {}: {e}", record_path.display()))?;
+        let events = self.events.clone();
+        let r = record.clone();
+        let handle = tokio::spawn(async move {
+            let status = child.wait().await.ok().and_then(|s| s.code());
+            finish(&events, &r, &exit_path, &record_path, status);
+        });
+        Ok((record, handle))
+    }
+
+    /// Releases the devices of children that ended.
+    fn reap(&mut self) {
+        let done: Vec<(u64, u64)> = self
+            .running
+            .iter()
+            .filter(|(_, (_, h))| h.is_finished())
+            .map(|(k, _)| *k)
+            .collect();
+        for key in done {
+            if let Some((record, _)) = self.running.remove(&key) {
+                self.pool.release(&record.devices);
+            }
+        }
+    }
+
+    /// Stops an admission: SIGTERM to its group, SIGKILL after `grace`.
+    /// Stopped is reported once its processes are gone.
+    pub fn stop(&mut self, workload: u64, epoch: u64, grace: Duration) {
+        self.reap();
+        let Some((record, watcher)) = self.running.remove(&(workload, epoch)) else {
+            let _ = self.events.send(Report {
+                workload,
+                epoch,
+                event: Event::Stopped,
+                message: "not running here".into(),
+            });
+            return;
+        };
+        // The watcher would report Failed when the process dies; this stop
+        // reports Stopped instead.
+        watcher.abort();
+        self.pool.release(&record.devices);
+        let events = self.events.clone();
+        let record_path = self.record_path(workload, epoch);
+        let exit_path = self.exit_path(workload, epoch);
+        tokio::spawn(async move {
+            signal_group(record.pid, libc::SIGTERM);
+            let deadline = tokio::time::Instant::now() + grace;
+            while alive(&record) && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            if alive(&record) {
+                signal_group(record.pid, libc::SIGKILL);
+                while alive(&record) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+            let _ = std::fs::remove_file(&record_path);
+            let _ = std::fs::remove_file(&exit_path);
+            let _ = events.send(Report {
+                workload,
+                epoch,
+                event: Event::Stopped,
+                message: String::new(),
+            });
+        });
+    }
+
+    pub fn stop_all(&mut self) -> usize {
+        let keys: Vec<(u64, u64)> = self.running.keys().copied().collect();
+        for (w, e) in &keys {
+            self.stop(*w, *e, Duration::ZERO);
+        }
+        keys.len()
+    }
+
+    pub fn running(&mut self) -> Vec<(u64, u64)> {
+        self.reap();
+        self.running.keys().copied().collect()
+    }
+}
+
+/// Reports how a child ended and forgets it.
+fn finish(
+    events: &mpsc::UnboundedSender<Report>,
+    record: &RunRecord,
+    exit_path: &Path,
+    record_path: &Path,
+    status: Option<i32>,
+) {
+    let code = status.or_else(|| {
+        std::fs::read_to_string(exit_path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+    });
+    let (event, message) = match code {
+        Some(0) => (Event::Succeeded, "exit 0".to_string()),
+        Some(c) => (Event::Failed, format!("exit {c}")),
+        None => (
+            Event::Failed,
+            "ended without an exit code (killed)".to_string(),
+        ),
+    };
+    let _ = std::fs::remove_file(record_path);
+    let _ = std::fs::remove_file(exit_path);
+    let _ = events.send(Report {
+        workload: record.workload,
+        epoch: record.epoch,
+        event,
+        message,
+    });
+}
