@@ -81,7 +81,13 @@ fn main() -> ExitCode {
         Command::Validate(args) => cli::validate::run(&args),
         Command::Dev(args) => cli::dev::run(&args),
         Command::Server(args) => cli::server::run(&args),
-        Command::Agent(args) => cli::agent::run(&args),
+        Command::Agent(args) => {
+            // The agent takes --server only when given (the CLI default
+            // would otherwise override the servers of its config file).
+            let explicit = std::env::args().any(|a| a == "--server" || a.starts_with("--server="))
+                || std::env::var_os("FLEETQ_SERVER").is_some();
+            cli::agent::run(&args, explicit.then_some(cli.server.as_str()))
+        }
         Command::Apply(args) => cli::apply::run(&cli.server, &args),
         Command::Get(args) => cli::get::run(&cli.server, &args),
         Command::Describe(args) => cli::describe::run(&cli.server, &args),

@@ -273,3 +273,92 @@ fn process_executor_runs_real_children_and_readopts_them() {
     agent.kill().expect("kill agent");
     let _ = agent.wait();
 }
+
+#[test]
+fn agents_follow_a_new_leader_without_restarting_work_or_spurious_expiry() {
+    let mut group = Group::start(3, &["--lease-ttl", "3s"]);
+    let leader = group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    // Configured by flags only this time.
+    let log = std::fs::File::create(group.dir.path().join("agent.log")).expect("log");
+    let mut agent = Command::new(FLEETQ)
+        .args(["--server", &group.addrs.join(",")])
+        .args(["agent", "--cluster", "east", "--inventory", "static"])
+        .args([
+            "--static-inventory",
+            "h100-80gb=8",
+            "--executor",
+            "simulated",
+        ])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("fleetq agent starts");
+    wait_for(Duration::from_secs(15), || {
+        (cluster_state(&group) == "Ready").then_some(())
+    })
+    .expect("the agent registers its cluster");
+    let out = group.cli(
+        1,
+        &[
+            "submit",
+            "--queue",
+            "team-a",
+            "--name",
+            "steady",
+            "--request",
+            "nvidia.com/gpu=4",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let w = wait_state(&group, "steady", "Running", 20);
+    let epoch = w["epoch"].as_u64().expect("epoch");
+
+    group.kill(leader);
+    let new_leader = group
+        .wait_leader(Duration::from_secs(10))
+        .expect("a new leader");
+    // Two lease lengths pass: the agent moved to the new leader in time.
+    std::thread::sleep(Duration::from_secs(6));
+    let status = group.status(new_leader).expect("status");
+    assert!(
+        status["counters"]["by_command"]
+            .get("ExpireCluster")
+            .is_none(),
+        "a cluster was expired: {status}"
+    );
+    let observer = new_leader;
+    let all = workloads(&group, observer);
+    let steady = all.iter().find(|w| w["name"] == "steady").expect("steady");
+    assert_eq!(steady["state"], "Running", "{steady}");
+    assert_eq!(steady["epoch"].as_u64(), Some(epoch), "restarted: {steady}");
+
+    // And new work still reaches the agent through the new leader.
+    let out = group.cli(
+        observer,
+        &[
+            "submit",
+            "--queue",
+            "team-a",
+            "--name",
+            "after",
+            "--request",
+            "nvidia.com/gpu=2",
+            "--duration",
+            "1s",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    wait_for(Duration::from_secs(20), || {
+        workloads(&group, observer)
+            .into_iter()
+            .find(|w| w["name"] == "after" && w["state"] == "Succeeded")
+    })
+    .expect("new work runs after the failover");
+    agent.kill().expect("kill agent");
+    let _ = agent.wait();
+}

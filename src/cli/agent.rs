@@ -1,26 +1,136 @@
-//! `fleetq agent --config agent.toml`: the per-cluster agent.
+//! `fleetq agent`: the per-cluster agent. Every setting is a flag and a
+//! key of the TOML file (`--config`); flags win. The control-plane servers
+//! are the global `--server ADDR[,ADDR...]` (or `FLEETQ_SERVER`).
+//!
+//! ```text
+//! fleetq agent --cluster east --server 10.0.0.1:7400,10.0.0.2:7400 \
+//!   --inventory static --static-inventory h100-80gb=8 --executor simulated
+//! fleetq agent --cluster gpu-node-7 --server 10.0.0.1:7400 --inventory nvml \
+//!   --flavor "NVIDIA H100 80GB HBM3=h100-80gb" --executor process --state-dir /var/lib/fleetq-agent
+//! ```
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+use fleetq_agent::config::{ExecutorKind, InventorySource, StaticFlavor};
 use fleetq_agent::{Agent, AgentConfig};
 
 use super::server::{init_logging, runtime, termination, LogFormat};
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum InventoryFlag {
+    Static,
+    Nvml,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExecutorFlag {
+    Simulated,
+    Process,
+}
+
 #[derive(Debug, Args)]
 pub struct AgentArgs {
-    /// The agent's TOML configuration (cluster name, control-plane
-    /// servers, lease policy, inventory, executor).
+    /// TOML file with any of these settings (keys: cluster, servers,
+    /// inventory_source, executor, state_dir, lease_policy, heartbeat_ms,
+    /// [labels], [[inventory]], [flavors]).
     #[arg(long, value_name = "FILE")]
-    pub config: PathBuf,
+    pub config: Option<PathBuf>,
+    /// The cluster's name in the ledger.
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Where the inventory comes from.
+    #[arg(long, value_enum)]
+    pub inventory: Option<InventoryFlag>,
+    /// Static inventory, FLAVOR[/RESOURCE]=QTY,... (a bare FLAVOR=N means
+    /// N nvidia.com/gpu).
+    #[arg(long, value_delimiter = ',', value_name = "SPEC")]
+    pub static_inventory: Vec<String>,
+    /// NVML product name -> flavor, "PRODUCT=FLAVOR" (repeatable).
+    #[arg(long = "flavor", value_name = "PRODUCT=FLAVOR")]
+    pub flavors: Vec<String>,
+    /// What runs the workloads.
+    #[arg(long, value_enum)]
+    pub executor: Option<ExecutorFlag>,
+    /// Run records and logs of the process executor.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// fence (stop workloads before the lease can expire) or keep.
+    #[arg(long)]
+    pub lease_policy: Option<String>,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
 }
 
-pub fn run(args: &AgentArgs) -> ExitCode {
-    let config = match AgentConfig::load(&args.config) {
+/// The file (if any) with the flags laid over it, checked. `servers` is
+/// the global `--server ADDR[,ADDR...]` when it was given explicitly.
+pub fn resolve(args: &AgentArgs, servers: Option<&str>) -> Result<AgentConfig, String> {
+    let mut c = match &args.config {
+        Some(p) => AgentConfig::read(p)?,
+        None => AgentConfig::empty(),
+    };
+    if let Some(v) = &args.cluster {
+        c.cluster = v.clone();
+    }
+    if let Some(list) = servers {
+        c.servers = list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+            .collect();
+    }
+    if let Some(v) = args.inventory {
+        c.inventory_source = match v {
+            InventoryFlag::Static => InventorySource::Static,
+            InventoryFlag::Nvml => InventorySource::Nvml,
+        };
+    }
+    if !args.static_inventory.is_empty() {
+        let mut flavors: Vec<StaticFlavor> = Vec::new();
+        for item in &args.static_inventory {
+            let (key, qty) = item.split_once('=').ok_or_else(|| {
+                format!("--static-inventory: {item:?} is not FLAVOR[/RESOURCE]=QTY")
+            })?;
+            let (flavor, resource) = key.split_once('/').unwrap_or((key, "nvidia.com/gpu"));
+            match flavors.iter_mut().find(|f| f.flavor == flavor) {
+                Some(f) => {
+                    f.resources.insert(resource.to_string(), qty.to_string());
+                }
+                None => flavors.push(StaticFlavor {
+                    flavor: flavor.to_string(),
+                    resources: [(resource.to_string(), qty.to_string())].into(),
+                }),
+            }
+        }
+        c.inventory = flavors;
+    }
+    for item in &args.flavors {
+        let (product, flavor) = item
+            .rsplit_once('=')
+            .ok_or_else(|| format!("--flavor: {item:?} is not PRODUCT=FLAVOR"))?;
+        c.flavors.insert(product.to_string(), flavor.to_string());
+    }
+    if let Some(v) = args.executor {
+        c.executor = match v {
+            ExecutorFlag::Simulated => ExecutorKind::Simulated,
+            ExecutorFlag::Process => ExecutorKind::Process,
+        };
+    }
+    if let Some(v) = &args.state_dir {
+        c.state_dir = Some(v.clone());
+    }
+    if let Some(v) = &args.lease_policy {
+        c.lease_policy = v.clone();
+    }
+    c.check()?;
+    Ok(c)
+}
+
+pub fn run(args: &AgentArgs, servers: Option<&str>) -> ExitCode {
+    let config = match resolve(args, servers) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");

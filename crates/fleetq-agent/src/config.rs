@@ -52,7 +52,9 @@ pub struct StaticFlavor {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentConfig {
+    #[serde(default)]
     pub cluster: String,
+    #[serde(default)]
     pub servers: Vec<String>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
@@ -85,14 +87,34 @@ fn default_heartbeat_ms() -> u64 {
 
 impl AgentConfig {
     pub fn load(path: &Path) -> Result<AgentConfig, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        let config: AgentConfig = toml::from_str(&text)
-            .map_err(|e| format!("{}: {}", path.display(), e.to_string().trim()))?;
+        let config = AgentConfig::read(path)?;
         config
             .check()
             .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(config)
+    }
+
+    /// Reads a file without checking it (flags may still fill it in).
+    pub fn read(path: &Path) -> Result<AgentConfig, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.to_string().trim()))
+    }
+
+    /// A configuration with nothing set (flags fill it in).
+    pub fn empty() -> AgentConfig {
+        toml::from_str("").unwrap_or_else(|_| AgentConfig {
+            cluster: String::new(),
+            servers: Vec::new(),
+            labels: BTreeMap::new(),
+            lease_policy: default_policy(),
+            executor: ExecutorKind::default(),
+            inventory_source: InventorySource::default(),
+            inventory: Vec::new(),
+            flavors: BTreeMap::new(),
+            state_dir: None,
+            heartbeat_ms: default_heartbeat_ms(),
+        })
     }
 
     /// Every problem, each naming its field.
