@@ -97,12 +97,37 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
                 initial_members: members.clone(),
                 timing: RaftTiming::default(),
                 scheduler: fleetq_scheduler::SchedulerConfig::default(),
-                simulated_clusters: clusters.clone(),
+                // The clusters are served by real agents (below).
+                simulated_clusters: Vec::new(),
                 debug_endpoints: false,
                 lease: fleetq_server::leases::LeaseConfig::default(),
             };
             let dir = root.join(format!("node-{id}"));
             nodes.push(fleetq_server::tcp::start_node(config, *addr, &dir).await?);
+        }
+        // One real agent per cluster (static inventory, simulated
+        // executor), the same code `fleetq agent` runs.
+        let (stop_agents, agents_stopped) = tokio::sync::watch::channel(false);
+        let mut agents = Vec::new();
+        for cl in &clusters {
+            let mut config = fleetq_agent::AgentConfig::empty();
+            config.cluster = cl.name.clone();
+            config.servers = members.values().cloned().collect();
+            config.labels = [("fleetq.dev/dev".to_string(), "true".to_string())].into();
+            config.inventory = cl
+                .capacity
+                .iter()
+                .map(|(flavor, resources)| fleetq_agent::config::StaticFlavor {
+                    flavor: flavor.clone(),
+                    resources: resources
+                        .iter()
+                        .map(|(r, q)| (r.clone(), q.to_string()))
+                        .collect(),
+                })
+                .collect();
+            config.check()?;
+            let agent = fleetq_agent::Agent::new(config)?;
+            agents.push(tokio::spawn(agent.run(agents_stopped.clone())));
         }
         let api = addrs[&1].to_string();
         let mut c = client::connect(&api).await?;
@@ -127,7 +152,7 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
                 .iter()
                 .flat_map(|(f, rs)| rs.iter().map(move |(r, q)| format!("{q} {r} ({f})")))
                 .collect();
-            println!("  simulated cluster {}: {}", cl.name, inv.join(", "));
+            println!("  cluster {} (agent: static inventory, simulated executor): {}", cl.name, inv.join(", "));
         }
         if !args.no_sample {
             println!("  sample config: ClusterQueues team-a and team-b in cohort research, LocalQueues default/team-a and default/team-b, priority classes high and low");
@@ -139,6 +164,10 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
         println!("  fleetq get workloads");
         println!("Ctrl-C stops it{}.", if args.data_dir.is_none() { " and removes its data" } else { "" });
         termination().await;
+        let _ = stop_agents.send(true);
+        for agent in agents {
+            let _ = agent.await;
+        }
         for node in nodes {
             let _ = tokio::time::timeout(Duration::from_secs(5), node.shutdown()).await;
         }
