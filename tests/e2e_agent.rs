@@ -362,3 +362,90 @@ fn agents_follow_a_new_leader_without_restarting_work_or_spurious_expiry() {
     agent.kill().expect("kill agent");
     let _ = agent.wait();
 }
+
+#[test]
+fn keep_policy_holds_quota_while_the_agent_is_gone_and_agrees_after() {
+    let group = Group::start(3, &["--lease-ttl", "2s"]);
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    let state = group.dir.path().join("keep-state");
+    let start = || {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(group.dir.path().join("agent.log"))
+            .expect("log");
+        Command::new(FLEETQ)
+            .args(["--server", &group.addrs.join(",")])
+            .args(["agent", "--cluster", "east", "--lease-policy", "keep"])
+            .args(["--static-inventory", "h100-80gb=8", "--executor", "process"])
+            .args(["--state-dir", state.to_str().expect("utf-8")])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("fleetq agent starts")
+    };
+    let mut agent = start();
+    wait_for(Duration::from_secs(15), || {
+        (cluster_state(&group) == "Ready").then_some(())
+    })
+    .expect("the agent registers its cluster");
+    let out = group.cli(
+        1,
+        &[
+            "submit",
+            "--queue",
+            "team-a",
+            "--name",
+            "kept",
+            "--request",
+            "nvidia.com/gpu=8",
+            "--",
+            "sleep",
+            "300",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let w = wait_state(&group, "kept", "Running", 20);
+    let epoch = w["epoch"].as_u64();
+
+    // The agent disappears; past the lease the cluster is Unreachable, the
+    // workload keeps running and keeps its quota.
+    agent.kill().expect("kill agent");
+    let _ = agent.wait();
+    wait_for(Duration::from_secs(15), || {
+        (cluster_state(&group) == "Unreachable").then_some(())
+    })
+    .expect("the cluster becomes Unreachable");
+    let w = workload(&group, "kept").expect("kept");
+    assert_eq!(w["state"], "Running", "{w}");
+    let out = group.cli(1, &["describe", "cq", "team-a"]);
+    let described = String::from_utf8_lossy(&out.stdout);
+    let gpu_row = described
+        .lines()
+        .find(|l| l.starts_with("h100-80gb") && l.contains("nvidia.com/gpu"))
+        .unwrap_or_default()
+        .to_string();
+    let cols: Vec<&str> = gpu_row.split_whitespace().collect();
+    assert_eq!(cols.get(3), Some(&"8"), "usage still charged: {described}");
+
+    // It comes back: the child still runs, the ledger and the agent agree.
+    let mut agent = start();
+    wait_for(Duration::from_secs(15), || {
+        (cluster_state(&group) == "Ready").then_some(())
+    })
+    .expect("the cluster is Ready again");
+    std::thread::sleep(Duration::from_secs(1));
+    let w = workload(&group, "kept").expect("kept");
+    assert_eq!(w["state"], "Running", "{w}");
+    assert_eq!(w["epoch"].as_u64(), epoch, "same admission: {w}");
+    let out = group.cli(1, &["cancel", "kept"]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_state(&group, "kept", "Cancelled", 20);
+    agent.kill().expect("kill agent");
+    let _ = agent.wait();
+}
