@@ -449,3 +449,96 @@ fn keep_policy_holds_quota_while_the_agent_is_gone_and_agrees_after() {
     agent.kill().expect("kill agent");
     let _ = agent.wait();
 }
+
+#[test]
+fn wait_for_ready_evicts_requeues_with_backoff_and_deactivates() {
+    let group = Group::start(
+        3,
+        &[
+            "--lease-ttl",
+            "60s",
+            "--wait-for-ready",
+            "1s",
+            "--requeue-backoff-base",
+            "1s",
+            "--requeue-limit",
+            "2",
+        ],
+    );
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    // A cluster whose executor never reports anything running.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let mut agent = fleetq_proto::v1::agent_client::AgentClient::connect(format!(
+            "http://{}",
+            group.addr(1)
+        ))
+        .await
+        .expect("connect");
+        agent
+            .register(fleetq_proto::v1::RegisterRequest {
+                cluster: "ghost".into(),
+                labels: Default::default(),
+                inventory: vec![fleetq_proto::v1::FlavorInventory {
+                    flavor: "h100-80gb".into(),
+                    resources: vec![fleetq_proto::v1::Quantity {
+                        resource: "nvidia.com/gpu".into(),
+                        value: "8".into(),
+                    }],
+                }],
+                lease_policy: "fence".into(),
+            })
+            .await
+            .expect("register");
+    });
+    let out = group.cli(
+        1,
+        &[
+            "submit",
+            "--queue",
+            "team-a",
+            "--name",
+            "stuck",
+            "--request",
+            "nvidia.com/gpu=4",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    wait_state(&group, "stuck", "Admitted", 10);
+    // Evicted after the timeout: Pending, backing off, quota free meanwhile.
+    let w = wait_state(&group, "stuck", "Pending", 10);
+    assert!(w["cluster"].as_str().unwrap_or_default().is_empty(), "{w}");
+    let out = group.cli(1, &["describe", "cq", "team-a"]);
+    let described = String::from_utf8_lossy(&out.stdout);
+    let row = described
+        .lines()
+        .find(|l| l.starts_with("h100-80gb"))
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        row.split_whitespace().nth(3),
+        Some("0"),
+        "quota free while backing off: {described}"
+    );
+    // Two more tries, then deactivated.
+    let w = wait_state(&group, "stuck", "Failed", 30);
+    let _ = w;
+    let out = group.cli(1, &["describe", "workload", "stuck"]);
+    let described = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        described.contains("not reported running within 1s"),
+        "{described}"
+    );
+    assert!(described.contains("deactivated"), "{described}");
+    assert!(
+        described.matches("Admitted").count() >= 3,
+        "admitted three times: {described}"
+    );
+}

@@ -63,6 +63,20 @@ pub struct ServerArgs {
     /// Log entries kept behind the last snapshot.
     #[arg(long, value_name = "N")]
     pub keep_logs: Option<u64>,
+    /// Wait-for-ready (Kueue's waitForPodsReady): evict an admission its
+    /// executor has not reported running within this, e.g. 5m. Off unless
+    /// set.
+    #[arg(long, value_name = "DURATION")]
+    pub wait_for_ready: Option<String>,
+    /// First requeue backoff after such an eviction (doubles each time).
+    #[arg(long, value_name = "DURATION")]
+    pub requeue_backoff_base: Option<String>,
+    /// Longest requeue backoff.
+    #[arg(long, value_name = "DURATION")]
+    pub requeue_backoff_max: Option<String>,
+    /// Deactivate (fail) a workload after this many such requeues.
+    #[arg(long, value_name = "N")]
+    pub requeue_limit: Option<u32>,
     /// Agents' lease: a cluster silent this long is expired (its fenced
     /// workloads requeued), e.g. 10s.
     #[arg(long, value_name = "DURATION")]
@@ -89,6 +103,10 @@ struct FileConfig {
     snapshot_every: Option<u64>,
     keep_logs: Option<u64>,
     lease_ttl: Option<String>,
+    wait_for_ready: Option<String>,
+    requeue_backoff_base: Option<String>,
+    requeue_backoff_max: Option<String>,
+    requeue_limit: Option<u32>,
     log_format: Option<LogFormat>,
 }
 
@@ -191,13 +209,49 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
         }
         lease.ttl = ttl;
     }
+    let mut scheduler = fleetq_scheduler::SchedulerConfig::default();
+    let duration = |flag: &str, v: &String| {
+        fleetq_model::time::parse_duration(v).map_err(|e| format!("--{flag} {v:?}: {e}"))
+    };
+    if let Some(t) = args
+        .wait_for_ready
+        .as_ref()
+        .or(file.wait_for_ready.as_ref())
+    {
+        let mut w = fleetq_scheduler::WaitForReady::kueue_default();
+        w.timeout = duration("wait-for-ready", t)?;
+        if let Some(v) = args
+            .requeue_backoff_base
+            .as_ref()
+            .or(file.requeue_backoff_base.as_ref())
+        {
+            w.backoff_base = duration("requeue-backoff-base", v)?;
+        }
+        if let Some(v) = args
+            .requeue_backoff_max
+            .as_ref()
+            .or(file.requeue_backoff_max.as_ref())
+        {
+            w.backoff_max = duration("requeue-backoff-max", v)?;
+        }
+        w.backoff_limit_count = args.requeue_limit.or(file.requeue_limit);
+        if w.timeout.is_zero() {
+            return Err("--wait-for-ready: must be longer than 0s".into());
+        }
+        scheduler.wait_for_ready = Some(w);
+    } else if args.requeue_backoff_base.is_some()
+        || args.requeue_backoff_max.is_some()
+        || args.requeue_limit.is_some()
+    {
+        return Err("--requeue-backoff-base, --requeue-backoff-max and --requeue-limit need --wait-for-ready".into());
+    }
     Ok(ServerSettings {
         node: NodeConfig {
             id,
             advertise,
             initial_members: peers,
             timing,
-            scheduler: fleetq_scheduler::SchedulerConfig::default(),
+            scheduler,
             simulated_clusters,
             debug_endpoints: args.debug_endpoints || file.debug_endpoints,
             lease,

@@ -275,6 +275,11 @@ impl Agent {
                     }
                 }
             }
+            Down::Stop(s)
+                if s.withdrawn && !self.executor.running().contains(&(s.workload_id, s.epoch)) =>
+            {
+                // Nothing of that admission runs here; nothing to report.
+            }
             Down::Stop(s) => {
                 // Without a grace period of its own, a workload gets
                 // DEFAULT_GRACE between SIGTERM and SIGKILL.

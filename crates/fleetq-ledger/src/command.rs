@@ -68,6 +68,12 @@ pub enum Command {
     DrainCluster {
         cluster: String,
     },
+    /// Wait-for-ready: admissions whose executor has not reported them
+    /// running within the timeout are evicted and requeued with backoff
+    /// (re-checked at apply against the stamp).
+    EvictNotReady {
+        workloads: Vec<RunningWorkload>,
+    },
 }
 
 impl Command {
@@ -84,6 +90,7 @@ impl Command {
             Command::ReconcileCluster { .. } => "ReconcileCluster",
             Command::ExpireCluster { .. } => "ExpireCluster",
             Command::DrainCluster { .. } => "DrainCluster",
+            Command::EvictNotReady { .. } => "EvictNotReady",
         }
     }
 }
@@ -225,6 +232,14 @@ pub enum Outcome {
     },
     Drained {
         cluster: String,
+    },
+    NotReadyEvicted {
+        /// Requeued with backoff.
+        requeued: Vec<WorkloadId>,
+        /// Past the requeue limit: deactivated (Failed).
+        deactivated: Vec<WorkloadId>,
+        /// Not evicted: running by now, another epoch, or not yet due.
+        skipped: Vec<WorkloadId>,
     },
 }
 

@@ -182,6 +182,7 @@ impl Ledger {
             }
             Command::ExpireCluster { cluster } => self.expire_cluster(cluster, at),
             Command::DrainCluster { cluster } => self.drain_cluster(cluster),
+            Command::EvictNotReady { workloads } => self.evict_not_ready(workloads, at),
         };
         if !response.is_ok() {
             self.counters.refused_commands += 1;
@@ -376,6 +377,7 @@ impl Ledger {
         self.snapshot.remove_pending(id);
         let binding = self.state.config.bind_workload(&record.workload);
         let created_at = record.created_at;
+        let not_before = record.not_before;
         let workload = Arc::clone(&record.workload);
         match binding {
             Ok(b) => {
@@ -386,7 +388,7 @@ impl Ledger {
                     cluster_queue: b.cluster_queue,
                     priority: b.priority,
                     created_at,
-                    not_before: None,
+                    not_before,
                 });
                 if let (Err(e), Some(record)) = (queued, self.record_mut(id)) {
                     record.reason =
@@ -467,6 +469,8 @@ impl Ledger {
             cancel_requested: false,
             reason: None,
             history: Vec::new(),
+            requeue_count: 0,
+            not_before: None,
         };
         record.push_event(at, WorkloadState::Pending, "submitted");
         self.state.by_name.insert(key, id);
@@ -598,6 +602,7 @@ impl Ledger {
                             started_at: None,
                         });
                         record.reason = None;
+                        record.not_before = None;
                         record.push_event(
                             at,
                             WorkloadState::Admitted,
@@ -1034,6 +1039,86 @@ impl Ledger {
         self.set_cluster_state(cluster, ClusterState::Draining);
         Response::ok(Outcome::Drained {
             cluster: cluster.to_string(),
+        })
+    }
+
+    /// Wait-for-ready (Kueue's waitForPodsReady): an admission its executor
+    /// did not report running within the timeout is evicted. Nothing is
+    /// known to run, so its quota is released at once (a late start is
+    /// stopped by the agent: its reports carry the old epoch). It is
+    /// requeued with exponential backoff, or deactivated (Failed) past the
+    /// requeue limit.
+    fn evict_not_ready(&mut self, workloads: &[RunningWorkload], at: Timestamp) -> Response {
+        let Some(policy) = self.scheduler.wait_for_ready else {
+            return Response::refused(vec![FieldError::new(
+                "",
+                "waitForReady",
+                "wait-for-ready is not enabled on this control plane",
+            )]);
+        };
+        let (mut requeued, mut deactivated, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+        for w in workloads {
+            let due = self.state.workloads.get(&w.workload).is_some_and(|r| {
+                r.state == WorkloadState::Admitted
+                    && r.reservation.as_ref().is_some_and(|res| {
+                        res.epoch == w.epoch
+                            && res.stopping.is_none()
+                            && res.admitted_at.saturating_add(policy.timeout) <= at
+                    })
+            });
+            if !due {
+                skipped.push(w.workload);
+                continue;
+            }
+            let id = w.workload;
+            let count = self
+                .state
+                .workloads
+                .get(&id)
+                .map_or(1, |r| r.requeue_count.saturating_add(1));
+            let why = format!(
+                "not reported running within {} of admission (eviction {count})",
+                fleetq_model::time::format_duration(policy.timeout)
+            );
+            if policy
+                .backoff_limit_count
+                .is_some_and(|limit| count > limit)
+            {
+                self.finish(
+                    id,
+                    WorkloadState::Failed,
+                    format!(
+                        "deactivated: {why}; the requeue limit is {}",
+                        policy.backoff_limit_count.unwrap_or(0)
+                    ),
+                    at,
+                );
+                if let Some(r) = self.record_mut(id) {
+                    r.requeue_count = count;
+                }
+                deactivated.push(id);
+                continue;
+            }
+            let wait = policy.backoff(count);
+            if let Some(r) = self.record_mut(id) {
+                r.requeue_count = count;
+                r.not_before = Some(at.saturating_add(wait));
+            }
+            self.release_and_requeue(
+                id,
+                ReasonKind::BackingOff,
+                format!(
+                    "{why}; requeued, backing off {}",
+                    fleetq_model::time::format_duration(wait)
+                ),
+                at,
+            );
+            requeued.push(id);
+        }
+        Response::ok(Outcome::NotReadyEvicted {
+            requeued,
+            deactivated,
+            skipped,
         })
     }
 

@@ -92,6 +92,12 @@ pub struct WorkloadRecord {
     #[serde(default)]
     pub reason: Option<PendingReason>,
     pub history: Vec<Event>,
+    /// Evictions for not becoming ready in time (wait-for-ready).
+    #[serde(default)]
+    pub requeue_count: u32,
+    /// Requeue backoff: not admitted before this time.
+    #[serde(default)]
+    pub not_before: Option<Timestamp>,
 }
 
 impl WorkloadRecord {

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use fleetq_ledger::raft::Raft;
 use fleetq_ledger::store::LedgerHandle;
-use fleetq_ledger::{AdmitBatch, Command, CycleId, Ledger, Outcome};
+use fleetq_ledger::{
+    AdmitBatch, Command, CycleId, Ledger, Outcome, RunningWorkload, WorkloadState,
+};
 use fleetq_model::Timestamp;
 use fleetq_scheduler::{schedule, Decisions};
 use openraft::ServerState;
@@ -67,8 +69,24 @@ pub async fn run(
             }
             continue;
         }
-        let started = std::time::Instant::now();
         let now = clock.now();
+        // Wait-for-ready first: evicting frees quota this cycle can use.
+        let not_ready = {
+            let sm = handle.read();
+            not_ready(&sm.ledger, now)
+        };
+        if !not_ready.is_empty() {
+            if let Err(e) = proposer
+                .write_local(Command::EvictNotReady {
+                    workloads: not_ready,
+                })
+                .await
+                .written()
+            {
+                tracing::debug!(error = %e, "wait-for-ready eviction not applied");
+            }
+        }
+        let started = std::time::Instant::now();
         let batch = {
             let sm = handle.read();
             // Stay ahead of any batch already accepted in this term (also
@@ -119,6 +137,28 @@ pub async fn run(
             _ = shutdown.changed() => {}
         }
     }
+}
+
+/// Admissions past the wait-for-ready timeout that their executor never
+/// reported running (the ledger checks again at apply).
+pub fn not_ready(ledger: &Ledger, now: Timestamp) -> Vec<RunningWorkload> {
+    let Some(policy) = ledger.scheduler_config().wait_for_ready else {
+        return Vec::new();
+    };
+    let now = now.max(ledger.state().now);
+    ledger
+        .snapshot()
+        .admitted()
+        .filter(|a| !a.evicting && a.admitted_at.saturating_add(policy.timeout) <= now)
+        .filter_map(|a| ledger.workload(a.pending.id))
+        .filter(|r| r.state == WorkloadState::Admitted)
+        .filter_map(|r| {
+            r.reservation.as_ref().map(|res| RunningWorkload {
+                workload: r.id,
+                epoch: res.epoch,
+            })
+        })
+        .collect()
 }
 
 /// One cycle: the decisions plus changed reasons, or `None` when the cycle

@@ -363,6 +363,7 @@ impl Session {
                             epoch: s.epoch,
                             reason: "not assigned to this cluster with this epoch".into(),
                             grace_period_ms: 0,
+                            withdrawn: true,
                         }))
                         .await;
                     }
@@ -389,6 +390,30 @@ impl Session {
         {
             let sm = self.handle.read();
             let ledger = &sm.ledger;
+            // Admissions pushed earlier that the ledger no longer holds
+            // (evicted before they were reported running): whatever the
+            // agent started for them must stop.
+            let withdrawn: Vec<(u64, u64)> = self
+                .assigned
+                .iter()
+                .filter(|(id, epoch)| {
+                    ledger.workload(*id).is_none_or(|r| {
+                        r.reservation.as_ref().is_none_or(|res| res.epoch != *epoch)
+                            && !r.state.is_terminal()
+                    })
+                })
+                .copied()
+                .collect();
+            for (id, epoch) in withdrawn {
+                self.assigned.remove(&(id, epoch));
+                out.push(Down::Stop(pb::Stop {
+                    workload_id: id,
+                    epoch,
+                    reason: "admission withdrawn".into(),
+                    grace_period_ms: 0,
+                    withdrawn: true,
+                }));
+            }
             for a in ledger.snapshot().admitted() {
                 if a.assignment.cluster != cluster {
                     continue;
@@ -411,6 +436,7 @@ impl Session {
                                 .spec
                                 .preemption_grace_period
                                 .map_or(0, |d| d.as_millis() as u64),
+                            withdrawn: false,
                         }));
                     }
                 } else if record.state == WorkloadState::Admitted && self.assigned.insert(key) {
