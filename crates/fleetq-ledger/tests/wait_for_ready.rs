@@ -1,0 +1,293 @@
+//! `EvictNotReady` (wait-for-ready): re-checked against the stamp at apply,
+//! quota released exactly once, requeue with backoff, deactivation past the
+//! limit, and nothing at all when the feature is off.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use fleetq_ledger::{
+    AdmitBatch, Command, CycleId, LeasePolicy, Ledger, Outcome, Phase, Request, RunningWorkload,
+    StatusReport, Submission, WorkloadState,
+};
+use fleetq_model::kueue::import_manifests;
+use fleetq_model::workload::{PodSet, WorkloadSpec};
+use fleetq_model::{Cluster, ClusterState, Timestamp, Workload};
+use fleetq_scheduler::{schedule, SchedulerConfig, WaitForReady};
+
+const CONFIG: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: h100-80gb
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: team-a
+spec:
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: 8
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  namespace: default
+  name: team-a
+spec:
+  clusterQueue: team-a
+"#;
+
+struct Harness {
+    ledger: Ledger,
+    now: u64,
+    seq: u64,
+}
+
+impl Harness {
+    fn new(wait: Option<WaitForReady>) -> Harness {
+        let mut h = Harness {
+            ledger: Ledger::new(SchedulerConfig {
+                wait_for_ready: wait,
+                ..SchedulerConfig::default()
+            }),
+            now: 1_000,
+            seq: 0,
+        };
+        let objects = import_manifests(CONFIG)
+            .expect("config")
+            .into_iter()
+            .map(|d| d.object)
+            .collect();
+        assert!(h.apply(Command::ApplyObjects { objects }).errors.is_empty());
+        let capacity = BTreeMap::from([(
+            "h100-80gb".to_string(),
+            BTreeMap::from([("nvidia.com/gpu".to_string(), "8".parse().expect("qty"))]),
+        )]);
+        h.apply(Command::RegisterCluster {
+            cluster: Cluster {
+                name: "east".into(),
+                labels: BTreeMap::new(),
+                capacity,
+                state: ClusterState::Ready,
+            },
+            lease_policy: LeasePolicy::Fence,
+        });
+        h
+    }
+
+    fn apply(&mut self, command: Command) -> fleetq_ledger::Response {
+        let r = self.ledger.apply(&Request {
+            at: Timestamp(self.now),
+            command,
+        });
+        assert!(
+            self.ledger.violations().is_empty(),
+            "{:?}",
+            self.ledger.violations()
+        );
+        r
+    }
+
+    fn at(&mut self, ms: u64) {
+        self.now = ms;
+    }
+
+    fn submit(&mut self, name: &str, gpus: u64) -> u64 {
+        let workload = Workload {
+            namespace: "default".into(),
+            name: name.into(),
+            labels: BTreeMap::new(),
+            spec: WorkloadSpec {
+                queue_name: "team-a".into(),
+                pod_sets: vec![PodSet {
+                    name: "main".into(),
+                    count: 1,
+                    min_count: None,
+                    requests: BTreeMap::from([(
+                        "nvidia.com/gpu".to_string(),
+                        fleetq_model::Quantity::from_milli(gpus * 1000),
+                    )]),
+                }],
+                ..WorkloadSpec::default()
+            },
+        };
+        self.apply(Command::SubmitWorkloads {
+            submissions: vec![Submission {
+                request_id: None,
+                workload,
+            }],
+        });
+        self.ledger
+            .workload_by_name("default", name)
+            .expect("submitted")
+            .id
+    }
+
+    fn cycle(&mut self) -> u32 {
+        let decisions = schedule(
+            self.ledger.snapshot(),
+            Timestamp(self.now),
+            self.ledger.scheduler_config(),
+        );
+        self.seq += 1;
+        let r = self.apply(Command::AdmitBatch(AdmitBatch {
+            cycle: CycleId {
+                term: 1,
+                seq: self.seq,
+            },
+            admissions: decisions.admissions,
+            preemptions: decisions.preemptions,
+            ..AdmitBatch::default()
+        }));
+        match r.outcome {
+            Outcome::Admitted(o) => o.admitted,
+            _ => 0,
+        }
+    }
+
+    fn epoch(&self, id: u64) -> u64 {
+        self.ledger
+            .workload(id)
+            .and_then(|r| r.reservation.as_ref())
+            .map(|r| r.epoch)
+            .expect("reserved")
+    }
+
+    fn evict(&mut self, id: u64, epoch: u64) -> Outcome {
+        self.apply(Command::EvictNotReady {
+            workloads: vec![RunningWorkload {
+                workload: id,
+                epoch,
+            }],
+        })
+        .outcome
+    }
+
+    fn used(&self) -> u64 {
+        self.ledger.snapshot().admitted().count() as u64
+    }
+}
+
+fn policy(limit: Option<u32>) -> Option<WaitForReady> {
+    Some(WaitForReady {
+        timeout: Duration::from_secs(10),
+        backoff_base: Duration::from_secs(5),
+        backoff_max: Duration::from_secs(60),
+        backoff_limit_count: limit,
+    })
+}
+
+#[test]
+fn not_due_running_or_other_epoch_is_skipped_and_changes_nothing() {
+    let mut h = Harness::new(policy(None));
+    let a = h.submit("a", 4);
+    assert_eq!(h.cycle(), 1);
+    let epoch = h.epoch(a);
+    let before = h.ledger.state_hash();
+    // Too early (admitted at 1 s, timeout 10 s).
+    h.at(5_000);
+    assert!(
+        matches!(h.evict(a, epoch), Outcome::NotReadyEvicted { skipped, .. } if skipped == vec![a])
+    );
+    // Another epoch.
+    h.at(20_000);
+    assert!(
+        matches!(h.evict(a, epoch + 7), Outcome::NotReadyEvicted { skipped, .. } if skipped == vec![a])
+    );
+    assert_eq!(h.ledger.state_hash(), before);
+    // Reported running in time: never evicted.
+    h.apply(Command::ReportStatus {
+        reports: vec![StatusReport {
+            cluster: "east".into(),
+            workload: a,
+            epoch,
+            phase: Phase::Running,
+            message: String::new(),
+        }],
+    });
+    let running = h.ledger.state_hash();
+    assert!(
+        matches!(h.evict(a, epoch), Outcome::NotReadyEvicted { skipped, .. } if skipped == vec![a])
+    );
+    assert_eq!(h.ledger.state_hash(), running);
+}
+
+#[test]
+fn eviction_frees_quota_once_and_backs_off_then_deactivates() {
+    let mut h = Harness::new(policy(Some(1)));
+    let a = h.submit("a", 8);
+    assert_eq!(h.cycle(), 1);
+    let epoch = h.epoch(a);
+    h.at(12_000);
+    assert!(
+        matches!(h.evict(a, epoch), Outcome::NotReadyEvicted { ref requeued, .. } if requeued == &vec![a])
+    );
+    assert_eq!(h.used(), 0, "quota released at once");
+    let r = h.ledger.workload(a).expect("a");
+    assert_eq!(r.state, WorkloadState::Pending);
+    assert_eq!(r.not_before, Some(Timestamp(17_000)), "backoff base 5 s");
+    // The same eviction again is a no-op: released exactly once.
+    let hash = h.ledger.state_hash();
+    assert!(
+        matches!(h.evict(a, epoch), Outcome::NotReadyEvicted { skipped, .. } if skipped == vec![a])
+    );
+    assert_eq!(h.ledger.state_hash(), hash);
+    // Backing off: not admitted before 17 s; another workload may use the quota.
+    h.at(13_000);
+    let b = h.submit("b", 8);
+    assert_eq!(h.cycle(), 1);
+    assert!(h
+        .ledger
+        .workload(b)
+        .is_some_and(|r| r.state == WorkloadState::Admitted));
+    assert_eq!(
+        h.ledger.workload(a).map(|r| r.state),
+        Some(WorkloadState::Pending)
+    );
+    h.apply(Command::ReportStatus {
+        reports: vec![StatusReport {
+            cluster: "east".into(),
+            workload: b,
+            epoch: h.epoch(b),
+            phase: Phase::Succeeded,
+            message: String::new(),
+        }],
+    });
+    h.at(18_000);
+    assert_eq!(h.cycle(), 1, "a is admitted again after its backoff");
+    let epoch2 = h.epoch(a);
+    assert!(epoch2 > epoch);
+    // Second eviction passes the limit of 1 requeue: deactivated.
+    h.at(40_000);
+    assert!(
+        matches!(h.evict(a, epoch2), Outcome::NotReadyEvicted { ref deactivated, .. } if deactivated == &vec![a])
+    );
+    let r = h.ledger.workload(a).expect("a");
+    assert_eq!(r.state, WorkloadState::Failed);
+    assert!(r
+        .history
+        .last()
+        .is_some_and(|e| e.message.contains("deactivated")));
+    assert_eq!(h.used(), 0);
+}
+
+#[test]
+fn without_wait_for_ready_the_command_is_refused() {
+    let mut h = Harness::new(None);
+    let a = h.submit("a", 4);
+    h.cycle();
+    let epoch = h.epoch(a);
+    h.at(1_000_000);
+    let before = h.ledger.state_hash();
+    let r = h.apply(Command::EvictNotReady {
+        workloads: vec![RunningWorkload { workload: a, epoch }],
+    });
+    assert!(!r.errors.is_empty());
+    assert_eq!(r.errors[0].path, "waitForReady");
+    assert_eq!(h.ledger.state_hash(), before);
+}
