@@ -41,6 +41,21 @@ const SIM_LIMIT: Duration = Duration::from_secs(400);
 /// Simulated fsync latency of every node's disk.
 const FSYNC: Duration = Duration::from_millis(1);
 
+/// Wait-for-ready is on, with a timeout a leader partition can outlast:
+/// admissions whose Running report is held up by a fault get evicted and
+/// requeued, which must neither strand nor double-charge quota.
+fn scheduler_config() -> SchedulerConfig {
+    SchedulerConfig {
+        wait_for_ready: Some(fleetq_scheduler::WaitForReady {
+            timeout: Duration::from_secs(2),
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(4),
+            backoff_limit_count: None,
+        }),
+        ..SchedulerConfig::default()
+    }
+}
+
 /// The address peers and clients reach node `id` at.
 pub fn node_addr(id: NodeId) -> String {
     format!("{}:{PORT}", host_name(id))
@@ -234,7 +249,7 @@ async fn node_host(id: NodeId, seed: u64, disk: MemDisk, registry: Registry) -> 
         advertise: node_addr(id),
         initial_members: (1..=NODES).map(|i| (i, node_addr(i))).collect(),
         timing: RaftTiming::default(),
-        scheduler: SchedulerConfig::default(),
+        scheduler: scheduler_config(),
         simulated_clusters: vec![SimulatedCluster::parse(CLUSTER)?],
         debug_endpoints: false,
         lease: fleetq_server::leases::LeaseConfig::default(),
