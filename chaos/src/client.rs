@@ -69,6 +69,9 @@ pub struct ClientSummary {
     pub state_hash: String,
     /// Submissions that needed more than one try.
     pub retried_writes: usize,
+    /// `EvictNotReady` commands the replicas applied (wait-for-ready
+    /// timeouts that evicted and requeued an admission).
+    pub evict_not_ready: u64,
 }
 
 fn violation(check: &'static str, detail: impl Into<String>) -> Violation {
@@ -227,9 +230,10 @@ pub async fn drive(plan: &Plan) -> Result<ClientSummary, Violation> {
     }
 
     wait_all_succeeded(&api, &summary.acknowledged).await?;
-    let (last_applied, state_hash) = wait_converged(&api, summary.acknowledged.len()).await?;
-    summary.last_applied = last_applied;
-    summary.state_hash = state_hash;
+    let converged = wait_converged(&api, summary.acknowledged.len()).await?;
+    summary.last_applied = converged.last_applied;
+    summary.state_hash = converged.state_hash;
+    summary.evict_not_ready = commands_applied(&converged.counters, "EvictNotReady");
     Ok(summary)
 }
 
@@ -299,10 +303,18 @@ async fn wait_all_succeeded(
     ))
 }
 
+/// Where the replicas agreed.
+struct Converged {
+    last_applied: u64,
+    state_hash: String,
+    /// The ledger's counters (the same on every replica).
+    counters: Value,
+}
+
 /// Polls every node's status until all report the same applied index and
 /// state hash (invariant 6); two nodes at the same index with different
 /// hashes fail at once. Then checks the ledger's counters.
-async fn wait_converged(api: &Api, workloads: usize) -> Result<(u64, String), Violation> {
+async fn wait_converged(api: &Api, workloads: usize) -> Result<Converged, Violation> {
     let started = Instant::now();
     let mut last = String::from("no answer yet");
     while started.elapsed() < CONVERGE_LIMIT {
@@ -332,9 +344,13 @@ async fn wait_converged(api: &Api, workloads: usize) -> Result<(u64, String), Vi
                 .windows(2)
                 .all(|w| w[0].last_applied == w[1].last_applied);
             if agreed {
-                check_counters(&statuses, workloads)?;
+                let counters = check_counters(&statuses, workloads)?;
                 let s = &statuses[0];
-                return Ok((s.last_applied, s.state_hash.clone()));
+                return Ok(Converged {
+                    last_applied: s.last_applied,
+                    state_hash: s.state_hash.clone(),
+                    counters,
+                });
             }
             last = statuses
                 .iter()
@@ -354,12 +370,23 @@ fn counter(counters: &Value, name: &str) -> u64 {
     counters.get(name).and_then(Value::as_u64).unwrap_or(0)
 }
 
+/// How many commands named `command` were applied (the counters'
+/// `by_command`).
+fn commands_applied(counters: &Value, command: &str) -> u64 {
+    counters
+        .get("by_command")
+        .map_or(0, |by_command| counter(by_command, command))
+}
+
 /// Replicas at the same index applied the same commands, so their counters
 /// agree; every workload was admitted at least once; nothing was preempted
 /// (no workload has a priority to preempt with); an admission the ledger
 /// refused must come from a stale batch (a deposed leader's), never from a
-/// current leader's decision that broke quota.
-fn check_counters(statuses: &[pb::NodeStatusResponse], workloads: usize) -> Result<(), Violation> {
+/// current leader's decision that broke quota. Returns the agreed counters.
+fn check_counters(
+    statuses: &[pb::NodeStatusResponse],
+    workloads: usize,
+) -> Result<Value, Violation> {
     let mut parsed = Vec::new();
     for s in statuses {
         let counters: Value = serde_json::from_str(&s.counters_json).map_err(|e| {
@@ -407,7 +434,7 @@ fn check_counters(statuses: &[pb::NodeStatusResponse], workloads: usize) -> Resu
             format!("n{id}: more refused admissions than workloads: {c}"),
         ));
     }
-    Ok(())
+    Ok(c.clone())
 }
 
 #[cfg(test)]
@@ -441,5 +468,18 @@ mod tests {
         let preempted = r#"{"admissions":3,"preemptions":1}"#;
         assert!(check_counters(&[status(1, preempted)], 3).is_err());
         assert!(check_counters(&[status(1, "not json")], 3).is_err());
+    }
+
+    #[test]
+    fn counts_commands_by_name() {
+        let c: Value = serde_json::from_str(
+            r#"{"admissions":3,"by_command":{"AdmitBatch":4,"EvictNotReady":2}}"#,
+        )
+        .unwrap();
+        assert_eq!(commands_applied(&c, "EvictNotReady"), 2);
+        assert_eq!(commands_applied(&c, "CancelWorkload"), 0);
+        let agreed = check_counters(&[status(1, &c.to_string())], 3).unwrap();
+        assert_eq!(commands_applied(&agreed, "EvictNotReady"), 2);
+        assert_eq!(commands_applied(&serde_json::json!({}), "EvictNotReady"), 0);
     }
 }

@@ -7,7 +7,9 @@
 //!
 //! - [`sim`]: one run for a seed: three nodes `n1`..`n3`, one client that
 //!   applies a Kueue configuration and submits workloads through the public
-//!   gRPC API, at most one fault (a leader partition, healed later), then
+//!   gRPC API, at most one fault (a leader partition, healed later; or a
+//!   crash of the leader or a follower that loses the node's unsynced
+//!   writes, then a restart from the same simulated disk), then
 //!   the checks of DESIGN.md §6 that apply so far (5 and 6 through the API;
 //!   1 and 2 inside the ledger's apply in debug builds and again from
 //!   outside on every replica; no panics anywhere).
@@ -32,4 +34,4 @@ pub mod client;
 pub mod net;
 pub mod sim;
 
-pub use sim::{replay_command, run_seed, Fault, Plan, RunReport};
+pub use sim::{replay_command, run_seed, CrashTarget, Fault, Plan, RunReport};

@@ -1,8 +1,9 @@
 //! One simulated run: three real control-plane nodes (`n1`..`n3`) on
 //! turmoil's network and clock, one client driving the public API, and at
-//! most one fault drawn from the seed.
+//! most one fault drawn from the seed: a leader partition, or a node crash
+//! (power cut: unsynced writes lost) and restart from the same disk.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
@@ -75,6 +76,23 @@ pub enum Fault {
         at: Duration,
         heal_after: Duration,
     },
+    /// Crash `target` (chosen among the nodes as they stand at `at`): its
+    /// software stops and its disk loses every write not yet synced; after
+    /// `restart_after` it starts again from that disk.
+    CrashNode {
+        at: Duration,
+        target: CrashTarget,
+        restart_after: Duration,
+    },
+}
+
+/// Which node a [`Fault::CrashNode`] takes down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashTarget {
+    /// Whoever leads at the time.
+    Leader,
+    /// The `n`th (0 or 1) of the other two nodes, by id.
+    Follower(usize),
 }
 
 impl fmt::Display for Fault {
@@ -86,6 +104,20 @@ impl fmt::Display for Fault {
                 "partition the leader at {:.1}s for {:.1}s",
                 at.as_secs_f64(),
                 heal_after.as_secs_f64()
+            ),
+            Fault::CrashNode {
+                at,
+                target,
+                restart_after,
+            } => write!(
+                f,
+                "crash {} at {:.1}s, restart after {:.1}s",
+                match target {
+                    CrashTarget::Leader => "the leader",
+                    CrashTarget::Follower(_) => "a follower",
+                },
+                at.as_secs_f64(),
+                restart_after.as_secs_f64()
             ),
         }
     }
@@ -120,10 +152,22 @@ impl Plan {
                 delay_ms: rng.gen_range(0..300),
             })
             .collect();
+        // The partition draw comes first, so seeds that drew a partition
+        // before the crash fault existed still draw the same one.
         let fault = if rng.gen_bool(0.5) {
             Fault::PartitionLeader {
                 at: Duration::from_millis(rng.gen_range(1_500..6_000)),
                 heal_after: Duration::from_millis(rng.gen_range(1_000..8_000)),
+            }
+        } else if rng.gen_bool(0.5) {
+            Fault::CrashNode {
+                at: Duration::from_millis(rng.gen_range(1_500..6_000)),
+                target: if rng.gen_bool(0.5) {
+                    CrashTarget::Leader
+                } else {
+                    CrashTarget::Follower(rng.gen_range(0..2))
+                },
+                restart_after: Duration::from_millis(rng.gen_range(500..6_000)),
             }
         } else {
             Fault::None
@@ -148,7 +192,8 @@ pub struct Violation {
 pub struct RunReport {
     pub seed: u64,
     pub fault: Fault,
-    /// What the fault injector actually did (the leader it cut off).
+    /// What the fault injector actually did (the leader it cut off, the
+    /// node it crashed).
     pub injected: Option<String>,
     pub sim_elapsed: Duration,
     pub wall: Duration,
@@ -159,7 +204,7 @@ impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "seed {}: ok  {}{}; {} workloads ({} retried), converged at index {} hash {}; {:.1}s simulated, {:.2}s wall",
+            "seed {}: ok  {}{}; {} workloads ({} retried), {} EvictNotReady applied, converged at index {} hash {}; {:.1}s simulated, {:.2}s wall",
             self.seed,
             self.fault,
             self.injected
@@ -168,6 +213,7 @@ impl fmt::Display for RunReport {
                 .unwrap_or_default(),
             self.client.acknowledged.len(),
             self.client.retried_writes,
+            self.client.evict_not_ready,
             self.client.last_applied,
             self.client.state_hash.chars().take(12).collect::<String>(),
             self.sim_elapsed.as_secs_f64(),
@@ -236,12 +282,20 @@ fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// One node's software, as turmoil (re)starts it: storage on the harness's
-/// `disk`, served on simulated TCP.
-async fn node_host(id: NodeId, seed: u64, disk: MemDisk, registry: Registry) -> turmoil::Result {
+/// `disk`, served on simulated TCP. `incarnation` counts the starts (0 the
+/// first, 1 after a crash).
+async fn node_host(
+    id: NodeId,
+    seed: u64,
+    incarnation: u64,
+    disk: MemDisk,
+    registry: Registry,
+) -> turmoil::Result {
     // All hosts share the simulation's thread, so this seeds one stream
     // that every node draws its election timeouts from, in a deterministic
-    // order once scheduling is deterministic.
-    seed_election_rng(seed ^ id);
+    // order once scheduling is deterministic. A restart reseeds it with
+    // a value of its own, not the first start's again.
+    seed_election_rng(seed ^ id ^ (incarnation << 32));
     let listener =
         turmoil::net::TcpListener::bind((IpAddr::from(Ipv4Addr::UNSPECIFIED), PORT)).await?;
     let config = NodeConfig {
@@ -295,25 +349,38 @@ fn current_leader(registry: &Registry) -> Option<NodeId> {
 /// Injects the plan's fault as simulated time passes.
 struct Injector {
     fault: Fault,
-    /// The partitioned leader and when to heal.
-    cut: Option<(NodeId, Duration)>,
-    healed: bool,
+    /// The node the fault hit (cut off or crashed) and when it ends (heal
+    /// or restart).
+    victim: Option<(NodeId, Duration)>,
+    recovered: bool,
     done: Option<String>,
 }
 
 impl Injector {
-    fn step(&mut self, sim: &turmoil::Sim<'_>, registry: &Registry) {
-        let Fault::PartitionLeader { at, heal_after } = self.fault else {
-            return;
-        };
+    fn new(fault: Fault) -> Injector {
+        Injector {
+            fault,
+            victim: None,
+            recovered: false,
+            done: None,
+        }
+    }
+
+    fn step(
+        &mut self,
+        sim: &mut turmoil::Sim<'_>,
+        registry: &Registry,
+        disks: &BTreeMap<NodeId, MemDisk>,
+    ) {
         let now = sim.elapsed();
-        match self.cut {
-            None if now >= at => {
+        match (self.fault.clone(), self.victim) {
+            (Fault::None, _) => {}
+            (Fault::PartitionLeader { at, heal_after }, None) if now >= at => {
                 if let Some(leader) = current_leader(registry) {
                     for other in (1..=NODES).filter(|&o| o != leader) {
                         sim.partition(host_name(leader), host_name(other));
                     }
-                    self.cut = Some((leader, now + heal_after));
+                    self.victim = Some((leader, now + heal_after));
                     self.done = Some(format!(
                         "cut n{leader} off at {:.1}s, healed at {:.1}s",
                         now.as_secs_f64(),
@@ -321,17 +388,64 @@ impl Injector {
                     ));
                 }
             }
-            Some((leader, heal_at)) if !self.healed && now >= heal_at => {
+            (Fault::PartitionLeader { .. }, Some((leader, heal_at)))
+                if !self.recovered && now >= heal_at =>
+            {
                 for other in (1..=NODES).filter(|&o| o != leader) {
                     sim.repair(host_name(leader), host_name(other));
                 }
-                self.healed = true;
-                if let (Some(done), Some(now_leading)) = (&mut self.done, current_leader(registry))
-                {
-                    done.push_str(&format!(", n{now_leading} leading then"));
-                }
+                self.recovered = true;
+                self.note_leader(registry);
+            }
+            (
+                Fault::CrashNode {
+                    at,
+                    target,
+                    restart_after,
+                },
+                None,
+            ) if now >= at => {
+                let Some(leader) = current_leader(registry) else {
+                    return;
+                };
+                let (node, role) = match target {
+                    CrashTarget::Leader => (leader, "leader"),
+                    CrashTarget::Follower(nth) => {
+                        let followers: Vec<NodeId> = (1..=NODES).filter(|&o| o != leader).collect();
+                        (followers[nth % followers.len()], "follower")
+                    }
+                };
+                // Stop the software first (its tasks are dropped, so no
+                // sync in flight completes), then cut the power: the disk
+                // keeps only what was synced.
+                sim.crash(host_name(node));
+                let disk = &disks[&node];
+                let lost = disk.unsynced_writes();
+                disk.crash();
+                registry.borrow_mut().remove(&node);
+                self.victim = Some((node, now + restart_after));
+                self.done = Some(format!(
+                    "crashed {role} n{node} at {:.1}s ({lost} unsynced writes lost, durable log to {}), restarted at {:.1}s",
+                    now.as_secs_f64(),
+                    disk.durable_last_index()
+                        .map_or_else(|| "-".to_string(), |i| i.to_string()),
+                    (now + restart_after).as_secs_f64()
+                ));
+            }
+            (Fault::CrashNode { .. }, Some((node, restart_at)))
+                if !self.recovered && now >= restart_at =>
+            {
+                sim.bounce(host_name(node));
+                self.recovered = true;
+                self.note_leader(registry);
             }
             _ => {}
+        }
+    }
+
+    fn note_leader(&mut self, registry: &Registry) {
+        if let (Some(done), Some(now_leading)) = (&mut self.done, current_leader(registry)) {
+            done.push_str(&format!(", n{now_leading} leading then"));
         }
     }
 }
@@ -359,8 +473,10 @@ pub fn run_seed(seed: u64) -> Result<RunReport, String> {
     for (&id, disk) in &disks {
         let disk = disk.clone();
         let registry = Rc::clone(&registry);
+        let starts = Rc::new(Cell::new(0u64));
         sim.host(host_name(id), move || {
-            node_host(id, seed, disk.clone(), Rc::clone(&registry))
+            let incarnation = starts.replace(starts.get() + 1);
+            node_host(id, seed, incarnation, disk.clone(), Rc::clone(&registry))
         });
     }
 
@@ -375,14 +491,9 @@ pub fn run_seed(seed: u64) -> Result<RunReport, String> {
         });
     }
 
-    let mut injector = Injector {
-        fault: plan.fault.clone(),
-        cut: None,
-        healed: false,
-        done: None,
-    };
+    let mut injector = Injector::new(plan.fault.clone());
     loop {
-        injector.step(&sim, &registry);
+        injector.step(&mut sim, &registry, &disks);
         match sim.step() {
             Ok(true) => break,
             Ok(false) => {}
@@ -463,6 +574,23 @@ mod tests {
             .workloads
             .iter()
             .all(|w| (1..=3).contains(&w.gpus) && (1..=4).contains(&w.duration_s)));
+    }
+
+    #[test]
+    fn seeds_draw_every_fault() {
+        let faults: Vec<Fault> = (0..40).map(|s| Plan::from_seed(s).fault).collect();
+        assert!(faults.contains(&Fault::None));
+        assert!(faults
+            .iter()
+            .any(|f| matches!(f, Fault::PartitionLeader { .. })));
+        for target in [CrashTarget::Leader, CrashTarget::Follower(0)] {
+            assert!(
+                faults.iter().any(|f| matches!(f,
+                    Fault::CrashNode { target: t, .. }
+                        if std::mem::discriminant(t) == std::mem::discriminant(&target))),
+                "no seed crashes {target:?}"
+            );
+        }
     }
 
     #[test]
