@@ -288,6 +288,12 @@ impl Ledger {
             .retain(|cq, _| self.state.config.cluster_queues.contains_key(cq));
         // Re-bind pending workloads: their LocalQueue may now point
         // elsewhere, or exist at last.
+        self.requeue_all_pending();
+        Ok(())
+    }
+
+    /// Queues every pending workload under its current binding.
+    fn requeue_all_pending(&mut self) {
         let pending: Vec<WorkloadId> = self
             .state
             .workloads
@@ -298,7 +304,6 @@ impl Ledger {
         for id in pending {
             self.requeue_binding(id);
         }
-        Ok(())
     }
 
     /// A scheduler snapshot of `config` holding every reservation (pending
@@ -1214,29 +1219,20 @@ impl Ledger {
         let mut state = exported.state;
         let local_queues = std::mem::take(&mut state.local_queues);
         ledger.state = state;
-        let clusters = ledger.cluster_list();
-        let mut snapshot = Snapshot::new(ledger.state.config.clone(), &clusters);
+        // derive_snapshot carries LocalQueue state over from the current
+        // snapshot: put the exported one there first.
         for (lq, s) in &local_queues {
-            snapshot.restore_local_queue_state(lq, *s);
+            ledger.snapshot.restore_local_queue_state(lq, *s);
         }
-        for record in ledger.state.workloads.values() {
-            if let Some(admitted) = admitted_of(record) {
-                snapshot
-                    .restore_admitted(admitted)
-                    .map_err(|e| format!("snapshot holds workload {} twice: {e}", record.id))?;
-            }
-        }
-        ledger.snapshot = snapshot;
-        let pending: Vec<WorkloadId> = ledger
-            .state
-            .workloads
-            .values()
-            .filter(|w| w.state == WorkloadState::Pending)
-            .map(|w| w.id)
-            .collect();
-        for id in pending {
-            ledger.requeue_binding(id);
-        }
+        let config = ledger.state.config.clone();
+        ledger.snapshot = ledger.derive_snapshot(&config).map_err(|errors| {
+            let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+            format!(
+                "snapshot reservations do not fit its configuration: {}",
+                text.join("; ")
+            )
+        })?;
+        ledger.requeue_all_pending();
         let violations = ledger.violations();
         if !violations.is_empty() {
             return Err(format!(
