@@ -12,25 +12,36 @@ use std::time::Duration;
 use common::{cli_stdin, text, wait_for, workloads, Group, CONFIG, FLEETQ};
 use serde_json::Value;
 
-fn start_agent(group: &Group) -> Child {
-    let servers: Vec<String> = group.addrs.iter().map(|a| format!("\"{a}\"")).collect();
-    let config = format!(
-        "cluster = \"east\"\nservers = [{}]\nheartbeat_ms = 200\n[labels]\nregion = \"test\"\n[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"8\" }}\n",
-        servers.join(", ")
-    );
-    let path = common::write_file(group.dir.path(), "agent.toml", &config);
+/// Starts `fleetq [args...]` with its output appended to the group's
+/// `agent.log` (printed when a test fails).
+fn spawn_agent(group: &Group, args: &[&str]) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(group.dir.path().join("agent.log"))
         .expect("log");
     Command::new(FLEETQ)
-        .args(["agent", "--config", path.to_str().expect("utf-8")])
+        .args(args)
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))
         .stderr(log)
         .spawn()
         .expect("fleetq agent starts")
+}
+
+/// An agent configured by a TOML file with `extra` lines appended.
+fn start_agent_from_toml(group: &Group, file: &str, extra: &str) -> Child {
+    let servers: Vec<String> = group.addrs.iter().map(|a| format!("\"{a}\"")).collect();
+    let config = format!(
+        "cluster = \"east\"\nservers = [{}]\nheartbeat_ms = 200\n{extra}[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"8\" }}\n",
+        servers.join(", ")
+    );
+    let path = common::write_file(group.dir.path(), file, &config);
+    spawn_agent(group, &["agent", "--config", path.to_str().expect("utf-8")])
+}
+
+fn start_agent(group: &Group) -> Child {
+    start_agent_from_toml(group, "agent.toml", "[labels]\nregion = \"test\"\n")
 }
 
 fn workload(group: &Group, name: &str) -> Option<Value> {
@@ -151,25 +162,11 @@ fn an_nvml_agent_without_a_driver_says_so_and_exits() {
 }
 
 fn start_process_agent(group: &Group, state_dir: &std::path::Path) -> Child {
-    let servers: Vec<String> = group.addrs.iter().map(|a| format!("\"{a}\"")).collect();
-    let config = format!(
-        "cluster = \"east\"\nservers = [{}]\nheartbeat_ms = 200\nexecutor = \"process\"\nstate_dir = \"{}\"\n[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"8\" }}\n",
-        servers.join(", "),
+    let extra = format!(
+        "executor = \"process\"\nstate_dir = \"{}\"\n",
         state_dir.display()
     );
-    let path = common::write_file(group.dir.path(), "agent-process.toml", &config);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(group.dir.path().join("agent.log"))
-        .expect("log");
-    Command::new(FLEETQ)
-        .args(["agent", "--config", path.to_str().expect("utf-8")])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().expect("log"))
-        .stderr(log)
-        .spawn()
-        .expect("fleetq agent starts")
+    start_agent_from_toml(group, "agent-process.toml", &extra)
 }
 
 #[test]
@@ -283,21 +280,23 @@ fn agents_follow_a_new_leader_without_restarting_work_or_spurious_expiry() {
     let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
     assert!(out.status.success(), "{}", text(&out));
     // Configured by flags only this time.
-    let log = std::fs::File::create(group.dir.path().join("agent.log")).expect("log");
-    let mut agent = Command::new(FLEETQ)
-        .args(["--server", &group.addrs.join(",")])
-        .args(["agent", "--cluster", "east", "--inventory", "static"])
-        .args([
+    let servers = group.addrs.join(",");
+    let mut agent = spawn_agent(
+        &group,
+        &[
+            "--server",
+            &servers,
+            "agent",
+            "--cluster",
+            "east",
+            "--inventory",
+            "static",
             "--static-inventory",
             "h100-80gb=8",
             "--executor",
             "simulated",
-        ])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().expect("log"))
-        .stderr(log)
-        .spawn()
-        .expect("fleetq agent starts");
+        ],
+    );
     wait_for(Duration::from_secs(15), || {
         (cluster_state(&group) == "Ready").then_some(())
     })
@@ -372,22 +371,27 @@ fn keep_policy_holds_quota_while_the_agent_is_gone_and_agrees_after() {
     let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
     assert!(out.status.success(), "{}", text(&out));
     let state = group.dir.path().join("keep-state");
+    let servers = group.addrs.join(",");
+    let state_arg = state.to_str().expect("utf-8").to_string();
     let start = || {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(group.dir.path().join("agent.log"))
-            .expect("log");
-        Command::new(FLEETQ)
-            .args(["--server", &group.addrs.join(",")])
-            .args(["agent", "--cluster", "east", "--lease-policy", "keep"])
-            .args(["--static-inventory", "h100-80gb=8", "--executor", "process"])
-            .args(["--state-dir", state.to_str().expect("utf-8")])
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn()
-            .expect("fleetq agent starts")
+        spawn_agent(
+            &group,
+            &[
+                "--server",
+                &servers,
+                "agent",
+                "--cluster",
+                "east",
+                "--lease-policy",
+                "keep",
+                "--static-inventory",
+                "h100-80gb=8",
+                "--executor",
+                "process",
+                "--state-dir",
+                &state_arg,
+            ],
+        )
     };
     let mut agent = start();
     wait_for(Duration::from_secs(15), || {

@@ -220,19 +220,6 @@ async fn start_group() -> Result<(Vec<Node>, Vec<String>, tempfile::TempDir), St
     Ok((nodes, addrs.iter().map(|a| a.to_string()).collect(), dir))
 }
 
-async fn wait_leader(addr: &str) -> Result<(), String> {
-    let mut c = client::connect(addr).await?;
-    for _ in 0..200 {
-        if let Ok(s) = c.node_status(pb::NodeStatusRequest {}).await {
-            if s.into_inner().leader_id != 0 {
-                return Ok(());
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Err("no leader elected within 10 s".into())
-}
-
 /// The workloads `w-{start}`..`w-{end}` as JSON documents.
 fn batch_docs(start: u64, end: u64, queues: u64, runtime: Duration) -> Result<Vec<String>, String> {
     (start..end)
@@ -298,8 +285,8 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     } else {
         (Vec::new(), args.target.clone(), None)
     };
-    wait_leader(&addrs[0]).await?;
     let mut admin = client::connect(&addrs[0]).await?;
+    client::wait_for_leader(&mut admin, Duration::from_secs(10)).await?;
     let applied = admin
         .apply(pb::ApplyRequest {
             manifests: config_yaml(args.cluster_queues),

@@ -44,6 +44,23 @@ fn source_text(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// Waits until the node behind `c` knows a Raft leader; returns its id.
+pub async fn wait_for_leader(c: &mut Client, timeout: Duration) -> Result<u64, String> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Ok(s) = c.node_status(fleetq_proto::v1::NodeStatusRequest {}).await {
+            let leader = s.into_inner().leader_id;
+            if leader != 0 {
+                return Ok(leader);
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!("no Raft leader was elected within {timeout:?}"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A gRPC error as one line.
 pub fn status_line(status: &tonic::Status) -> String {
     let code = match status.code() {

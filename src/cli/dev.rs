@@ -131,7 +131,7 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
         }
         let api = addrs[&1].to_string();
         let mut c = client::connect(&api).await?;
-        let leader = wait_for_leader(&mut c).await?;
+        let leader = client::wait_for_leader(&mut c, Duration::from_secs(10)).await?;
         if !args.no_sample {
             let r = c
                 .apply(pb::ApplyRequest { manifests: SAMPLE.to_string(), dry_run: false })
@@ -173,17 +173,4 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
         }
         Ok(())
     })
-}
-
-async fn wait_for_leader(c: &mut client::Client) -> Result<u64, String> {
-    for _ in 0..100 {
-        if let Ok(s) = c.node_status(pb::NodeStatusRequest {}).await {
-            let s = s.into_inner();
-            if s.leader_id != 0 {
-                return Ok(s.leader_id);
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err("no Raft leader was elected within 10 s".into())
 }
