@@ -161,11 +161,7 @@ impl ApiService {
     fn list_workloads(&self, req: &pb::ListWorkloadsRequest) -> pb::WorkloadList {
         let sm = self.handle.read();
         let ledger = &sm.ledger;
-        let namespace = if req.namespace.is_empty() {
-            "default"
-        } else {
-            req.namespace.as_str()
-        };
+        let namespace = namespace_of(req);
         let mut workloads = Vec::new();
         let mut total = 0;
         for record in ledger.state().workloads.values() {
@@ -185,6 +181,15 @@ impl ApiService {
             }
         }
         pb::WorkloadList { workloads, total }
+    }
+}
+
+/// The namespace a workload listing means: `default` unless given.
+fn namespace_of(req: &pb::ListWorkloadsRequest) -> &str {
+    if req.namespace.is_empty() {
+        "default"
+    } else {
+        &req.namespace
     }
 }
 
@@ -441,11 +446,7 @@ impl FleetQ for ApiService {
                 let changed: Vec<pb::WorkloadStatus> = {
                     let sm = handle.read();
                     let ledger = &sm.ledger;
-                    let namespace = if req.namespace.is_empty() {
-                        "default"
-                    } else {
-                        req.namespace.as_str()
-                    };
+                    let namespace = namespace_of(&req);
                     let records: Vec<_> = match ids.take() {
                         None => ledger.state().workloads.values().collect(),
                         Some(ids) => ids.iter().filter_map(|id| ledger.workload(*id)).collect(),
