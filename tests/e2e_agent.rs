@@ -6,10 +6,13 @@
 
 mod common;
 
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{cli_stdin, text, wait_for, workloads, Group, CONFIG, FLEETQ};
+use fleetq_agent::executor::process::{read_journal, JournalEntry};
+use fleetq_chaos::proxy::FaultProxy;
 use serde_json::Value;
 
 /// Starts `fleetq [args...]` with its output appended to the group's
@@ -29,19 +32,25 @@ fn spawn_agent(group: &Group, args: &[&str]) -> Child {
         .expect("fleetq agent starts")
 }
 
-/// An agent configured by a TOML file with `extra` lines appended.
-fn start_agent_from_toml(group: &Group, file: &str, extra: &str) -> Child {
-    let servers: Vec<String> = group.addrs.iter().map(|a| format!("\"{a}\"")).collect();
+/// An agent for `cluster` (8 H100s, static inventory) talking to
+/// `servers`, configured by a TOML file with `extra` lines appended.
+fn start_cluster_agent(group: &Group, cluster: &str, servers: &[String], extra: &str) -> Child {
+    let servers: Vec<String> = servers.iter().map(|a| format!("\"{a}\"")).collect();
     let config = format!(
-        "cluster = \"east\"\nservers = [{}]\nheartbeat_ms = 200\n{extra}[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"8\" }}\n",
+        "cluster = \"{cluster}\"\nservers = [{}]\nheartbeat_ms = 200\n{extra}[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"8\" }}\n",
         servers.join(", ")
     );
-    let path = common::write_file(group.dir.path(), file, &config);
+    let path = common::write_file(group.dir.path(), &format!("agent-{cluster}.toml"), &config);
     spawn_agent(group, &["agent", "--config", path.to_str().expect("utf-8")])
 }
 
+/// The agent of cluster `east`, straight to the servers.
+fn start_agent_from_toml(group: &Group, extra: &str) -> Child {
+    start_cluster_agent(group, "east", &group.addrs, extra)
+}
+
 fn start_agent(group: &Group) -> Child {
-    start_agent_from_toml(group, "agent.toml", "[labels]\nregion = \"test\"\n")
+    start_agent_from_toml(group, "[labels]\nregion = \"test\"\n")
 }
 
 fn workload(group: &Group, name: &str) -> Option<Value> {
@@ -62,10 +71,14 @@ fn wait_state(group: &Group, name: &str, state: &str, secs: u64) -> Value {
 }
 
 fn cluster_state(group: &Group) -> String {
+    state_of_cluster(group, "east")
+}
+
+fn state_of_cluster(group: &Group, cluster: &str) -> String {
     let out = group.cli(1, &["get", "clusters", "-o", "json"]);
     let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
     list.iter()
-        .find(|c| c["name"] == "east")
+        .find(|c| c["name"] == cluster)
         .and_then(|c| c["state"].as_str())
         .unwrap_or("absent")
         .to_string()
@@ -166,7 +179,7 @@ fn start_process_agent(group: &Group, state_dir: &std::path::Path) -> Child {
         "executor = \"process\"\nstate_dir = \"{}\"\n",
         state_dir.display()
     );
-    start_agent_from_toml(group, "agent-process.toml", &extra)
+    start_agent_from_toml(group, &extra)
 }
 
 #[test]
@@ -183,25 +196,9 @@ fn process_executor_runs_real_children_and_readopts_them() {
         (cluster_state(&group) == "Ready").then_some(())
     })
     .expect("the agent registers its cluster");
-    let submit = |name: &str, gpus: &str, command: &[&str]| {
-        let request = format!("nvidia.com/gpu={gpus}");
-        let mut args = vec![
-            "submit",
-            "--queue",
-            "team-a",
-            "--name",
-            name,
-            "--request",
-            &request,
-            "--",
-        ];
-        args.extend_from_slice(command);
-        let out = group.cli(1, &args);
-        assert!(out.status.success(), "{}", text(&out));
-    };
-
     // Exit 0 is Succeeded; the child saw exactly its two devices.
     submit(
+        &group,
         "ok",
         "2",
         &["sh", "-c", "echo devices=$CUDA_VISIBLE_DEVICES"],
@@ -228,11 +225,11 @@ fn process_executor_runs_real_children_and_readopts_them() {
     );
 
     // Non-zero exit is Failed.
-    submit("bad", "1", &["sh", "-c", "exit 3"]);
+    submit(&group, "bad", "1", &["sh", "-c", "exit 3"]);
     wait_state(&group, "bad", "Failed", 20);
 
     // A long child survives an agent kill -9 and is re-adopted.
-    submit("long", "1", &["sleep", "300"]);
+    submit(&group, "long", "1", &["sleep", "300"]);
     let w = wait_state(&group, "long", "Running", 20);
     let epoch = w["epoch"].as_u64().expect("epoch");
     agent.kill().expect("kill agent");
@@ -362,96 +359,260 @@ fn agents_follow_a_new_leader_without_restarting_work_or_spurious_expiry() {
     let _ = agent.wait();
 }
 
-#[test]
-fn keep_policy_holds_quota_while_the_agent_is_gone_and_agrees_after() {
-    let group = Group::start(3, &["--lease-ttl", "2s"]);
-    group
-        .wait_leader(Duration::from_secs(15))
-        .expect("a leader is elected");
-    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+/// Submits `name` to team-a asking for `gpus` GPUs, running `command`.
+fn submit(group: &Group, name: &str, gpus: &str, command: &[&str]) {
+    let request = format!("nvidia.com/gpu={gpus}");
+    let mut args = vec![
+        "submit",
+        "--queue",
+        "team-a",
+        "--name",
+        name,
+        "--request",
+        &request,
+        "--",
+    ];
+    args.extend_from_slice(command);
+    let out = group.cli(1, &args);
     assert!(out.status.success(), "{}", text(&out));
-    let state = group.dir.path().join("keep-state");
-    let servers = group.addrs.join(",");
-    let state_arg = state.to_str().expect("utf-8").to_string();
-    let start = || {
-        spawn_agent(
-            &group,
-            &[
-                "--server",
-                &servers,
-                "agent",
-                "--cluster",
-                "east",
-                "--lease-policy",
-                "keep",
-                "--static-inventory",
-                "h100-80gb=8",
-                "--executor",
-                "process",
-                "--state-dir",
-                &state_arg,
-            ],
-        )
-    };
-    let mut agent = start();
-    wait_for(Duration::from_secs(15), || {
-        (cluster_state(&group) == "Ready").then_some(())
-    })
-    .expect("the agent registers its cluster");
-    let out = group.cli(
-        1,
-        &[
-            "submit",
-            "--queue",
-            "team-a",
-            "--name",
-            "kept",
-            "--request",
-            "nvidia.com/gpu=8",
-            "--",
-            "sleep",
-            "300",
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out));
-    let w = wait_state(&group, "kept", "Running", 20);
-    let epoch = w["epoch"].as_u64();
+}
 
-    // The agent disappears; past the lease the cluster is Unreachable, the
-    // workload keeps running and keeps its quota.
-    agent.kill().expect("kill agent");
-    let _ = agent.wait();
-    wait_for(Duration::from_secs(15), || {
-        (cluster_state(&group) == "Unreachable").then_some(())
+/// The control plane plus two process-executor agents: `east` reaches the
+/// servers only through fault proxies (and so never dials a redirect),
+/// `west` directly. Returns the proxies and both agents.
+struct TwoClusters {
+    group: Group,
+    proxies: Vec<FaultProxy>,
+    east: Child,
+    west: Option<Child>,
+    east_state: PathBuf,
+    west_state: PathBuf,
+}
+
+impl TwoClusters {
+    fn start(policy: &str) -> TwoClusters {
+        let group = Group::start(3, &["--lease-ttl", "3s"]);
+        group
+            .wait_leader(Duration::from_secs(15))
+            .expect("a leader is elected");
+        let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+        assert!(out.status.success(), "{}", text(&out));
+        let proxies: Vec<FaultProxy> = group
+            .addrs
+            .iter()
+            .map(|a| FaultProxy::start(a).expect("proxy"))
+            .collect();
+        let via: Vec<String> = proxies.iter().map(|p| p.addr().to_string()).collect();
+        let east_state = group.dir.path().join("east-state");
+        let west_state = group.dir.path().join("west-state");
+        let process = |dir: &std::path::Path| {
+            format!(
+                "executor = \"process\"\nstate_dir = \"{}\"\nlease_policy = \"{policy}\"\n",
+                dir.display()
+            )
+        };
+        let east = start_cluster_agent(
+            &group,
+            "east",
+            &via,
+            &format!("{}follow_redirects = false\n", process(&east_state)),
+        );
+        wait_for(Duration::from_secs(15), || {
+            (state_of_cluster(&group, "east") == "Ready").then_some(())
+        })
+        .expect("east registers through the proxies");
+        TwoClusters {
+            group,
+            proxies,
+            east,
+            west: None,
+            east_state,
+            west_state,
+        }
+    }
+
+    fn start_west(&mut self, policy: &str) {
+        let extra = format!(
+            "executor = \"process\"\nstate_dir = \"{}\"\nlease_policy = \"{policy}\"\n",
+            self.west_state.display()
+        );
+        self.west = Some(start_cluster_agent(
+            &self.group,
+            "west",
+            &self.group.addrs,
+            &extra,
+        ));
+        wait_for(Duration::from_secs(15), || {
+            (state_of_cluster(&self.group, "west") == "Ready").then_some(())
+        })
+        .expect("west registers");
+    }
+
+    fn partition_east(&self) {
+        self.proxies.iter().for_each(FaultProxy::partition);
+    }
+
+    fn heal_east(&self) {
+        self.proxies.iter().for_each(FaultProxy::heal);
+    }
+
+    /// The journal entry `event` of admission (`id`, `epoch`) in `dir`.
+    fn journaled(dir: &std::path::Path, id: u64, epoch: u64, event: &str) -> Option<JournalEntry> {
+        read_journal(dir)
+            .into_iter()
+            .find(|e| e.workload == id && e.epoch == epoch && e.event == event)
+    }
+
+    /// Cancels `names` and stops both agents (no child outlives the test).
+    fn finish(mut self, names: &[&str]) {
+        for name in names {
+            let out = self.group.cli(1, &["cancel", name]);
+            assert!(out.status.success(), "{}", text(&out));
+            wait_state(&self.group, name, "Cancelled", 20);
+        }
+        let _ = self.east.kill();
+        let _ = self.east.wait();
+        if let Some(mut west) = self.west.take() {
+            let _ = west.kill();
+            let _ = west.wait();
+        }
+    }
+}
+
+fn id_and_epoch(w: &Value) -> (u64, u64) {
+    (
+        w["id"].as_u64().expect("id"),
+        w["epoch"].as_u64().expect("epoch"),
+    )
+}
+
+#[test]
+fn fence_partition_stops_work_before_expiry_and_it_moves_to_the_other_cluster() {
+    let mut c = TwoClusters::start("fence");
+    submit(&c.group, "a", "4", &["sleep", "300"]);
+    submit(&c.group, "b", "4", &["sleep", "300"]);
+    let before: Vec<(u64, u64)> = ["a", "b"]
+        .iter()
+        .map(|n| {
+            let w = wait_state(&c.group, n, "Running", 20);
+            assert_eq!(w["cluster"], "east", "{w}");
+            id_and_epoch(&w)
+        })
+        .collect();
+    c.start_west("fence");
+
+    // East loses the control plane. It fences (stops both children) a
+    // quarter lease before the leader expires it; then both run on west.
+    c.partition_east();
+    let after: Vec<(u64, u64)> = ["a", "b"]
+        .iter()
+        .map(|n| {
+            let w = wait_for(Duration::from_secs(30), || {
+                workload(&c.group, n).filter(|w| w["state"] == "Running" && w["cluster"] == "west")
+            })
+            .unwrap_or_else(|| panic!("{n} never ran on west: {:?}", workload(&c.group, n)));
+            id_and_epoch(&w)
+        })
+        .collect();
+    assert_eq!(state_of_cluster(&c.group, "east"), "Lost");
+    for ((id, old_epoch), (same_id, new_epoch)) in before.iter().zip(&after) {
+        assert_eq!(id, same_id);
+        assert!(new_epoch > old_epoch, "a new admission");
+        // The executors' own clocks: east's child was gone before west's
+        // started, so the workload never ran on two clusters at once.
+        let stopped = TwoClusters::journaled(&c.east_state, *id, *old_epoch, "stopped")
+            .unwrap_or_else(|| {
+                panic!("east never stopped {id}: {:?}", read_journal(&c.east_state))
+            });
+        let started = TwoClusters::journaled(&c.west_state, *id, *new_epoch, "started")
+            .expect("west started it");
+        eprintln!(
+            "workload {id}: east stopped it {} ms before west started it",
+            started.at_ms as i64 - stopped.at_ms as i64
+        );
+        assert!(
+            stopped.at_ms < started.at_ms,
+            "{id} ran on both: east stopped at {} ms, west started at {} ms",
+            stopped.at_ms,
+            started.at_ms
+        );
+    }
+    let out = c.group.cli(1, &["describe", "workload", "a"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("lost its lease"));
+
+    // The heal: east comes back Ready and runs nothing; the workloads stay
+    // on west under the same admission.
+    c.heal_east();
+    wait_for(Duration::from_secs(20), || {
+        (state_of_cluster(&c.group, "east") == "Ready").then_some(())
     })
-    .expect("the cluster becomes Unreachable");
-    let w = workload(&group, "kept").expect("kept");
+    .expect("east is Ready after the heal");
+    let left = std::fs::read_dir(c.east_state.join("running"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(left, 0, "east runs nothing after fencing");
+    for (name, (_, epoch)) in ["a", "b"].iter().zip(&after) {
+        let w = workload(&c.group, name).expect("workload");
+        assert_eq!(w["cluster"], "west", "{w}");
+        assert_eq!(w["epoch"].as_u64(), Some(*epoch), "{w}");
+    }
+    c.finish(&["a", "b"]);
+}
+
+#[test]
+fn keep_partition_holds_quota_and_work_and_agrees_after_the_heal() {
+    let mut c = TwoClusters::start("keep");
+    submit(&c.group, "kept", "8", &["sleep", "300"]);
+    let w = wait_state(&c.group, "kept", "Running", 20);
+    assert_eq!(w["cluster"], "east", "{w}");
+    let (id, epoch) = id_and_epoch(&w);
+    c.start_west("keep");
+
+    // Past the lease the cluster is Unreachable; the workload keeps
+    // running on east and keeps its quota, so nothing moves to west.
+    c.partition_east();
+    wait_for(Duration::from_secs(15), || {
+        (state_of_cluster(&c.group, "east") == "Unreachable").then_some(())
+    })
+    .expect("east becomes Unreachable");
+    std::thread::sleep(Duration::from_secs(2));
+    let w = workload(&c.group, "kept").expect("kept");
     assert_eq!(w["state"], "Running", "{w}");
-    let out = group.cli(1, &["describe", "cq", "team-a"]);
+    assert_eq!(w["cluster"], "east", "{w}");
+    let out = c.group.cli(1, &["describe", "cq", "team-a"]);
     let described = String::from_utf8_lossy(&out.stdout);
     let gpu_row = described
         .lines()
         .find(|l| l.starts_with("h100-80gb") && l.contains("nvidia.com/gpu"))
         .unwrap_or_default()
         .to_string();
-    let cols: Vec<&str> = gpu_row.split_whitespace().collect();
-    assert_eq!(cols.get(3), Some(&"8"), "usage still charged: {described}");
+    assert_eq!(
+        gpu_row.split_whitespace().nth(3),
+        Some("8"),
+        "usage still charged: {described}"
+    );
+    assert!(TwoClusters::journaled(&c.east_state, id, epoch, "stopped").is_none());
+    assert!(read_journal(&c.west_state).is_empty(), "west ran nothing");
 
-    // It comes back: the child still runs, the ledger and the agent agree.
-    let mut agent = start();
-    wait_for(Duration::from_secs(15), || {
-        (cluster_state(&group) == "Ready").then_some(())
+    // The heal: the same admission, still running, and both sides agree.
+    c.heal_east();
+    wait_for(Duration::from_secs(20), || {
+        (state_of_cluster(&c.group, "east") == "Ready").then_some(())
     })
-    .expect("the cluster is Ready again");
+    .expect("east is Ready after the heal");
     std::thread::sleep(Duration::from_secs(1));
-    let w = workload(&group, "kept").expect("kept");
+    let w = workload(&c.group, "kept").expect("kept");
     assert_eq!(w["state"], "Running", "{w}");
-    assert_eq!(w["epoch"].as_u64(), epoch, "same admission: {w}");
-    let out = group.cli(1, &["cancel", "kept"]);
-    assert!(out.status.success(), "{}", text(&out));
-    wait_state(&group, "kept", "Cancelled", 20);
-    agent.kill().expect("kill agent");
-    let _ = agent.wait();
+    assert_eq!(id_and_epoch(&w), (id, epoch), "same admission: {w}");
+    assert!(
+        c.east_state
+            .join("running")
+            .join(format!("{id}-{epoch}.json"))
+            .exists(),
+        "the child still runs on east"
+    );
+    assert!(TwoClusters::journaled(&c.east_state, id, epoch, "stopped").is_none());
+    c.finish(&["kept"]);
 }
 
 #[test]

@@ -32,6 +32,7 @@
 
 pub mod client;
 pub mod net;
+pub mod proxy;
 pub mod sim;
 
 pub use sim::{replay_command, run_seed, CrashTarget, Fault, Plan, RunReport};

@@ -34,7 +34,7 @@ pub enum ExecutorFlag {
 pub struct AgentArgs {
     /// TOML file with any of these settings (keys: cluster, servers,
     /// inventory_source, executor, state_dir, lease_policy, heartbeat_ms,
-    /// [labels], [[inventory]], [flavors]).
+    /// follow_redirects, [labels], [[inventory]], [flavors]).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The cluster's name in the ledger.
@@ -59,6 +59,11 @@ pub struct AgentArgs {
     /// fence (stop workloads before the lease can expire) or keep.
     #[arg(long)]
     pub lease_policy: Option<String>,
+    /// Never dial the leader address a follower names; try the --server
+    /// addresses in turn instead (for servers reached through a proxy,
+    /// load balancer or NAT).
+    #[arg(long)]
+    pub no_follow_redirects: bool,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -124,6 +129,9 @@ pub fn resolve(args: &AgentArgs, servers: Option<&str>) -> Result<AgentConfig, S
     }
     if let Some(v) = &args.lease_policy {
         c.lease_policy = v.clone();
+    }
+    if args.no_follow_redirects {
+        c.follow_redirects = false;
     }
     c.check()?;
     Ok(c)

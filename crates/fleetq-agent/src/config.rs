@@ -75,6 +75,17 @@ pub struct AgentConfig {
     /// Heartbeat interval in milliseconds.
     #[serde(default = "default_heartbeat_ms")]
     pub heartbeat_ms: u64,
+    /// Dial the leader at the address a follower names (the default).
+    /// Set false where the servers are reached through a proxy, load
+    /// balancer or NAT whose addresses differ from the servers' own: the
+    /// agent then tries the configured `servers` in turn until one is the
+    /// leader.
+    #[serde(default = "default_true")]
+    pub follow_redirects: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_policy() -> String {
@@ -114,6 +125,7 @@ impl AgentConfig {
             flavors: BTreeMap::new(),
             state_dir: None,
             heartbeat_ms: default_heartbeat_ms(),
+            follow_redirects: true,
         })
     }
 

@@ -34,6 +34,9 @@ const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 /// Longest wait between reconnect attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
+/// Longest time connecting and opening a session may take.
+const SESSION_OPEN_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The agent: its configuration, executor and what it still has to say.
 pub struct Agent {
     config: AgentConfig,
@@ -156,17 +159,24 @@ impl Agent {
         }
     }
 
+    /// When this agent must have stopped its workloads: a quarter lease
+    /// before the leader may expire the cluster (the leader counts from
+    /// the last heartbeat it received, which precedes our last ack).
+    /// `None` when nothing is to be fenced.
+    fn fence_deadline(&self) -> Option<Instant> {
+        let (Some(ack), Some(ttl)) = (self.last_ack, self.lease_ttl) else {
+            return None;
+        };
+        if self.fenced || self.config.lease_policy != "fence" {
+            return None;
+        }
+        Some(ack + ttl.saturating_sub(ttl / 4))
+    }
+
     /// Fences when the lease is about to run out: stop everything before
     /// the leader may hand the quota to someone else.
     fn check_fence(&mut self) {
-        let (Some(ack), Some(ttl)) = (self.last_ack, self.lease_ttl) else {
-            return;
-        };
-        if self.fenced || self.config.lease_policy != "fence" {
-            return;
-        }
-        let margin = ttl / 4;
-        if ack.elapsed() >= ttl.saturating_sub(margin) {
+        if self.fence_deadline().is_some_and(|at| Instant::now() >= at) {
             let n = self.executor.stop_all();
             self.fenced = true;
             tracing::warn!(
@@ -183,17 +193,6 @@ impl Agent {
         addr: &str,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<Option<String>, String> {
-        let channel = endpoint(
-            addr,
-            &Timeouts {
-                request: Duration::from_secs(3600 * 24 * 365),
-                ..Timeouts::default()
-            },
-        )?
-        .connect()
-        .await
-        .map_err(|e| format!("cannot reach {addr}: {e}"))?;
-        let mut client = AgentClient::new(channel);
         let cluster = self.config.cluster.clone();
         let (tx, rx) = mpsc::channel::<pb::AgentMessage>(1024);
         self.collect_events();
@@ -210,10 +209,29 @@ impl Agent {
         ))?;
         send(up(&cluster, Up::Reconcile(pb::Reconcile { running })))?;
         send(up(&cluster, Up::Heartbeat(pb::Heartbeat { sent_at_ms: 0 })))?;
-        let mut inbound = client
-            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        // A black-holed server must not hold the agent here past its fence
+        // deadline: opening is bounded by it.
+        let open_by = Instant::now() + SESSION_OPEN_TIMEOUT;
+        let open_by = self.fence_deadline().map_or(open_by, |f| f.min(open_by));
+        let open = async {
+            let channel = endpoint(
+                addr,
+                &Timeouts {
+                    request: Duration::from_secs(3600 * 24 * 365),
+                    ..Timeouts::default()
+                },
+            )?
+            .connect()
             .await
-            .map_err(|s| format!("session refused: {}", s.message()))?
+            .map_err(|e| format!("cannot reach {addr}: {e}"))?;
+            AgentClient::new(channel)
+                .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+                .await
+                .map_err(|s| format!("session refused: {}", s.message()))
+        };
+        let mut inbound = tokio::time::timeout_at(open_by, open)
+            .await
+            .map_err(|_| format!("{addr}: no session within {SESSION_OPEN_TIMEOUT:?}"))??
             .into_inner();
         let mut beat = tokio::time::interval(Duration::from_millis(self.config.heartbeat_ms));
         loop {
@@ -289,7 +307,10 @@ impl Agent {
                 };
                 self.executor.stop(s.workload_id, s.epoch, grace)
             }
-            Down::RedirectLeader(addr) => return Some(addr),
+            // Behind a proxy or NAT the leader's own address may be the
+            // wrong one to dial: then try the configured servers in turn.
+            Down::RedirectLeader(addr) if self.config.follow_redirects => return Some(addr),
+            Down::RedirectLeader(_) => return Some(String::new()),
         }
         None
     }

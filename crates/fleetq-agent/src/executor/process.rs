@@ -11,8 +11,16 @@
 //! its exit code to `<id>-<epoch>.exit`. A restarted agent re-adopts every
 //! child that still runs (same pid *and* start time, so a reused pid is not
 //! mistaken for it) and reports the others with the exit code they left.
+//!
+//! `<state_dir>/journal.jsonl` is the executor's own account, one JSON
+//! line per fact with the wall-clock time it was observed: `started`
+//! (the child was spawned), `exited` (it ended by itself, with its code)
+//! and `stopped` (it was stopped and its whole group is gone). Operators
+//! read it to audit what ran where and when; the end-to-end tests read it
+//! to prove that no admission ran on two clusters at once.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -51,6 +59,74 @@ fn start_ticks(pid: u32) -> Option<u64> {
         return None;
     }
     fields.nth(18)?.parse().ok()
+}
+
+/// One line of `journal.jsonl`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    pub workload: u64,
+    pub epoch: u64,
+    /// `started`, `exited` or `stopped`.
+    pub event: String,
+    pub pid: u32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// Appends one entry; a journal that cannot be written is logged, never
+/// fatal (the ledger, not the journal, is the record of truth).
+fn journal(state_dir: &Path, record: &RunRecord, event: &str, detail: String) {
+    let entry = JournalEntry {
+        at_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
+        workload: record.workload,
+        epoch: record.epoch,
+        event: event.to_string(),
+        pid: record.pid,
+        detail,
+    };
+    let path = state_dir.join("journal.jsonl");
+    let written = serde_json::to_string(&entry)
+        .map_err(std::io::Error::other)
+        .and_then(|mut line| {
+            line.push('\n');
+            // One write(2) per line on an O_APPEND file: lines never interleave.
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)?
+                .write_all(line.as_bytes())
+        });
+    if let Err(e) = written {
+        tracing::warn!(file = %path.display(), error = %e, "cannot write the executor journal");
+    }
+}
+
+/// Reads a journal back (for audits and tests); unreadable lines are skipped.
+pub fn read_journal(state_dir: &Path) -> Vec<JournalEntry> {
+    std::fs::read_to_string(state_dir.join("journal.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// `<state_dir>/running/<id>-<epoch>.json`: the run record.
+fn record_path(state_dir: &Path, workload: u64, epoch: u64) -> PathBuf {
+    state_dir
+        .join("running")
+        .join(format!("{workload}-{epoch}.json"))
+}
+
+/// `<state_dir>/running/<id>-<epoch>.exit`: the exit code `sh` leaves.
+fn exit_path(state_dir: &Path, workload: u64, epoch: u64) -> PathBuf {
+    state_dir
+        .join("running")
+        .join(format!("{workload}-{epoch}.exit"))
 }
 
 fn alive(record: &RunRecord) -> bool {
@@ -92,22 +168,6 @@ impl ProcessExecutor {
         Ok(executor)
     }
 
-    fn base(&self, workload: u64, epoch: u64) -> String {
-        format!("{workload}-{epoch}")
-    }
-
-    fn record_path(&self, workload: u64, epoch: u64) -> PathBuf {
-        self.state_dir
-            .join("running")
-            .join(format!("{}.json", self.base(workload, epoch)))
-    }
-
-    fn exit_path(&self, workload: u64, epoch: u64) -> PathBuf {
-        self.state_dir
-            .join("running")
-            .join(format!("{}.exit", self.base(workload, epoch)))
-    }
-
     /// Re-adopts children from the state directory.
     fn adopt(&mut self) {
         let Ok(entries) = std::fs::read_dir(self.state_dir.join("running")) else {
@@ -141,13 +201,12 @@ impl ProcessExecutor {
     /// Waits for an adopted child (not ours to wait(2) on) by polling.
     fn watch_adopted(&self, record: RunRecord) -> JoinHandle<()> {
         let events = self.events.clone();
-        let exit_path = self.exit_path(record.workload, record.epoch);
-        let record_path = self.record_path(record.workload, record.epoch);
+        let state_dir = self.state_dir.clone();
         tokio::spawn(async move {
             while alive(&record) {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            finish(&events, &record, &exit_path, &record_path, None);
+            finish(&events, &state_dir, &record, None);
         })
     }
 
@@ -203,11 +262,11 @@ impl ProcessExecutor {
         let log_path = self
             .state_dir
             .join("logs")
-            .join(format!("{}.log", self.base(workload, epoch)));
+            .join(format!("{workload}-{epoch}.log"));
         let log = std::fs::File::create(&log_path)
             .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
         let log2 = log.try_clone().map_err(|e| e.to_string())?;
-        let exit_path = self.exit_path(workload, epoch);
+        let exit_path = exit_path(&self.state_dir, workload, epoch);
         let uuids: Vec<String> = devices.iter().map(|d| d.uuid.clone()).collect();
         let mut cmd = tokio::process::Command::new("/bin/sh");
         // sh records the exit code where a re-adopting agent can read it.
@@ -241,15 +300,17 @@ impl ProcessExecutor {
             start_ticks: start_ticks(pid).unwrap_or(0),
             devices: uuids,
         };
-        let record_path = self.record_path(workload, epoch);
+        let record_path = record_path(&self.state_dir, workload, epoch);
         let bytes = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
         std::fs::write(&record_path, bytes)
             .map_err(|e| format!("cannot write {}: {e}", record_path.display()))?;
+        journal(&self.state_dir, &record, "started", String::new());
         let events = self.events.clone();
         let r = record.clone();
+        let state_dir = self.state_dir.clone();
         let handle = tokio::spawn(async move {
             let status = child.wait().await.ok().and_then(|s| s.code());
-            finish(&events, &r, &exit_path, &record_path, status);
+            finish(&events, &state_dir, &r, status);
         });
         Ok((record, handle))
     }
@@ -287,8 +348,9 @@ impl ProcessExecutor {
         watcher.abort();
         self.pool.release(&record.devices);
         let events = self.events.clone();
-        let record_path = self.record_path(workload, epoch);
-        let exit_path = self.exit_path(workload, epoch);
+        let record_path = record_path(&self.state_dir, workload, epoch);
+        let exit_path = exit_path(&self.state_dir, workload, epoch);
+        let state_dir = self.state_dir.clone();
         tokio::spawn(async move {
             signal_group(record.pid, libc::SIGTERM);
             let deadline = tokio::time::Instant::now() + grace;
@@ -301,6 +363,7 @@ impl ProcessExecutor {
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
             }
+            journal(&state_dir, &record, "stopped", String::new());
             let _ = std::fs::remove_file(&record_path);
             let _ = std::fs::remove_file(&exit_path);
             let _ = events.send(Report {
@@ -329,13 +392,14 @@ impl ProcessExecutor {
 /// Reports how a child ended and forgets it.
 fn finish(
     events: &mpsc::UnboundedSender<Report>,
+    state_dir: &Path,
     record: &RunRecord,
-    exit_path: &Path,
-    record_path: &Path,
     status: Option<i32>,
 ) {
+    let exit_path = exit_path(state_dir, record.workload, record.epoch);
+    let record_path = record_path(state_dir, record.workload, record.epoch);
     let code = status.or_else(|| {
-        std::fs::read_to_string(exit_path)
+        std::fs::read_to_string(&exit_path)
             .ok()
             .and_then(|t| t.trim().parse().ok())
     });
@@ -347,8 +411,9 @@ fn finish(
             "ended without an exit code (killed)".to_string(),
         ),
     };
-    let _ = std::fs::remove_file(record_path);
-    let _ = std::fs::remove_file(exit_path);
+    journal(state_dir, record, "exited", message.clone());
+    let _ = std::fs::remove_file(&record_path);
+    let _ = std::fs::remove_file(&exit_path);
     let _ = events.send(Report {
         workload: record.workload,
         epoch: record.epoch,
