@@ -22,19 +22,22 @@ use super::server::{init_logging, runtime, termination, LogFormat};
 pub enum InventoryFlag {
     Static,
     Nvml,
+    Kubernetes,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ExecutorFlag {
     Simulated,
     Process,
+    Kubernetes,
 }
 
 #[derive(Debug, Args)]
 pub struct AgentArgs {
     /// TOML file with any of these settings (keys: cluster, servers,
     /// inventory_source, executor, state_dir, lease_policy, heartbeat_ms,
-    /// follow_redirects, [labels], [[inventory]], [flavors]).
+    /// follow_redirects, [labels], [[inventory]], [flavors], [kubernetes]
+    /// with kubeconfig, context, node_selector).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The cluster's name in the ledger.
@@ -47,7 +50,8 @@ pub struct AgentArgs {
     /// N nvidia.com/gpu).
     #[arg(long, value_delimiter = ',', value_name = "SPEC")]
     pub static_inventory: Vec<String>,
-    /// NVML product name -> flavor, "PRODUCT=FLAVOR" (repeatable).
+    /// Product -> flavor, "PRODUCT=FLAVOR" (repeatable): NVML's device
+    /// name, or the nvidia.com/gpu.product node label for kubernetes.
     #[arg(long = "flavor", value_name = "PRODUCT=FLAVOR")]
     pub flavors: Vec<String>,
     /// What runs the workloads.
@@ -64,6 +68,16 @@ pub struct AgentArgs {
     /// load balancer or NAT).
     #[arg(long)]
     pub no_follow_redirects: bool,
+    /// kubeconfig for the kubernetes inventory and executor (default:
+    /// $KUBECONFIG, ~/.kube/config, then the in-cluster service account).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Context of that kubeconfig.
+    #[arg(long)]
+    pub kube_context: Option<String>,
+    /// Label selector for the nodes that count as inventory.
+    #[arg(long, value_name = "SELECTOR")]
+    pub node_selector: Option<String>,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -91,6 +105,7 @@ pub fn resolve(args: &AgentArgs, servers: Option<&str>) -> Result<AgentConfig, S
         c.inventory_source = match v {
             InventoryFlag::Static => InventorySource::Static,
             InventoryFlag::Nvml => InventorySource::Nvml,
+            InventoryFlag::Kubernetes => InventorySource::Kubernetes,
         };
     }
     if !args.static_inventory.is_empty() {
@@ -122,6 +137,7 @@ pub fn resolve(args: &AgentArgs, servers: Option<&str>) -> Result<AgentConfig, S
         c.executor = match v {
             ExecutorFlag::Simulated => ExecutorKind::Simulated,
             ExecutorFlag::Process => ExecutorKind::Process,
+            ExecutorFlag::Kubernetes => ExecutorKind::Kubernetes,
         };
     }
     if let Some(v) = &args.state_dir {
@@ -132,6 +148,15 @@ pub fn resolve(args: &AgentArgs, servers: Option<&str>) -> Result<AgentConfig, S
     }
     if args.no_follow_redirects {
         c.follow_redirects = false;
+    }
+    if let Some(v) = &args.kubeconfig {
+        c.kubernetes.kubeconfig = Some(v.clone());
+    }
+    if let Some(v) = &args.kube_context {
+        c.kubernetes.context = Some(v.clone());
+    }
+    if let Some(v) = &args.node_selector {
+        c.kubernetes.node_selector = Some(v.clone());
     }
     c.check()?;
     Ok(c)
@@ -156,7 +181,7 @@ pub fn run(args: &AgentArgs, servers: Option<&str>) -> ExitCode {
         // Read the inventory (and re-adopt running children) before
         // anything else: a node without a driver says so in one line and
         // exits non-zero.
-        let agent = match Agent::new(config) {
+        let agent = match Agent::new(config).await {
             Ok(a) => a,
             Err(e) => {
                 eprintln!("error: {e}");

@@ -126,7 +126,7 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
                 })
                 .collect();
             config.check()?;
-            let agent = fleetq_agent::Agent::new(config)?;
+            let agent = fleetq_agent::Agent::new(config).await?;
             agents.push(tokio::spawn(agent.run(agents_stopped.clone())));
         }
         let api = addrs[&1].to_string();

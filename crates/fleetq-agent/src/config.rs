@@ -4,7 +4,8 @@
 //! cluster = "east"
 //! servers = ["10.0.0.1:7400", "10.0.0.2:7400", "10.0.0.3:7400"]
 //! lease_policy = "fence"          # or "keep"
-//! executor = "simulated"          # the process and kubernetes executors come next
+//! executor = "simulated"          # or "process" (needs state_dir) or "kubernetes"
+//! inventory_source = "static"     # or "nvml" or "kubernetes" (both need [flavors])
 //! [labels]
 //! region = "us-east"
 //! [[inventory]]                   # static inventory source
@@ -19,7 +20,8 @@ use fleetq_model::Quantity;
 use serde::Deserialize;
 
 use crate::inventory::devices::DevicePool;
-use crate::inventory::Inventory;
+use crate::inventory::{FlavorMapping, Inventory, InventoryFeed};
+use crate::kubernetes::KubernetesConfig;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -29,6 +31,8 @@ pub enum ExecutorKind {
     Simulated,
     /// Real child processes (`run.command`), see `state_dir`.
     Process,
+    /// One `batch/v1` Job per admission, see `[kubernetes]`.
+    Kubernetes,
 }
 
 /// Where the inventory comes from.
@@ -40,6 +44,19 @@ pub enum InventorySource {
     Static,
     /// The node's GPUs through NVML, flavors from `[flavors]`.
     Nvml,
+    /// The cluster's nodes (allocatable GPUs and MIG slices), flavors
+    /// from `[flavors]` keyed by the `nvidia.com/gpu.product` label.
+    Kubernetes,
+}
+
+impl InventorySource {
+    pub fn name(self) -> &'static str {
+        match self {
+            InventorySource::Static => "static",
+            InventorySource::Nvml => "nvml",
+            InventorySource::Kubernetes => "kubernetes",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -66,9 +83,13 @@ pub struct AgentConfig {
     pub inventory_source: InventorySource,
     #[serde(default)]
     pub inventory: Vec<StaticFlavor>,
-    /// NVML product name -> flavor (inventory_source = "nvml").
+    /// Product name -> flavor: NVML's device name (inventory_source =
+    /// "nvml") or the `nvidia.com/gpu.product` node label ("kubernetes").
     #[serde(default)]
     pub flavors: BTreeMap<String, String>,
+    /// The API server for the kubernetes inventory source and executor.
+    #[serde(default)]
+    pub kubernetes: KubernetesConfig,
     /// Where the process executor keeps run records and logs.
     #[serde(default)]
     pub state_dir: Option<std::path::PathBuf>,
@@ -123,6 +144,7 @@ impl AgentConfig {
             inventory_source: InventorySource::default(),
             inventory: Vec::new(),
             flavors: BTreeMap::new(),
+            kubernetes: KubernetesConfig::default(),
             state_dir: None,
             heartbeat_ms: default_heartbeat_ms(),
             follow_redirects: true,
@@ -161,11 +183,12 @@ impl AgentConfig {
                     errors.extend(e);
                 }
             }
-            InventorySource::Nvml => {
+            InventorySource::Nvml | InventorySource::Kubernetes => {
                 if self.flavors.is_empty() {
-                    errors.push(
-                        "flavors: the nvml source needs a product name -> flavor mapping".into(),
-                    );
+                    errors.push(format!(
+                        "flavors: the {} source needs a product name -> flavor mapping",
+                        self.inventory_source.name()
+                    ));
                 }
             }
         }
@@ -176,20 +199,29 @@ impl AgentConfig {
         }
     }
 
-    /// The inventory from the configured source, and the devices it
-    /// holds.
-    pub fn read_inventory(&self) -> Result<(Inventory, DevicePool), String> {
+    pub fn flavor_mapping(&self) -> FlavorMapping {
+        FlavorMapping {
+            products: self.flavors.clone(),
+        }
+    }
+
+    /// The inventory from the configured source: its current value and
+    /// every later change (static and NVML inventories never change
+    /// while the agent runs), and the devices it holds for the process
+    /// executor. `client` is the Kubernetes client where one is needed.
+    pub async fn open_inventory(
+        &self,
+        client: Option<&kube::Client>,
+    ) -> Result<(InventoryFeed, DevicePool), String> {
         match self.inventory_source {
             InventorySource::Static => {
                 let inventory = self.static_inventory().map_err(|e| e.join("; "))?;
                 let pool = DevicePool::from_static(&inventory);
-                Ok((inventory, pool))
+                Ok((InventoryFeed::fixed(inventory), pool))
             }
             InventorySource::Nvml => {
                 let gpus = crate::inventory::nvml::read_gpus()?;
-                let mapping = crate::inventory::FlavorMapping {
-                    products: self.flavors.clone(),
-                };
+                let mapping = self.flavor_mapping();
                 let inventory =
                     crate::inventory::inventory_from_gpus(&gpus, &mapping).map_err(|errors| {
                         errors
@@ -198,9 +230,29 @@ impl AgentConfig {
                             .collect::<Vec<_>>()
                             .join("; ")
                     })?;
-                Ok((inventory, DevicePool::from_gpus(&gpus, &mapping)))
+                Ok((
+                    InventoryFeed::fixed(inventory),
+                    DevicePool::from_gpus(&gpus, &mapping),
+                ))
+            }
+            InventorySource::Kubernetes => {
+                let client = client.ok_or("kubernetes: no client")?.clone();
+                let rx = crate::inventory::kubernetes::watch_nodes(
+                    client,
+                    self.kubernetes.node_selector.clone(),
+                    self.flavor_mapping(),
+                )
+                .await?;
+                let pool = DevicePool::from_static(&rx.borrow());
+                Ok((InventoryFeed::watching(rx), pool))
             }
         }
+    }
+
+    /// Whether anything needs a Kubernetes client.
+    pub fn uses_kubernetes(&self) -> bool {
+        self.inventory_source == InventorySource::Kubernetes
+            || self.executor == ExecutorKind::Kubernetes
     }
 
     /// The static inventory source.

@@ -14,6 +14,7 @@
 pub mod config;
 pub mod executor;
 pub mod inventory;
+pub mod kubernetes;
 pub mod session;
 
 pub use config::AgentConfig;

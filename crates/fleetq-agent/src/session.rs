@@ -23,10 +23,11 @@ use tokio::time::Instant;
 
 use crate::config::{AgentConfig, ExecutorKind};
 use crate::executor::devices_needed;
+use crate::executor::kubernetes::KubernetesExecutor;
 use crate::executor::process::ProcessExecutor;
 use crate::executor::simulated::SimulatedExecutor;
 use crate::executor::Report;
-use crate::inventory::Inventory;
+use crate::inventory::{Inventory, InventoryFeed};
 
 /// Time between SIGTERM and SIGKILL when the workload sets none.
 const DEFAULT_GRACE: Duration = Duration::from_secs(10);
@@ -40,7 +41,7 @@ const SESSION_OPEN_TIMEOUT: Duration = Duration::from_secs(5);
 /// The agent: its configuration, executor and what it still has to say.
 pub struct Agent {
     config: AgentConfig,
-    inventory: Inventory,
+    inventory: InventoryFeed,
     executor: Executor,
     events: mpsc::UnboundedReceiver<Report>,
     /// Reports not yet delivered (kept across reconnects; every report is
@@ -61,17 +62,28 @@ fn up(cluster: &str, body: Up) -> pb::AgentMessage {
 impl Agent {
     /// An agent for `config`; reads the inventory first, so a node whose
     /// inventory cannot be read never registers.
-    pub fn new(config: AgentConfig) -> Result<Agent, String> {
-        let (inventory, pool) = config.read_inventory()?;
+    pub async fn new(config: AgentConfig) -> Result<Agent, String> {
+        let client = match config.uses_kubernetes() {
+            true => Some(crate::kubernetes::client(&config.kubernetes).await?),
+            false => None,
+        };
+        let (inventory, pool) = config.open_inventory(client.as_ref()).await?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let executor = match (config.executor, &config.state_dir) {
-            (ExecutorKind::Process, Some(dir)) => {
+        let executor = match (config.executor, &config.state_dir, client) {
+            (ExecutorKind::Process, Some(dir), _) => {
                 Executor::Process(ProcessExecutor::new(dir, pool, tx)?)
             }
-            (ExecutorKind::Process, None) => {
+            (ExecutorKind::Process, None, _) => {
                 return Err("state_dir: the process executor needs a directory".into())
             }
-            (ExecutorKind::Simulated, _) => Executor::Simulated(SimulatedExecutor::new(tx)),
+            (ExecutorKind::Kubernetes, _, Some(client)) => Executor::Kubernetes(
+                KubernetesExecutor::new(client, &config.cluster, config.flavor_mapping(), tx)
+                    .await?,
+            ),
+            (ExecutorKind::Kubernetes, _, None) => {
+                return Err("executor: kubernetes needs a client".into())
+            }
+            (ExecutorKind::Simulated, _, _) => Executor::Simulated(SimulatedExecutor::new(tx)),
         };
         Ok(Agent {
             inventory,
@@ -203,10 +215,8 @@ impl Agent {
             .map(|(workload_id, epoch)| pb::RunningWorkload { workload_id, epoch })
             .collect();
         let send = |m| tx.try_send(m).map_err(|e| format!("outbound queue: {e}"));
-        send(up(
-            &cluster,
-            Up::Inventory(self.registration(self.inventory.clone())),
-        ))?;
+        let inventory = self.inventory.current();
+        send(up(&cluster, Up::Inventory(self.registration(inventory))))?;
         send(up(&cluster, Up::Reconcile(pb::Reconcile { running })))?;
         send(up(&cluster, Up::Heartbeat(pb::Heartbeat { sent_at_ms: 0 })))?;
         // A black-holed server must not hold the agent here past its fence
@@ -268,6 +278,14 @@ impl Agent {
                         return Err("outbound queue full".into());
                     }
                 }
+                _ = self.inventory.changed() => {
+                    let inventory = self.inventory.current();
+                    tracing::info!(?inventory, "inventory changed; registering it");
+                    let registration = up(&cluster, Up::Inventory(self.registration(inventory)));
+                    if tx.try_send(registration).is_err() {
+                        return Err("outbound queue full".into());
+                    }
+                }
                 _ = shutdown.changed() => return Ok(None),
             }
         }
@@ -320,6 +338,7 @@ impl Agent {
 enum Executor {
     Simulated(SimulatedExecutor),
     Process(ProcessExecutor),
+    Kubernetes(KubernetesExecutor),
 }
 
 impl Executor {
@@ -329,6 +348,7 @@ impl Executor {
             Executor::Process(e) => {
                 e.start(workload, epoch, spec, &devices_needed(spec, assignment))
             }
+            Executor::Kubernetes(e) => e.start(workload, epoch, spec, assignment),
         }
     }
 
@@ -336,6 +356,7 @@ impl Executor {
         match self {
             Executor::Simulated(e) => e.stop(workload, epoch),
             Executor::Process(e) => e.stop(workload, epoch, grace),
+            Executor::Kubernetes(e) => e.stop(workload, epoch, grace),
         }
     }
 
@@ -343,6 +364,7 @@ impl Executor {
         match self {
             Executor::Simulated(e) => e.stop_all(),
             Executor::Process(e) => e.stop_all(),
+            Executor::Kubernetes(e) => e.stop_all(),
         }
     }
 
@@ -350,6 +372,7 @@ impl Executor {
         match self {
             Executor::Simulated(e) => e.running(),
             Executor::Process(e) => e.running(),
+            Executor::Kubernetes(e) => e.running(),
         }
     }
 }

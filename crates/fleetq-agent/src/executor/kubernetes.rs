@@ -1,0 +1,807 @@
+//! The Kubernetes executor: each admission becomes one `batch/v1` Job in
+//! the workload's namespace, made from its Job template (`run.jobTemplate`,
+//! kept verbatim when a Kueue Job was imported) or, without one, from
+//! `run.image` and `run.command`. The Job and its pods carry
+//! `fleetq.dev/cluster`, `fleetq.dev/workload-id`, `fleetq.dev/epoch` and
+//! `fleetq.dev/workload`; a watch on those labels maps Job status to
+//! Running (all pods Ready, or done), Succeeded (condition Complete) and
+//! Failed (condition Failed). A stop deletes the Job with foreground
+//! propagation and reports Stopped only once the Job is gone, which
+//! Kubernetes allows only after its pods are gone.
+//!
+//! The Job's name is `<workload>-<id>-<epoch>`: stable per admission, so a
+//! create repeated after an agent restart finds the Job it made before
+//! (409) instead of making a second one.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use fleetq_model::resources::{is_mig, GPU};
+use fleetq_model::Workload;
+use fleetq_scheduler::Assignment;
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{DeleteParams, ListParams, PostParams, PropagationPolicy};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Api;
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+
+use super::{Event, Report};
+use crate::inventory::FlavorMapping;
+use crate::kubernetes::{
+    label_value, LABEL_CLUSTER, LABEL_EPOCH, LABEL_WORKLOAD, LABEL_WORKLOAD_ID, PRODUCT_LABEL,
+};
+
+/// Kueue's queue label: a Job carrying it would be held by a Kueue running
+/// in the target cluster, so fleetq's copy drops it.
+const KUEUE_QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
+
+/// Labels the Job controller sets on pods; copied from an exported Job
+/// they would tie the new Job to the old one's uid.
+const CONTROLLER_LABELS: [&str; 4] = [
+    "controller-uid",
+    "batch.kubernetes.io/controller-uid",
+    "job-name",
+    "batch.kubernetes.io/job-name",
+];
+
+/// A Job name: `<workload>-<id>-<epoch>`, a DNS label of at most 63
+/// characters.
+pub fn job_name(workload: &str, id: u64, epoch: u64) -> String {
+    let suffix = format!("-{id}-{epoch}");
+    let prefix: String = workload
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(63usize.saturating_sub(suffix.len()))
+        .collect();
+    let prefix = prefix.trim_matches('-');
+    if prefix.is_empty() {
+        format!("fleetq{suffix}")
+    } else {
+        format!("{prefix}{suffix}")
+    }
+}
+
+/// The Job for one admission: a pure function of the workload, its
+/// assignment and the product -> flavor mapping (whose products for the
+/// assigned flavor become a required node affinity, so the pods land on
+/// the GPUs the ledger charged).
+pub fn job_manifest(
+    id: u64,
+    epoch: u64,
+    cluster: &str,
+    workload: &Workload,
+    assignment: &Assignment,
+    mapping: &FlavorMapping,
+) -> Result<Job, String> {
+    let mut job = match &workload.spec.run.job_template {
+        Some(template) => {
+            if let Some(kind) = template.get("kind").and_then(Value::as_str) {
+                if kind != "Job" {
+                    return Err(format!(
+                        "run.jobTemplate: kind {kind:?} is not a batch/v1 Job"
+                    ));
+                }
+            }
+            template.clone()
+        }
+        None => job_from_image(workload)?,
+    };
+    if !job.is_object() {
+        return Err("run.jobTemplate: not an object".into());
+    }
+    let ours = [
+        (LABEL_CLUSTER, label_value(cluster)),
+        (LABEL_WORKLOAD_ID, id.to_string()),
+        (LABEL_EPOCH, epoch.to_string()),
+        (LABEL_WORKLOAD, label_value(&workload.name)),
+    ];
+    // Only the user's labels and annotations survive from the metadata.
+    let old = job.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let mut labels = old
+        .get("labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    labels.remove(KUEUE_QUEUE_LABEL);
+    for (k, v) in &ours {
+        labels.insert(k.to_string(), json!(v));
+    }
+    let mut metadata = json!({
+        "name": job_name(&workload.name, id, epoch),
+        "namespace": workload.namespace,
+        "labels": labels,
+    });
+    if let Some(a) = old.get("annotations") {
+        metadata["annotations"] = a.clone();
+    }
+    job["metadata"] = metadata;
+    job["apiVersion"] = json!("batch/v1");
+    job["kind"] = json!("Job");
+    if let Some(o) = job.as_object_mut() {
+        o.remove("status");
+    }
+    let spec = object_at(&mut job, "spec");
+    spec.insert("suspend".into(), json!(false));
+    if spec.get("manualSelector") != Some(&json!(true)) {
+        spec.remove("selector");
+    }
+    set_admitted_count(spec, workload, assignment);
+    let template = object_at_map(spec, "template");
+    let pod_labels = object_at_map(object_at_map(template, "metadata"), "labels");
+    for l in CONTROLLER_LABELS.iter().chain([&KUEUE_QUEUE_LABEL]) {
+        pod_labels.remove(*l);
+    }
+    for (k, v) in &ours {
+        pod_labels.insert(k.to_string(), json!(v));
+    }
+    let products = products_for(assignment, mapping);
+    if !products.is_empty() {
+        require_products(object_at_map(template, "spec"), &products);
+    }
+    serde_json::from_value(job)
+        .map_err(|e| format!("run.jobTemplate: not a valid batch/v1 Job: {e}"))
+}
+
+/// A one-container Job from `run.image`/`run.command`, requesting the
+/// first pod set's resources per pod (devices as limits too, as
+/// Kubernetes requires for extended resources).
+fn job_from_image(workload: &Workload) -> Result<Value, String> {
+    let run = &workload.spec.run;
+    let Some(image) = &run.image else {
+        return Err("run: the kubernetes executor needs run.jobTemplate or run.image".into());
+    };
+    let [pod_set] = workload.spec.pod_sets.as_slice() else {
+        return Err(
+            "podSets: a Job has one pod template; several pod sets need run.jobTemplate".into(),
+        );
+    };
+    let requests: Map<String, Value> = pod_set
+        .requests
+        .iter()
+        .map(|(r, q)| (r.clone(), json!(q.to_string())))
+        .collect();
+    let limits: Map<String, Value> = requests
+        .iter()
+        .filter(|(r, _)| *r == GPU || is_mig(r))
+        .map(|(r, q)| (r.clone(), q.clone()))
+        .collect();
+    let env: Vec<Value> = run
+        .env
+        .iter()
+        .map(|(k, v)| json!({"name": k, "value": v}))
+        .collect();
+    let mut container = json!({
+        "name": "main",
+        "image": image,
+        "env": env,
+        "resources": {"requests": requests, "limits": limits},
+    });
+    if !run.command.is_empty() {
+        container["command"] = json!(run.command);
+    }
+    Ok(json!({
+        "spec": {
+            "parallelism": pod_set.count,
+            "completions": pod_set.count,
+            "backoffLimit": 0,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
+        }
+    }))
+}
+
+/// Partial admission: run as many pods as were admitted (as Kueue does,
+/// through `parallelism`, and `completions` where it equalled it).
+fn set_admitted_count(spec: &mut Map<String, Value>, workload: &Workload, assignment: &Assignment) {
+    let (Some(admitted), Some(requested)) = (
+        assignment.pod_sets.first().map(|p| p.count),
+        workload.spec.pod_sets.first().map(|p| p.count),
+    ) else {
+        return;
+    };
+    if admitted >= requested {
+        return;
+    }
+    let parallelism = spec.get("parallelism").and_then(Value::as_u64);
+    if spec.get("completions").and_then(Value::as_u64) == parallelism.or(Some(1)) {
+        spec.insert("completions".into(), json!(admitted));
+    }
+    spec.insert("parallelism".into(), json!(admitted));
+}
+
+/// Products whose flavor is one the assignment charged.
+fn products_for(assignment: &Assignment, mapping: &FlavorMapping) -> Vec<String> {
+    let flavors: Vec<&String> = assignment
+        .pod_sets
+        .iter()
+        .flat_map(|p| p.flavors.iter())
+        .filter(|(r, _)| *r == GPU || is_mig(r))
+        .map(|(_, f)| f)
+        .collect();
+    mapping
+        .products
+        .iter()
+        .filter(|(_, f)| flavors.contains(f))
+        .map(|(p, _)| p.clone())
+        .collect()
+}
+
+/// Adds `nvidia.com/gpu.product In products` to every required node
+/// selector term (terms are ORed, so each must carry it).
+fn require_products(pod_spec: &mut Map<String, Value>, products: &[String]) {
+    let expression = json!({"key": PRODUCT_LABEL, "operator": "In", "values": products});
+    let required = object_at_map(
+        object_at_map(object_at_map(pod_spec, "affinity"), "nodeAffinity"),
+        "requiredDuringSchedulingIgnoredDuringExecution",
+    );
+    let terms = required
+        .entry("nodeSelectorTerms")
+        .or_insert_with(|| json!([]));
+    if !terms.is_array() {
+        *terms = json!([]);
+    }
+    let Some(terms) = terms.as_array_mut() else {
+        return;
+    };
+    if terms.is_empty() {
+        terms.push(json!({}));
+    }
+    for term in terms {
+        if !term.is_object() {
+            *term = json!({});
+        }
+        let list = term
+            .as_object_mut()
+            .map(|t| t.entry("matchExpressions").or_insert_with(|| json!([])));
+        if let Some(Value::Array(list)) = list {
+            list.push(expression.clone());
+        }
+    }
+}
+
+/// `v[key]` as an object, made one if it is missing or not an object.
+fn object_at<'a>(v: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
+    if !v.is_object() {
+        *v = json!({});
+    }
+    match v {
+        Value::Object(m) => object_at_map(m, key),
+        _ => unreachable!("made an object above"),
+    }
+}
+
+fn object_at_map<'a>(m: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let slot = m.entry(key).or_insert_with(|| json!({}));
+    if !slot.is_object() {
+        *slot = json!({});
+    }
+    match slot {
+        Value::Object(o) => o,
+        _ => unreachable!("made an object above"),
+    }
+}
+
+/// What a Job's status says of its admission: `None` while it waits (pods
+/// not all Ready yet) or is being deleted.
+pub fn phase_of(job: &Job) -> Option<(Event, String)> {
+    if job.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let status = job.status.as_ref()?;
+    for c in status.conditions.iter().flatten() {
+        if c.status != "True" {
+            continue;
+        }
+        let why = || {
+            [c.reason.as_deref(), c.message.as_deref()]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(": ")
+        };
+        match c.type_.as_str() {
+            "Complete" => return Some((Event::Succeeded, why())),
+            "Failed" => return Some((Event::Failed, why())),
+            _ => {}
+        }
+    }
+    let spec = job.spec.as_ref();
+    let parallelism = spec.and_then(|s| s.parallelism).unwrap_or(1);
+    let needed = spec
+        .and_then(|s| s.completions)
+        .map_or(parallelism, |c| c.min(parallelism))
+        .max(1);
+    let ready = status.ready.unwrap_or(0) + status.succeeded.unwrap_or(0);
+    (ready >= needed).then(|| (Event::Running, String::new()))
+}
+
+/// The admission a Job belongs to, from its labels.
+fn admission_of(job: &Job) -> Option<(u64, u64)> {
+    let labels = job.metadata.labels.as_ref()?;
+    Some((
+        labels.get(LABEL_WORKLOAD_ID)?.parse().ok()?,
+        labels.get(LABEL_EPOCH)?.parse().ok()?,
+    ))
+}
+
+/// One admission's Job as the executor knows it.
+#[derive(Clone, Debug)]
+struct Tracked {
+    namespace: String,
+    name: String,
+    reported: Option<Event>,
+    stopping: bool,
+}
+
+impl Tracked {
+    fn finished(&self) -> bool {
+        matches!(self.reported, Some(Event::Succeeded | Event::Failed))
+    }
+}
+
+type Jobs = Arc<Mutex<HashMap<(u64, u64), Tracked>>>;
+
+fn lock(jobs: &Jobs) -> MutexGuard<'_, HashMap<(u64, u64), Tracked>> {
+    // A panic elsewhere while holding the lock leaves plain data behind;
+    // keep going with it.
+    jobs.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub struct KubernetesExecutor {
+    client: kube::Client,
+    cluster: String,
+    mapping: FlavorMapping,
+    jobs: Jobs,
+    events: mpsc::UnboundedSender<Report>,
+}
+
+impl KubernetesExecutor {
+    /// An executor for `cluster`'s Jobs. Lists the Jobs it made before (so
+    /// a restarted agent reports what still runs, and what finished while
+    /// it was away), then watches them.
+    pub async fn new(
+        client: kube::Client,
+        cluster: &str,
+        mapping: FlavorMapping,
+        events: mpsc::UnboundedSender<Report>,
+    ) -> Result<KubernetesExecutor, String> {
+        let selector = format!("{LABEL_CLUSTER}={}", label_value(cluster));
+        let all: Api<Job> = Api::all(client.clone());
+        let existing = all
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| format!("kubernetes: cannot list this cluster's Jobs: {e}"))?;
+        let jobs: Jobs = Arc::default();
+        for job in &existing.items {
+            on_job(&jobs, &events, job);
+        }
+        tokio::spawn(watch_jobs(
+            all,
+            selector,
+            Arc::downgrade(&jobs),
+            events.clone(),
+        ));
+        Ok(KubernetesExecutor {
+            client,
+            cluster: cluster.to_string(),
+            mapping,
+            jobs,
+            events,
+        })
+    }
+
+    /// Creates the admission's Job (a repeat is ignored).
+    pub fn start(&mut self, id: u64, epoch: u64, workload: &Workload, assignment: &Assignment) {
+        let job = match job_manifest(
+            id,
+            epoch,
+            &self.cluster,
+            workload,
+            assignment,
+            &self.mapping,
+        ) {
+            Ok(j) => j,
+            Err(e) => return report(&self.events, id, epoch, Event::Failed, e),
+        };
+        {
+            let mut jobs = lock(&self.jobs);
+            if jobs.contains_key(&(id, epoch)) {
+                return;
+            }
+            jobs.insert(
+                (id, epoch),
+                Tracked {
+                    namespace: workload.namespace.clone(),
+                    name: job.metadata.name.clone().unwrap_or_default(),
+                    reported: None,
+                    stopping: false,
+                },
+            );
+        }
+        let api: Api<Job> = Api::namespaced(self.client.clone(), &workload.namespace);
+        let jobs = self.jobs.clone();
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            if let Err(e) = create(&api, &job).await {
+                if lock(&jobs).remove(&(id, epoch)).is_some() {
+                    report(&events, id, epoch, Event::Failed, e);
+                }
+            }
+        });
+    }
+
+    /// Deletes the admission's Job (foreground); Stopped once it is gone.
+    pub fn stop(&mut self, id: u64, epoch: u64, grace: Duration) {
+        let target = {
+            let mut jobs = lock(&self.jobs);
+            jobs.get_mut(&(id, epoch)).map(|t| {
+                t.stopping = true;
+                (t.namespace.clone(), t.name.clone())
+            })
+        };
+        let Some((namespace, name)) = target else {
+            return report(
+                &self.events,
+                id,
+                epoch,
+                Event::Stopped,
+                "not running here".into(),
+            );
+        };
+        let api: Api<Job> = Api::namespaced(self.client.clone(), &namespace);
+        let jobs = self.jobs.clone();
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            delete_until_gone(&api, &name, grace).await;
+            if lock(&jobs).remove(&(id, epoch)).is_some() {
+                report(&events, id, epoch, Event::Stopped, String::new());
+            }
+        });
+    }
+
+    pub fn stop_all(&mut self) -> usize {
+        let running = self.running();
+        for (id, epoch) in &running {
+            self.stop(*id, *epoch, Duration::ZERO);
+        }
+        running.len()
+    }
+
+    /// Admissions whose Job exists and has neither finished nor is being
+    /// stopped.
+    pub fn running(&mut self) -> Vec<(u64, u64)> {
+        lock(&self.jobs)
+            .iter()
+            .filter(|(_, t)| !t.stopping && !t.finished())
+            .map(|(k, _)| *k)
+            .collect()
+    }
+}
+
+fn report(
+    events: &mpsc::UnboundedSender<Report>,
+    id: u64,
+    epoch: u64,
+    event: Event,
+    message: String,
+) {
+    let _ = events.send(Report {
+        workload: id,
+        epoch,
+        event,
+        message,
+    });
+}
+
+/// Creates a Job; an existing one of the same name is the one an earlier
+/// try made. Transient failures are retried; a refusal (4xx) is final and
+/// its message is the user's to read.
+async fn create(api: &Api<Job>, job: &Job) -> Result<(), String> {
+    let mut wait = Duration::from_millis(500);
+    for attempt in 1..=6 {
+        match api.create(&PostParams::default(), job).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => return Ok(()),
+            Err(kube::Error::Api(e)) if (400..500).contains(&e.code) && e.code != 429 => {
+                return Err(format!("the API server refused the Job: {}", e.message))
+            }
+            Err(e) if attempt == 6 => return Err(format!("cannot create the Job: {e}")),
+            Err(e) => tracing::warn!(error = %e, attempt, "creating a Job failed; retrying"),
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(Duration::from_secs(8));
+    }
+    Err("cannot create the Job".into())
+}
+
+/// Deletes with foreground propagation and waits until the Job is gone
+/// (retrying the API as long as it takes: a stop must finish).
+async fn delete_until_gone(api: &Api<Job>, name: &str, grace: Duration) {
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Foreground),
+        grace_period_seconds: Some(grace.as_secs().min(u64::from(u32::MAX)) as u32),
+        ..DeleteParams::default()
+    };
+    let mut asked = false;
+    loop {
+        if !asked {
+            match api.delete(name, &params).await {
+                Ok(_) => asked = true,
+                Err(kube::Error::Api(e)) if e.code == 404 => return,
+                Err(e) => tracing::warn!(job = name, error = %e, "deleting a Job failed; retrying"),
+            }
+        } else {
+            match api.get_opt(name).await {
+                Ok(None) => return,
+                Ok(Some(_)) => {}
+                Err(e) => tracing::warn!(job = name, error = %e, "cannot read a Job being deleted"),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Reports what a Job's status newly says.
+fn on_job(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, job: &Job) {
+    let Some(key) = admission_of(job) else {
+        return;
+    };
+    let mut jobs = lock(jobs);
+    let tracked = jobs.entry(key).or_insert_with(|| Tracked {
+        namespace: job.metadata.namespace.clone().unwrap_or_default(),
+        name: job.metadata.name.clone().unwrap_or_default(),
+        reported: None,
+        stopping: job.metadata.deletion_timestamp.is_some(),
+    });
+    if tracked.stopping {
+        return;
+    }
+    if let Some((event, message)) = phase_of(job) {
+        if tracked.reported != Some(event) && !tracked.finished() {
+            tracked.reported = Some(event);
+            report(events, key.0, key.1, event, message);
+        }
+    }
+}
+
+/// A Job that vanished: Stopped if we were stopping it, otherwise someone
+/// deleted it behind fleetq's back and the admission failed.
+fn on_deleted(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, job: &Job) {
+    let Some(key) = admission_of(job) else {
+        return;
+    };
+    let Some(tracked) = lock(jobs).remove(&key) else {
+        return;
+    };
+    if tracked.stopping {
+        report(events, key.0, key.1, Event::Stopped, String::new());
+    } else if !tracked.finished() {
+        report(
+            events,
+            key.0,
+            key.1,
+            Event::Failed,
+            format!("Job {} was deleted outside fleetq", tracked.name),
+        );
+    }
+}
+
+async fn watch_jobs(
+    api: Api<Job>,
+    selector: String,
+    jobs: std::sync::Weak<Mutex<HashMap<(u64, u64), Tracked>>>,
+    events: mpsc::UnboundedSender<Report>,
+) {
+    let mut stream = watcher(api, watcher::Config::default().labels(&selector))
+        .default_backoff()
+        .boxed();
+    while let Some(event) = stream.next().await {
+        // The executor is gone: so is the reason to watch.
+        let Some(jobs) = jobs.upgrade() else { return };
+        match event {
+            Ok(watcher::Event::Apply(job) | watcher::Event::InitApply(job)) => {
+                on_job(&jobs, &events, &job)
+            }
+            Ok(watcher::Event::Delete(job)) => on_deleted(&jobs, &events, &job),
+            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+            Err(e) => tracing::warn!(error = %e, "Job watch interrupted; retrying"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetq_scheduler::PodSetAssignment;
+
+    /// A Workload as `fleetq apply` makes it from a Kueue-managed Job.
+    fn imported(count: u32) -> Workload {
+        serde_json::from_value(json!({
+            "namespace": "ml",
+            "name": "Train LLaMA",
+            "spec": {
+                "queueName": "team-a",
+                "podSets": [{"name": "main", "count": count, "requests": {"nvidia.com/gpu": "4"}}],
+                "run": {"jobTemplate": {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "metadata": {
+                        "name": "train-llama",
+                        "namespace": "ml",
+                        "uid": "old-uid",
+                        "resourceVersion": "7",
+                        "labels": {"kueue.x-k8s.io/queue-name": "team-a", "team": "nlp"},
+                        "annotations": {"owner": "alice"}
+                    },
+                    "spec": {
+                        "parallelism": count,
+                        "completions": count,
+                        "suspend": true,
+                        "selector": {"matchLabels": {"controller-uid": "old-uid"}},
+                        "template": {
+                            "metadata": {"labels": {"controller-uid": "old-uid", "job-name": "train-llama"}},
+                            "spec": {
+                                "restartPolicy": "Never",
+                                "containers": [{
+                                    "name": "trainer",
+                                    "image": "nvcr.io/nvidia/pytorch:24.08-py3",
+                                    "resources": {"limits": {"nvidia.com/gpu": "4"}}
+                                }]
+                            }
+                        }
+                    },
+                    "status": {"active": 1}
+                }}
+            }
+        }))
+        .unwrap()
+    }
+
+    fn assignment(count: u32) -> Assignment {
+        Assignment {
+            cluster: "east".into(),
+            pod_sets: vec![PodSetAssignment {
+                name: "main".into(),
+                count,
+                flavors: [(GPU.to_string(), "h100-80gb".to_string())].into(),
+            }],
+            usage: Default::default(),
+        }
+    }
+
+    fn mapping() -> FlavorMapping {
+        FlavorMapping {
+            products: [
+                ("NVIDIA-H100-80GB-HBM3".to_string(), "h100-80gb".to_string()),
+                ("NVIDIA-A100-SXM4-40GB".to_string(), "a100-40gb".to_string()),
+            ]
+            .into(),
+        }
+    }
+
+    fn as_json(job: &Job) -> Value {
+        serde_json::to_value(job).unwrap()
+    }
+
+    #[test]
+    fn a_kueue_job_becomes_a_labelled_runnable_job_in_its_namespace() {
+        let job = job_manifest(42, 3, "east", &imported(2), &assignment(2), &mapping()).unwrap();
+        let v = as_json(&job);
+        assert_eq!(v["metadata"]["name"], "train-llama-42-3");
+        assert_eq!(v["metadata"]["namespace"], "ml");
+        let labels = &v["metadata"]["labels"];
+        assert_eq!(labels[LABEL_WORKLOAD_ID], "42");
+        assert_eq!(labels[LABEL_EPOCH], "3");
+        assert_eq!(labels[LABEL_CLUSTER], "east");
+        assert_eq!(labels[LABEL_WORKLOAD], "Train-LLaMA");
+        assert_eq!(labels["team"], "nlp", "the user's labels stay");
+        assert!(labels.get(KUEUE_QUEUE_LABEL).is_none(), "no Kueue gate");
+        assert_eq!(v["metadata"]["annotations"]["owner"], "alice");
+        assert!(v["metadata"].get("uid").is_none());
+        assert!(v["metadata"].get("resourceVersion").is_none());
+        assert!(v.get("status").is_none());
+        let spec = &v["spec"];
+        assert_eq!(spec["suspend"], false);
+        assert!(spec.get("selector").is_none());
+        assert_eq!(spec["parallelism"], 2);
+        let pod = &spec["template"];
+        assert_eq!(pod["metadata"]["labels"][LABEL_EPOCH], "3");
+        assert!(pod["metadata"]["labels"].get("controller-uid").is_none());
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+            "4"
+        );
+        let term = &pod["spec"]["affinity"]["nodeAffinity"]
+            ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0];
+        assert_eq!(
+            term["matchExpressions"][0],
+            json!({"key": PRODUCT_LABEL, "operator": "In", "values": ["NVIDIA-H100-80GB-HBM3"]})
+        );
+    }
+
+    #[test]
+    fn partial_admission_runs_the_admitted_pods() {
+        let job = job_manifest(1, 1, "east", &imported(8), &assignment(5), &mapping()).unwrap();
+        let spec = job.spec.unwrap();
+        assert_eq!(spec.parallelism, Some(5));
+        assert_eq!(spec.completions, Some(5));
+    }
+
+    #[test]
+    fn without_a_template_the_job_comes_from_image_and_command() {
+        let mut w = imported(2);
+        w.spec.run.job_template = None;
+        let err = job_manifest(1, 1, "east", &w, &assignment(2), &mapping()).unwrap_err();
+        assert!(err.contains("run.jobTemplate or run.image"), "{err}");
+        w.spec.run.image = Some("busybox".into());
+        w.spec.run.command = vec!["sleep".into(), "5".into()];
+        let v = as_json(&job_manifest(1, 1, "east", &w, &assignment(2), &mapping()).unwrap());
+        let c = &v["spec"]["template"]["spec"]["containers"][0];
+        assert_eq!(c["image"], "busybox");
+        assert_eq!(c["command"], json!(["sleep", "5"]));
+        assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], "4");
+        assert_eq!(c["resources"]["requests"]["nvidia.com/gpu"], "4");
+        assert_eq!(v["spec"]["completions"], 2);
+    }
+
+    #[test]
+    fn a_template_that_is_not_a_job_is_refused_by_field() {
+        let mut w = imported(1);
+        w.spec.run.job_template = Some(json!({"kind": "Deployment"}));
+        let err = job_manifest(1, 1, "east", &w, &assignment(1), &mapping()).unwrap_err();
+        assert!(err.starts_with("run.jobTemplate:"), "{err}");
+        w.spec.run.job_template = Some(json!({"kind": "Job", "spec": {"parallelism": "many"}}));
+        let err = job_manifest(1, 1, "east", &w, &assignment(1), &mapping()).unwrap_err();
+        assert!(err.starts_with("run.jobTemplate:"), "{err}");
+    }
+
+    fn job_with(spec: Value, status: Value) -> Job {
+        serde_json::from_value(json!({"metadata": {"name": "j"}, "spec": spec, "status": status}))
+            .unwrap()
+    }
+
+    #[test]
+    fn job_status_maps_to_events() {
+        let spec = json!({"parallelism": 2, "completions": 2, "template": {}});
+        assert_eq!(
+            phase_of(&job_with(spec.clone(), json!({"active": 2}))),
+            None
+        );
+        assert_eq!(
+            phase_of(&job_with(spec.clone(), json!({"active": 2, "ready": 1}))),
+            None,
+            "a gang runs when all its pods are Ready"
+        );
+        assert_eq!(
+            phase_of(&job_with(spec.clone(), json!({"active": 2, "ready": 2}))).map(|p| p.0),
+            Some(Event::Running)
+        );
+        let done = json!({"conditions": [{"type": "Complete", "status": "True"}]});
+        assert_eq!(
+            phase_of(&job_with(spec.clone(), done)).map(|p| p.0),
+            Some(Event::Succeeded)
+        );
+        let failed = json!({"conditions": [
+            {"type": "Complete", "status": "False"},
+            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}
+        ]});
+        assert_eq!(
+            phase_of(&job_with(spec, failed)),
+            Some((
+                Event::Failed,
+                "BackoffLimitExceeded: Job has reached the specified backoff limit".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn job_names_are_dns_labels_unique_per_admission() {
+        assert_eq!(job_name("Train LLaMA", 42, 3), "train-llama-42-3");
+        assert_eq!(job_name("---", 1, 1), "fleetq-1-1");
+        let long = job_name(&"a".repeat(100), 123_456, 789);
+        assert!(long.len() <= 63 && long.ends_with("-123456-789"), "{long}");
+    }
+}
