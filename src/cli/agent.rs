@@ -177,6 +177,7 @@ pub fn run(args: &AgentArgs, servers: Option<&str>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    init_logging(args.log_format, "info,h2=warn,tower=warn,hyper=warn");
     runtime.block_on(async {
         // Read the inventory (and re-adopt running children) before
         // anything else: a node without a driver says so in one line and
@@ -188,7 +189,6 @@ pub fn run(args: &AgentArgs, servers: Option<&str>) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        init_logging(args.log_format, "info,h2=warn,tower=warn,hyper=warn");
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let cluster = agent.cluster().to_string();
         let agent = tokio::spawn(agent.run(stopped));

@@ -154,12 +154,15 @@ pub async fn watch_nodes(
             .default_backoff()
             .boxed();
         while let Some(event) = events.next().await {
-            if let Err(e) = event {
-                tracing::warn!(error = %e, "node watch interrupted; retrying");
-                continue;
-            }
-            if reader.wait_until_ready().await.is_err() {
-                return;
+            match event {
+                // The store is complete again only at InitDone (and must
+                // not be awaited here: this loop is what drives it there).
+                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => continue,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "node watch interrupted; retrying");
+                    continue;
+                }
             }
             let nodes: Vec<Arc<Node>> = reader.state();
             let now = inventory_from_nodes(nodes.iter().map(|n| n.as_ref()), &mapping);

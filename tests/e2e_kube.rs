@@ -1,0 +1,303 @@
+//! End-to-end: a real `fleetq agent --inventory kubernetes --executor
+//! kubernetes` against a Kubernetes API server the test serves on loopback
+//! (`common/fake_kube.rs`; no real API server can be installed on these
+//! machines), with a real 3-node control plane. Node capacity and labels
+//! become the cluster's inventory and follow node changes; an admitted
+//! Kueue Job becomes a labelled `batch/v1` Job in its namespace; Job
+//! status maps to workload states; cancel deletes the Job (foreground) and
+//! releases the quota only once it is gone.
+
+mod common;
+#[path = "common/fake_kube.rs"]
+mod fake_kube;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{cli_stdin, text, wait_for, workloads, Group, CONFIG, FLEETQ};
+use fake_kube::{node, FakeKube};
+use serde_json::{json, Value};
+
+const H100: &str = "NVIDIA-H100-80GB-HBM3";
+
+fn start_agent(group: &Group, kube: &FakeKube) -> Child {
+    let kubeconfig = kube.write_kubeconfig(group.dir.path());
+    let log = std::fs::File::create(group.dir.path().join("agent.log")).expect("log");
+    Command::new(FLEETQ)
+        .args([
+            "--server",
+            &group.addrs.join(","),
+            "agent",
+            "--cluster",
+            "kube-east",
+            "--inventory",
+            "kubernetes",
+            "--executor",
+            "kubernetes",
+            "--kubeconfig",
+            kubeconfig.to_str().expect("utf-8"),
+            "--flavor",
+            &format!("{H100}=h100-80gb"),
+            "--flavor",
+            "NVIDIA-A100-SXM4-40GB=a100-40gb",
+        ])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("fleetq agent starts")
+}
+
+fn agent_log(group: &Group) -> String {
+    std::fs::read_to_string(group.dir.path().join("agent.log")).unwrap_or_default()
+}
+
+/// `flavor/resource` -> capacity of cluster kube-east.
+fn capacity(group: &Group) -> Vec<(String, u64)> {
+    let out = group.cli(1, &["get", "clusters", "-o", "json"]);
+    let list: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let Some(c) = list.iter().find(|c| c["name"] == "kube-east") else {
+        return Vec::new();
+    };
+    c["capacity"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            (
+                format!(
+                    "{}/{}",
+                    f["flavor"].as_str().unwrap_or_default(),
+                    f["resource"].as_str().unwrap_or_default()
+                ),
+                f["capacity"]
+                    .as_str()
+                    .and_then(|s| s.parse().ok())
+                    .or_else(|| f["capacity"].as_u64())
+                    .unwrap_or(u64::MAX),
+            )
+        })
+        .collect()
+}
+
+fn gpu_capacity(group: &Group) -> Option<u64> {
+    capacity(group)
+        .into_iter()
+        .find(|(k, _)| k == "h100-80gb/nvidia.com/gpu")
+        .map(|(_, v)| v)
+}
+
+fn state(group: &Group, name: &str) -> Option<Value> {
+    workloads(group, 1).into_iter().find(|w| w["name"] == name)
+}
+
+fn wait_state(group: &Group, name: &str, want: &str) -> Value {
+    wait_for(Duration::from_secs(20), || {
+        state(group, name).filter(|w| w["state"] == want)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "{name} never {want}: {:?}\nagent log:\n{}",
+            state(group, name),
+            agent_log(group)
+        )
+    })
+}
+
+/// A Kueue-managed Job asking for 4 GPUs.
+fn kueue_job(name: &str) -> String {
+    format!(
+        r#"apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+  namespace: default
+  labels:
+    kueue.x-k8s.io/queue-name: team-a
+spec:
+  suspend: true
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: trainer
+        image: nvcr.io/nvidia/pytorch:24.08-py3
+        command: ["python", "train.py"]
+        resources:
+          requests:
+            nvidia.com/gpu: 4
+          limits:
+            nvidia.com/gpu: 4
+"#
+    )
+}
+
+fn job_of(kube: &FakeKube, workload: &str) -> Option<Value> {
+    kube.jobs()
+        .into_iter()
+        .find(|j| j["metadata"]["labels"]["fleetq.dev/workload"] == workload)
+}
+
+#[test]
+fn kubernetes_agent_turns_nodes_into_inventory_and_admissions_into_jobs() {
+    let kube = FakeKube::start();
+    let h100 = [
+        ("nvidia.com/gpu.product", H100),
+        ("nvidia.com/gpu.memory", "81559"),
+    ];
+    kube.put_node(node(
+        "gpu-a",
+        &h100,
+        &[("nvidia.com/gpu", "8"), ("cpu", "96")],
+    ));
+    let mut cordoned = node("gpu-b", &h100, &[("nvidia.com/gpu", "8")]);
+    cordoned["spec"]["unschedulable"] = json!(true);
+    kube.put_node(cordoned);
+    let mut sick = node("gpu-c", &h100, &[("nvidia.com/gpu", "8")]);
+    sick["status"]["conditions"] = json!([{"type": "Ready", "status": "False"}]);
+    kube.put_node(sick);
+    kube.put_node(node(
+        "mig-a",
+        &[("nvidia.com/gpu.product", "NVIDIA-A100-SXM4-40GB")],
+        &[
+            ("nvidia.com/mig-3g.20gb", "2"),
+            ("nvidia.com/mig-2g.10gb", "3"),
+        ],
+    ));
+    kube.put_node(node("cpu-only", &[], &[("cpu", "64")]));
+
+    let group = Group::start(3, &["--lease-ttl", "5s"]);
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut agent = start_agent(&group, &kube);
+
+    // Only the Ready, schedulable node's GPUs count; MIG slices by profile.
+    wait_for(Duration::from_secs(20), || {
+        (gpu_capacity(&group) == Some(8)).then_some(())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "inventory: {:?}\nagent log:\n{}",
+            capacity(&group),
+            agent_log(&group)
+        )
+    });
+    let inventory = capacity(&group);
+    assert!(
+        inventory.contains(&("h100-80gb/gpu.memory".into(), 632)),
+        "{inventory:?}"
+    );
+    assert!(
+        inventory.contains(&("a100-40gb/nvidia.com/mig-3g.20gb".into(), 2)),
+        "{inventory:?}"
+    );
+    assert!(
+        inventory.contains(&("a100-40gb/nvidia.com/mig-2g.10gb".into(), 3)),
+        "{inventory:?}"
+    );
+
+    // Uncordoning a node flows up through the watch.
+    kube.put_node(node("gpu-b", &h100, &[("nvidia.com/gpu", "8")]));
+    wait_for(Duration::from_secs(20), || {
+        (gpu_capacity(&group) == Some(16)).then_some(())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "after uncordon: {:?}\n{}",
+            capacity(&group),
+            agent_log(&group)
+        )
+    });
+
+    // An admitted Kueue Job becomes a Job in its namespace, labelled with
+    // the admission, asking for its GPUs on the flavor's product.
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], &kueue_job("train"));
+    assert!(out.status.success(), "{}", text(&out));
+    let w = wait_state(&group, "train", "Admitted");
+    let job = wait_for(Duration::from_secs(20), || job_of(&kube, "train"))
+        .unwrap_or_else(|| panic!("no Job created\nagent log:\n{}", agent_log(&group)));
+    let meta = &job["metadata"];
+    assert_eq!(meta["namespace"], "default");
+    assert_eq!(meta["labels"]["fleetq.dev/cluster"], "kube-east");
+    assert_eq!(
+        meta["labels"]["fleetq.dev/workload-id"],
+        w["id"].to_string()
+    );
+    assert_eq!(meta["labels"]["fleetq.dev/epoch"], w["epoch"].to_string());
+    assert!(meta["labels"].get("kueue.x-k8s.io/queue-name").is_none());
+    assert_eq!(job["spec"]["suspend"], false);
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
+        "4"
+    );
+    assert_eq!(
+        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"][0]["matchExpressions"][0]["values"],
+        json!([H100])
+    );
+    let name = meta["name"].as_str().expect("job name").to_string();
+
+    // Status: pods Ready -> Running; condition Complete -> Succeeded.
+    kube.set_job_status("default", &name, json!({"active": 1, "ready": 1}));
+    wait_state(&group, "train", "Running");
+    kube.set_job_status(
+        "default",
+        &name,
+        json!({"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}),
+    );
+    wait_state(&group, "train", "Succeeded");
+
+    // Failed condition -> Failed, with the Job's reason.
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], &kueue_job("flaky"));
+    assert!(out.status.success(), "{}", text(&out));
+    let job = wait_for(Duration::from_secs(20), || job_of(&kube, "flaky")).expect("flaky's Job");
+    let flaky = job["metadata"]["name"].as_str().expect("name").to_string();
+    kube.set_job_status(
+        "default",
+        &flaky,
+        json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}),
+    );
+    wait_state(&group, "flaky", "Failed");
+
+    // Cancel (after an agent restart): the Job is deleted in the foreground; the workload is
+    // Cancelled (its quota free) only once the Job is gone.
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], &kueue_job("doomed"));
+    assert!(out.status.success(), "{}", text(&out));
+    let job = wait_for(Duration::from_secs(20), || job_of(&kube, "doomed")).expect("doomed's Job");
+    let doomed = job["metadata"]["name"].as_str().expect("name").to_string();
+    kube.set_job_status("default", &doomed, json!({"active": 1, "ready": 1}));
+    let running = wait_state(&group, "doomed", "Running");
+
+    // kill -9 the agent and start it again: it finds its Job by label and
+    // reports it running; no second Job, no new admission.
+    agent.kill().expect("kill agent");
+    let _ = agent.wait();
+    agent = start_agent(&group, &kube);
+    std::thread::sleep(Duration::from_secs(2));
+    let w = wait_state(&group, "doomed", "Running");
+    assert_eq!(w["epoch"], running["epoch"], "the same admission: {w}");
+    let copies = kube
+        .jobs()
+        .iter()
+        .filter(|j| j["metadata"]["labels"]["fleetq.dev/workload"] == "doomed")
+        .count();
+    assert_eq!(copies, 1);
+
+    let out = group.cli(1, &["cancel", "doomed"]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_state(&group, "doomed", "Cancelled");
+    let deletes = kube.deletes();
+    let (_, _, options) = deletes
+        .iter()
+        .find(|(ns, n, _)| ns == "default" && *n == doomed)
+        .unwrap_or_else(|| panic!("no delete of {doomed}: {deletes:?}"));
+    assert_eq!(options["propagationPolicy"], "Foreground", "{options}");
+    assert!(job_of(&kube, "doomed").is_none(), "the Job is gone");
+
+    agent.kill().expect("kill agent");
+    let _ = agent.wait();
+}
