@@ -3,13 +3,13 @@
 //! - [`config`]: the agent's TOML configuration, checked field by field.
 //! - [`inventory`]: what the cluster has; [`inventory::gpu`] is the pure
 //!   conversion from NVML's view of the GPUs to flavors and resources.
-//! - [`executor`]: what runs the admitted workloads; [`executor::simulated`]
-//!   so far.
+//! - [`executor`]: what runs the admitted workloads:
+//!   [`executor::process`] (real child processes),
+//!   [`executor::kubernetes`] (one `batch/v1` Job per admission) and
+//!   [`executor::simulated`].
+//! - [`kubernetes`]: the API-server client and the labels fleetq sets;
+//!   [`inventory::kubernetes`] turns nodes into inventory.
 //! - [`session`]: the session with the leader, leases and self-fencing.
-//!
-//! Still to come (issue 4): the NVML binding and the Kubernetes inventory
-//! source, the process and Kubernetes executors, re-adopting running
-//! children after an agent restart.
 
 pub mod config;
 pub mod executor;
