@@ -228,14 +228,24 @@ fn process_executor_runs_real_children_and_readopts_them() {
     submit(&group, "bad", "1", &["sh", "-c", "exit 3"]);
     wait_state(&group, "bad", "Failed", 20);
 
-    // A long child survives an agent kill -9 and is re-adopted.
+    // A long child survives an agent kill -9 and is re-adopted; a brief
+    // one that ends while the agent is down is reported with the exit code
+    // it left behind.
     submit(&group, "long", "1", &["sleep", "300"]);
+    submit(&group, "brief", "1", &["sh", "-c", "sleep 2; exit 4"]);
     let w = wait_state(&group, "long", "Running", 20);
+    wait_state(&group, "brief", "Running", 20);
     let epoch = w["epoch"].as_u64().expect("epoch");
     agent.kill().expect("kill agent");
     let _ = agent.wait();
+    std::thread::sleep(Duration::from_secs(3));
     let mut agent = start_process_agent(&group, &state);
-    std::thread::sleep(Duration::from_secs(2));
+    let gone = wait_state(&group, "brief", "Failed", 20);
+    let out = group.cli(1, &["describe", "workload", "brief"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("exit 4"),
+        "{gone}"
+    );
     let w = wait_state(&group, "long", "Running", 20);
     assert_eq!(
         w["epoch"].as_u64(),
@@ -263,6 +273,16 @@ fn process_executor_runs_real_children_and_readopts_them() {
         "child {pid} still runs: {stat}\nagent log:\n{}",
         std::fs::read_to_string(group.dir.path().join("agent.log")).unwrap_or_default()
     );
+
+    // Nothing is left charged: every admission released its quota once.
+    let out = group.cli(1, &["describe", "cq", "team-a"]);
+    let described = String::from_utf8_lossy(&out.stdout);
+    let row = described
+        .lines()
+        .find(|l| l.starts_with("h100-80gb") && l.contains("nvidia.com/gpu"))
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(row.split_whitespace().nth(3), Some("0"), "{described}");
 
     agent.kill().expect("kill agent");
     let _ = agent.wait();
