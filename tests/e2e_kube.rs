@@ -20,9 +20,24 @@ use serde_json::{json, Value};
 
 const H100: &str = "NVIDIA-H100-80GB-HBM3";
 
-fn start_agent(group: &Group, kube: &FakeKube) -> Child {
+/// The agent process, killed when the test ends (a failed assertion
+/// included), so no agent outlives its test.
+struct AgentProcess(Child);
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_agent(group: &Group, kube: &FakeKube) -> AgentProcess {
     let kubeconfig = kube.write_kubeconfig(group.dir.path());
-    let log = std::fs::File::create(group.dir.path().join("agent.log")).expect("log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(group.dir.path().join("agent.log"))
+        .expect("log");
     Command::new(FLEETQ)
         .args([
             "--server",
@@ -45,6 +60,7 @@ fn start_agent(group: &Group, kube: &FakeKube) -> Child {
         .stdout(log.try_clone().expect("log"))
         .stderr(log)
         .spawn()
+        .map(AgentProcess)
         .expect("fleetq agent starts")
 }
 
@@ -172,7 +188,7 @@ fn kubernetes_agent_turns_nodes_into_inventory_and_admissions_into_jobs() {
         .expect("a leader is elected");
     let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
     assert!(out.status.success(), "{}", text(&out));
-    let mut agent = start_agent(&group, &kube);
+    let agent = start_agent(&group, &kube);
 
     // Only the Ready, schedulable node's GPUs count; MIG slices by profile.
     wait_for(Duration::from_secs(20), || {
@@ -274,9 +290,8 @@ fn kubernetes_agent_turns_nodes_into_inventory_and_admissions_into_jobs() {
 
     // kill -9 the agent and start it again: it finds its Job by label and
     // reports it running; no second Job, no new admission.
-    agent.kill().expect("kill agent");
-    let _ = agent.wait();
-    agent = start_agent(&group, &kube);
+    drop(agent);
+    let agent = start_agent(&group, &kube);
     std::thread::sleep(Duration::from_secs(2));
     let w = wait_state(&group, "doomed", "Running");
     assert_eq!(w["epoch"], running["epoch"], "the same admission: {w}");
@@ -297,7 +312,5 @@ fn kubernetes_agent_turns_nodes_into_inventory_and_admissions_into_jobs() {
         .unwrap_or_else(|| panic!("no delete of {doomed}: {deletes:?}"));
     assert_eq!(options["propagationPolicy"], "Foreground", "{options}");
     assert!(job_of(&kube, "doomed").is_none(), "the Job is gone");
-
-    agent.kill().expect("kill agent");
-    let _ = agent.wait();
+    drop(agent);
 }

@@ -31,6 +31,7 @@
 //! plus a hash of the harness's own event trace to compare) is future work.
 
 pub mod client;
+pub mod live;
 pub mod net;
 pub mod proxy;
 pub mod sim;

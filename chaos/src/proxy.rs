@@ -8,7 +8,9 @@
 //! is what the protocol has to survive. A connection that was open when
 //! the partition began stays dead after the heal (its byte stream lost
 //! data, so no protocol could resume it); connections opened after the
-//! heal work normally.
+//! heal work normally. `block(ip)` cuts off one source address (give each
+//! process its own loopback address, `127.0.0.N`, to partition peers
+//! selectively); `set_delay` slows every chunk down.
 //!
 //! ```no_run
 //! let proxy = fleetq_chaos::proxy::FaultProxy::start("127.0.0.1:7400").unwrap();
@@ -17,26 +19,54 @@
 //! proxy.heal();
 //! ```
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 use std::thread;
 use std::time::Duration;
 
-/// What every pump consults before it forwards a chunk.
+/// One proxied connection: where it came from, and whether a fault killed
+/// it (a killed connection never carries another byte).
+struct Conn {
+    source: IpAddr,
+    dead: AtomicBool,
+}
+
+/// The rules every pump consults before it forwards a chunk.
 #[derive(Default)]
 struct Link {
     partitioned: AtomicBool,
-    /// Bumped by every partition: connections of older generations stay
-    /// black-holed forever.
-    generation: AtomicU64,
+    /// Sources cut off from the target (the proxy tells peers apart by
+    /// their source address: give each process its own loopback IP).
+    blocked: Mutex<HashSet<IpAddr>>,
+    /// Added to every forwarded chunk.
+    delay_ms: AtomicU64,
+    conns: Mutex<Vec<Weak<Conn>>>,
     stopped: AtomicBool,
 }
 
 impl Link {
-    fn forwards(&self, born: u64) -> bool {
-        !self.partitioned.load(Ordering::SeqCst) && self.generation.load(Ordering::SeqCst) == born
+    fn forwards(&self, conn: &Conn) -> bool {
+        !conn.dead.load(Ordering::SeqCst)
+            && !self.partitioned.load(Ordering::SeqCst)
+            && !self.lock_blocked().contains(&conn.source)
+    }
+
+    fn lock_blocked(&self) -> std::sync::MutexGuard<'_, HashSet<IpAddr>> {
+        self.blocked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Kills the open connections `which` selects.
+    fn kill(&self, which: impl Fn(&Conn) -> bool) {
+        let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        conns.retain(|w| w.strong_count() > 0);
+        for conn in conns.iter().filter_map(Weak::upgrade) {
+            if which(&conn) {
+                conn.dead.store(true, Ordering::SeqCst);
+            }
+        }
     }
 }
 
@@ -49,13 +79,18 @@ pub struct FaultProxy {
 impl FaultProxy {
     /// Listens on an ephemeral loopback port and forwards to `target`.
     pub fn start(target: &str) -> std::io::Result<FaultProxy> {
+        FaultProxy::start_on("127.0.0.1:0", target)
+    }
+
+    /// Listens on `listen` and forwards to `target`.
+    pub fn start_on(listen: &str, target: &str) -> std::io::Result<FaultProxy> {
         let target: SocketAddr = target.parse().map_err(|e| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!("target {target:?}: {e}"),
             )
         })?;
-        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let listener = TcpListener::bind(listen)?;
         let addr = listener.local_addr()?;
         let link = Arc::new(Link::default());
         let accept_link = link.clone();
@@ -71,14 +106,29 @@ impl FaultProxy {
     /// Black-holes the link: open connections stop carrying bytes for
     /// good; new ones are accepted and carry nothing until the heal.
     pub fn partition(&self) {
-        self.link.generation.fetch_add(1, Ordering::SeqCst);
         self.link.partitioned.store(true, Ordering::SeqCst);
+        self.link.kill(|_| true);
     }
 
-    /// Lets connections opened from now on through.
+    /// Black-holes everything from `source` (open connections for good).
+    pub fn block(&self, source: IpAddr) {
+        self.link.lock_blocked().insert(source);
+        self.link.kill(|c| c.source == source);
+    }
+
+    /// Delays every chunk by `delay` from now on.
+    pub fn set_delay(&self, delay: Duration) {
+        self.link
+            .delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Lifts every fault: new connections get through (connections a
+    /// fault killed stay dead), no delay.
     pub fn heal(&self) {
-        self.link.generation.fetch_add(1, Ordering::SeqCst);
         self.link.partitioned.store(false, Ordering::SeqCst);
+        self.link.lock_blocked().clear();
+        self.link.delay_ms.store(0, Ordering::SeqCst);
     }
 
     pub fn is_partitioned(&self) -> bool {
@@ -89,6 +139,7 @@ impl FaultProxy {
 impl Drop for FaultProxy {
     fn drop(&mut self) {
         self.link.stopped.store(true, Ordering::SeqCst);
+        self.link.kill(|_| true);
         // Wake the accept loop so it sees `stopped`.
         let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(100));
     }
@@ -105,15 +156,22 @@ fn accept_loop(listener: TcpListener, target: SocketAddr, link: Arc<Link>) {
     }
 }
 
-/// One proxied connection. While partitioned, the upstream connection is
-/// not even opened: the server sees nothing of it.
+/// One proxied connection. Until the link forwards for it, the upstream
+/// connection is not even opened (the server sees nothing) and the
+/// client's bytes wait unread.
 fn connect(client: TcpStream, target: SocketAddr, link: Arc<Link>) {
+    let Ok(peer) = client.peer_addr() else { return };
+    let conn = Arc::new(Conn {
+        source: peer.ip(),
+        dead: AtomicBool::new(false),
+    });
+    link.conns
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(Arc::downgrade(&conn));
     let _ = client.set_nodelay(true);
-    let born = link.generation.load(Ordering::SeqCst);
-    while !link.forwards(born) {
-        // Swallow what the client sends until it gives up, or until the
-        // proxy is dropped.
-        if link.generation.load(Ordering::SeqCst) != born || link.stopped.load(Ordering::SeqCst) {
+    while !link.forwards(&conn) {
+        if conn.dead.load(Ordering::SeqCst) || link.stopped.load(Ordering::SeqCst) {
             return drain(client, &link);
         }
         thread::sleep(Duration::from_millis(20));
@@ -125,9 +183,9 @@ fn connect(client: TcpStream, target: SocketAddr, link: Arc<Link>) {
     let (Ok(client2), Ok(server2)) = (client.try_clone(), server.try_clone()) else {
         return;
     };
-    let up_link = link.clone();
-    thread::spawn(move || pump(client, server, up_link, born));
-    pump(server2, client2, link, born);
+    let (up_link, up_conn) = (link.clone(), conn.clone());
+    thread::spawn(move || pump(client, server, up_link, up_conn));
+    pump(server2, client2, link, conn);
 }
 
 /// Reads and discards until the peer closes.
@@ -155,16 +213,25 @@ fn is_timeout(e: &std::io::Error) -> bool {
     )
 }
 
-/// Copies `from` to `to` while the link forwards for this connection's
-/// generation; afterwards everything read is dropped on the floor.
-fn pump(mut from: TcpStream, mut to: TcpStream, link: Arc<Link>, born: u64) {
+/// Copies `from` to `to` while the link forwards for this connection;
+/// a connection that cannot forward a chunk is dead from then on and
+/// everything it reads is dropped on the floor.
+fn pump(mut from: TcpStream, mut to: TcpStream, link: Arc<Link>, conn: Arc<Conn>) {
     let _ = from.set_read_timeout(Some(Duration::from_millis(200)));
     let mut buf = [0u8; 64 * 1024];
     loop {
         match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                if link.forwards(born) && to.write_all(&buf[..n]).is_err() {
+                if !link.forwards(&conn) {
+                    conn.dead.store(true, Ordering::SeqCst);
+                    continue;
+                }
+                let delay = link.delay_ms.load(Ordering::SeqCst);
+                if delay > 0 {
+                    thread::sleep(Duration::from_millis(delay));
+                }
+                if to.write_all(&buf[..n]).is_err() {
                     break;
                 }
             }
@@ -177,7 +244,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, link: Arc<Link>, born: u64) {
         }
     }
     // Only a working link passes the close on; a black hole says nothing.
-    if link.forwards(born) {
+    if link.forwards(&conn) {
         let _ = to.shutdown(Shutdown::Write);
     }
 }
@@ -227,6 +294,17 @@ mod tests {
         proxy.heal();
         open.write_all(b"b").unwrap();
         assert!(open.read_exact(&mut one).is_err(), "old connection is dead");
+        assert_eq!(round_trip(proxy.addr()).as_deref(), Some(&b"ping"[..]));
+    }
+
+    #[test]
+    fn blocking_a_source_cuts_it_off_until_the_heal() {
+        let proxy = FaultProxy::start(&echo_server().to_string()).unwrap();
+        proxy.block("127.0.0.2".parse().unwrap());
+        assert_eq!(round_trip(proxy.addr()).as_deref(), Some(&b"ping"[..]));
+        proxy.block("127.0.0.1".parse().unwrap());
+        assert_eq!(round_trip(proxy.addr()), None, "127.0.0.1 is cut off");
+        proxy.heal();
         assert_eq!(round_trip(proxy.addr()).as_deref(), Some(&b"ping"[..]));
     }
 }

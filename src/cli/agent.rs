@@ -36,7 +36,7 @@ pub enum ExecutorFlag {
 pub struct AgentArgs {
     /// TOML file with any of these settings (keys: cluster, servers,
     /// inventory_source, executor, state_dir, lease_policy, heartbeat_ms,
-    /// follow_redirects, [labels], [[inventory]], [flavors], [kubernetes]
+    /// follow_redirects, source_address, [labels], [[inventory]], [flavors], [kubernetes]
     /// with kubeconfig, context, node_selector).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -68,6 +68,9 @@ pub struct AgentArgs {
     /// load balancer or NAT).
     #[arg(long)]
     pub no_follow_redirects: bool,
+    /// Local IP address the session goes out from.
+    #[arg(long, value_name = "IP")]
+    pub source_address: Option<std::net::IpAddr>,
     /// kubeconfig for the kubernetes inventory and executor (default:
     /// $KUBECONFIG, ~/.kube/config, then the in-cluster service account).
     #[arg(long, value_name = "FILE")]
@@ -148,6 +151,9 @@ pub fn resolve(args: &AgentArgs, servers: Option<&str>) -> Result<AgentConfig, S
     }
     if args.no_follow_redirects {
         c.follow_redirects = false;
+    }
+    if let Some(ip) = args.source_address {
+        c.source_address = Some(ip);
     }
     if let Some(v) = &args.kubeconfig {
         c.kubernetes.kubeconfig = Some(v.clone());

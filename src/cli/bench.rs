@@ -213,8 +213,13 @@ async fn start_group() -> Result<(Vec<Node>, Vec<String>, tempfile::TempDir), St
             lease: fleetq_server::leases::LeaseConfig::default(),
         };
         nodes.push(
-            fleetq_server::tcp::start_node(config, *addr, &dir.path().join(format!("node-{id}")))
-                .await?,
+            fleetq_server::tcp::start_node(
+                config,
+                *addr,
+                &dir.path().join(format!("node-{id}")),
+                None,
+            )
+            .await?,
         );
     }
     Ok((nodes, addrs.iter().map(|a| a.to_string()).collect(), dir))

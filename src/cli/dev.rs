@@ -103,7 +103,7 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
                 lease: fleetq_server::leases::LeaseConfig::default(),
             };
             let dir = root.join(format!("node-{id}"));
-            nodes.push(fleetq_server::tcp::start_node(config, *addr, &dir).await?);
+            nodes.push(fleetq_server::tcp::start_node(config, *addr, &dir, None).await?);
         }
         // One real agent per cluster (static inventory, simulated
         // executor), the same code `fleetq agent` runs.

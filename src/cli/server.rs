@@ -41,6 +41,10 @@ pub struct ServerArgs {
     /// Address others reach this node at (default: --listen).
     #[arg(long, value_name = "ADDR")]
     pub advertise: Option<String>,
+    /// Local IP address that connections to peers go out from (default:
+    /// the system's choice).
+    #[arg(long, value_name = "IP")]
+    pub source_address: Option<std::net::IpAddr>,
     /// Directory of the node's sled database (log, vote, snapshots).
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
@@ -93,6 +97,7 @@ struct FileConfig {
     id: Option<u64>,
     listen: Option<SocketAddr>,
     advertise: Option<String>,
+    source_address: Option<std::net::IpAddr>,
     data_dir: Option<PathBuf>,
     #[serde(default)]
     peers: Vec<String>,
@@ -115,6 +120,7 @@ struct FileConfig {
 pub struct ServerSettings {
     pub node: NodeConfig,
     pub listen: SocketAddr,
+    pub source_address: Option<std::net::IpAddr>,
     pub data_dir: PathBuf,
     pub log_format: LogFormat,
 }
@@ -257,6 +263,7 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
             lease,
         },
         listen,
+        source_address: args.source_address.or(file.source_address),
         data_dir,
         log_format: args.log_format.or(file.log_format).unwrap_or_default(),
     })
@@ -325,7 +332,7 @@ pub fn run(args: &ServerArgs) -> ExitCode {
     };
     runtime.block_on(async {
         let id = settings.node.id;
-        let node = match fleetq_server::tcp::start_node(settings.node, settings.listen, &settings.data_dir).await {
+        let node = match fleetq_server::tcp::start_node(settings.node, settings.listen, &settings.data_dir, settings.source_address).await {
             Ok(n) => n,
             Err(e) => {
                 eprintln!("error: {e}");

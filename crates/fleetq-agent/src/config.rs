@@ -103,6 +103,10 @@ pub struct AgentConfig {
     /// leader.
     #[serde(default = "default_true")]
     pub follow_redirects: bool,
+    /// Local IP address the session goes out from (default: the system's
+    /// choice).
+    #[serde(default)]
+    pub source_address: Option<std::net::IpAddr>,
 }
 
 fn default_true() -> bool {
@@ -148,6 +152,7 @@ impl AgentConfig {
             state_dir: None,
             heartbeat_ms: default_heartbeat_ms(),
             follow_redirects: true,
+            source_address: None,
         })
     }
 

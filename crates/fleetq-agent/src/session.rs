@@ -231,6 +231,7 @@ impl Agent {
                     ..Timeouts::default()
                 },
             )?
+            .local_address(self.config.source_address)
             .connect()
             .await
             .map_err(|e| format!("cannot reach {addr}: {e}"))?;

@@ -64,6 +64,9 @@ pub type SharedConnector = Arc<dyn Connector>;
 #[derive(Debug, Default)]
 pub struct TcpConnector {
     pub timeouts: Timeouts,
+    /// The local address outgoing connections bind to (a multi-homed host
+    /// picking its interface; the live chaos harness telling peers apart).
+    pub source: Option<std::net::IpAddr>,
     channels: Mutex<HashMap<String, Channel>>,
 }
 
@@ -71,8 +74,15 @@ impl TcpConnector {
     pub fn new(timeouts: Timeouts) -> TcpConnector {
         TcpConnector {
             timeouts,
+            source: None,
             channels: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Outgoing connections from `source`.
+    pub fn with_source(mut self, source: Option<std::net::IpAddr>) -> TcpConnector {
+        self.source = source;
+        self
     }
 }
 
@@ -82,7 +92,9 @@ impl Connector for TcpConnector {
         if let Some(c) = channels.get(addr) {
             return Ok(c.clone());
         }
-        let channel = endpoint(addr, &self.timeouts)?.connect_lazy();
+        let channel = endpoint(addr, &self.timeouts)?
+            .local_address(self.source)
+            .connect_lazy();
         channels.insert(addr.to_string(), channel.clone());
         Ok(channel)
     }

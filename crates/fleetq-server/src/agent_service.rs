@@ -17,7 +17,7 @@ use futures::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::leases::{LeaseConfig, LeaseTable};
-use crate::proposer::{ProposeError, Proposer};
+use crate::proposer::Proposer;
 use crate::status;
 use fleetq_ledger::store::{Change, LedgerHandle};
 use fleetq_ledger::{RunningWorkload, WorkloadState};
@@ -32,10 +32,6 @@ pub struct AgentService {
     pub handle: LedgerHandle,
     pub leases: LeaseTable,
     pub lease: LeaseConfig,
-}
-
-fn unavailable(e: ProposeError) -> Status {
-    Status::unavailable(e.to_string())
 }
 
 fn cluster_of(req: &pb::RegisterRequest) -> Result<(Cluster, LeasePolicy), Vec<FieldError>> {
@@ -121,7 +117,7 @@ impl Agent for AgentService {
                 lease_policy,
             })
             .await
-            .map_err(unavailable)?;
+            .map_err(Status::from)?;
         if !written.response.is_ok() {
             return Err(Status::invalid_argument(status::describe_errors(
                 &written.response.errors,
@@ -184,7 +180,7 @@ impl Agent for AgentService {
             .proposer
             .propose(Command::ReportStatus { reports })
             .await
-            .map_err(unavailable)?;
+            .map_err(Status::from)?;
         match written.response.outcome {
             Outcome::Reported { applied, stale } => {
                 Ok(Response::new(pb::ReportResponse { applied, stale }))
@@ -312,7 +308,7 @@ impl Session {
                         lease_policy,
                     })
                     .await
-                    .map_err(unavailable)?;
+                    .map_err(Status::from)?;
                 if !written.response.is_ok() {
                     return Err(Status::invalid_argument(status::describe_errors(
                         &written.response.errors,
@@ -339,7 +335,7 @@ impl Session {
                         }],
                     })
                     .await
-                    .map_err(unavailable)?;
+                    .map_err(Status::from)?;
                 Ok(())
             }
             Some(Up::Reconcile(rec)) => {
@@ -355,7 +351,7 @@ impl Session {
                     .proposer
                     .propose(Command::ReconcileCluster { cluster, running })
                     .await
-                    .map_err(unavailable)?;
+                    .map_err(Status::from)?;
                 if let Outcome::Reconciled { stop, .. } = written.response.outcome {
                     for s in stop {
                         self.send(Down::Stop(pb::Stop {

@@ -20,7 +20,7 @@ use tokio::sync::broadcast;
 use tonic::{Request, Status};
 
 use crate::batcher::SubmitBatcher;
-use crate::proposer::{ProposeError, Proposer};
+use crate::proposer::Proposer;
 use crate::status;
 
 pub struct ApiService {
@@ -32,13 +32,6 @@ pub struct ApiService {
 }
 
 type Reply<T> = Result<tonic::Response<T>, Status>;
-
-fn unavailable(e: ProposeError) -> Status {
-    match e {
-        ProposeError::Unknown(m) => Status::unknown(m),
-        other => Status::unavailable(other.to_string()),
-    }
-}
 
 fn refused(errors: &[FieldError]) -> Status {
     Status::invalid_argument(status::describe_errors(errors))
@@ -83,7 +76,7 @@ impl ApiService {
             .propose(command)
             .await
             .map(|w| w.response)
-            .map_err(unavailable)
+            .map_err(Status::from)
     }
 
     /// A client of the leader's API, for requests only the leader serves.
@@ -97,7 +90,7 @@ impl ApiService {
     }
 
     async fn barrier(&self) -> Result<(), Status> {
-        self.proposer.read_barrier().await.map_err(unavailable)
+        self.proposer.read_barrier().await.map_err(Status::from)
     }
 
     async fn submit_many(
@@ -117,7 +110,11 @@ impl ApiService {
                     .next()
                     .ok_or_else(|| Status::internal("empty"))?,
             };
-            vec![self.batcher.submit(submission).await.map_err(unavailable)?]
+            vec![self
+                .batcher
+                .submit(submission)
+                .await
+                .map_err(Status::from)?]
         } else {
             let submissions = workloads
                 .into_iter()
@@ -665,7 +662,7 @@ impl FleetQ for ApiService {
         let req = request.into_inner();
         let command: Command = serde_json::from_str(&req.command_json)
             .map_err(|e| Status::invalid_argument(format!("command_json: {e}")))?;
-        let written = self.proposer.propose(command).await.map_err(unavailable)?;
+        let written = self.proposer.propose(command).await.map_err(Status::from)?;
         Ok(tonic::Response::new(pb::DebugProposeResponse {
             response_json: serde_json::to_string(&written.response).unwrap_or_default(),
             log_index: written.index,

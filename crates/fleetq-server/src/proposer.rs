@@ -39,6 +39,18 @@ pub enum ProposeError {
     Raft(String),
 }
 
+impl From<ProposeError> for tonic::Status {
+    /// An unknown outcome stays `UNKNOWN` for the caller (who must not
+    /// assume the command absent); everything else is `UNAVAILABLE`,
+    /// which a client may retry.
+    fn from(e: ProposeError) -> tonic::Status {
+        match e {
+            ProposeError::Unknown(m) => tonic::Status::unknown(m),
+            other => tonic::Status::unavailable(other.to_string()),
+        }
+    }
+}
+
 /// What a follower sends to the leader.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Forwarded {

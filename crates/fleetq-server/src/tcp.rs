@@ -1,6 +1,6 @@
 //! Running a node for real: TCP listener, TCP connector, sled storage.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -12,11 +12,12 @@ use crate::node::{Node, NodeConfig};
 use crate::transport::{TcpConnector, Timeouts};
 
 /// Binds `listen`, opens the sled database in `data_dir` and starts the
-/// node.
+/// node; connections to peers go out from `source` where one is given.
 pub async fn start_node(
     config: NodeConfig,
     listen: SocketAddr,
     data_dir: &Path,
+    source: Option<IpAddr>,
 ) -> Result<Node, String> {
     std::fs::create_dir_all(data_dir).map_err(|e| {
         format!(
@@ -37,6 +38,6 @@ pub async fn start_node(
             }
         })
     });
-    let connector = Arc::new(TcpConnector::new(Timeouts::default()));
+    let connector = Arc::new(TcpConnector::new(Timeouts::default()).with_source(source));
     Node::start(config, log, sm, incoming, connector, Arc::new(SystemClock)).await
 }

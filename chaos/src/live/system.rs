@@ -1,0 +1,426 @@
+//! The system under test, for real: three `fleetq server` processes with
+//! sled directories and two `fleetq agent` processes (static inventory,
+//! process executor) on loopback. Every connection to a server goes
+//! through that server's [`FaultProxy`]; each process sends from its own
+//! loopback address (`127.0.0.1N` for server N, `127.0.0.2N` for agent N),
+//! so a proxy can cut one sender off and leave the others alone.
+
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::proxy::FaultProxy;
+
+/// The lease the servers grant (short, so lease faults play out quickly).
+pub const LEASE_TTL: Duration = Duration::from_secs(3);
+
+/// The Kueue configuration the harness applies: one ClusterQueue with 16
+/// H100s, the two agents' clusters together.
+pub const CONFIG: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: h100-80gb
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: chaos
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: 16
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  namespace: default
+  name: chaos
+spec:
+  clusterQueue: chaos
+"#;
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+pub struct Server {
+    pub id: usize,
+    pub listen: String,
+    pub proxy: FaultProxy,
+    pub source: IpAddr,
+    pub child: Option<Child>,
+    pub paused: bool,
+}
+
+pub struct AgentProc {
+    pub cluster: String,
+    pub source: IpAddr,
+    pub state_dir: PathBuf,
+    pub config: PathBuf,
+    pub child: Option<Child>,
+}
+
+/// The CLI pointed at the servers' proxies; cheap to clone into client
+/// threads, which must not wait on the harness while a call hangs.
+#[derive(Clone, Debug)]
+pub struct Clients {
+    pub fleetq: PathBuf,
+    pub addrs: Vec<String>,
+}
+
+impl Clients {
+    /// `fleetq --server <server i> args...`, killed after `timeout`.
+    pub fn cli_at(&self, i: usize, args: &[&str], timeout: Duration) -> Result<Output, String> {
+        let child = Command::new(&self.fleetq)
+            .args(["--server", &self.addrs[i % self.addrs.len()]])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", self.fleetq.display()))?;
+        // Collect the output on another thread: polling try_wait() here
+        // would deadlock on an answer bigger than the pipe's buffer.
+        let pid = child.id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        match rx.recv_timeout(timeout) {
+            Ok(out) => out.map_err(|e| e.to_string()),
+            Err(_) => {
+                // SAFETY: kill(2) with plain integers; the child is not
+                // reaped until the waiting thread does it, so the pid is ours.
+                unsafe {
+                    libc::kill(pid as i32, libc::SIGKILL);
+                }
+                Err(format!("fleetq {args:?}: no answer within {timeout:?}"))
+            }
+        }
+    }
+}
+
+pub struct System {
+    pub fleetq: PathBuf,
+    pub dir: PathBuf,
+    pub servers: Vec<Server>,
+    pub agents: Vec<AgentProc>,
+}
+
+impl System {
+    /// Starts everything and waits for a leader and both clusters.
+    pub fn start(fleetq: &Path, dir: &Path) -> Result<System, String> {
+        let mut servers = Vec::new();
+        for id in 1..=3usize {
+            let listen = format!("127.0.0.1:{}", free_port().map_err(|e| e.to_string())?);
+            let proxy = FaultProxy::start(&listen).map_err(|e| format!("proxy: {e}"))?;
+            servers.push(Server {
+                id,
+                listen,
+                proxy,
+                source: IpAddr::V4(Ipv4Addr::new(127, 0, 0, 10 + id as u8)),
+                child: None,
+                paused: false,
+            });
+        }
+        let mut system = System {
+            fleetq: fleetq.to_path_buf(),
+            dir: dir.to_path_buf(),
+            servers,
+            agents: Vec::new(),
+        };
+        for i in 0..3 {
+            system.start_server(i)?;
+        }
+        system
+            .wait_leader(Duration::from_secs(20))
+            .ok_or("no leader within 20 s")?;
+        let out = system.cli_stdin(&["apply", "-f", "-"], CONFIG)?;
+        if !out.status.success() {
+            return Err(format!("apply: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        for (n, cluster) in ["east", "west"].iter().enumerate() {
+            let state_dir = dir.join(format!("agent-{cluster}"));
+            let source = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 21 + n as u8));
+            let servers: Vec<String> = system
+                .servers
+                .iter()
+                .map(|s| format!("\"{}\"", s.proxy.addr()))
+                .collect();
+            let config = dir.join(format!("agent-{cluster}.toml"));
+            let text = format!(
+                "cluster = \"{cluster}\"\nservers = [{}]\nheartbeat_ms = 200\nexecutor = \"process\"\nstate_dir = \"{}\"\nsource_address = \"{source}\"\n[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"8\" }}\n",
+                servers.join(", "),
+                state_dir.display()
+            );
+            std::fs::write(&config, text).map_err(|e| format!("{}: {e}", config.display()))?;
+            system.agents.push(AgentProc {
+                cluster: cluster.to_string(),
+                source,
+                state_dir,
+                config,
+                child: None,
+            });
+            system.start_agent(n)?;
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while system.ready_clusters() < 2 {
+            if Instant::now() > deadline {
+                return Err("the agents did not register within 20 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(system)
+    }
+
+    fn log(&self, name: &str) -> Result<(std::fs::File, std::fs::File), String> {
+        let path = self.dir.join(format!("{name}.log"));
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let g = f.try_clone().map_err(|e| e.to_string())?;
+        Ok((f, g))
+    }
+
+    /// Starts (or restarts, from its sled directory) server `i`.
+    pub fn start_server(&mut self, i: usize) -> Result<(), String> {
+        let peers: Vec<String> = self
+            .servers
+            .iter()
+            .map(|s| format!("{}={}", s.id, s.proxy.addr()))
+            .collect();
+        let s = &self.servers[i];
+        let (out, err) = self.log(&format!("server-{}", s.id))?;
+        let child = Command::new(&self.fleetq)
+            .args(["server", "--id", &s.id.to_string(), "--listen", &s.listen])
+            .args(["--advertise", &s.proxy.addr().to_string()])
+            .args(["--source-address", &s.source.to_string()])
+            .args(["--peers", &peers.join(",")])
+            .args(["--lease-ttl", &format!("{}s", LEASE_TTL.as_secs())])
+            .arg("--data-dir")
+            .arg(self.dir.join(format!("node-{}", s.id)))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.fleetq.display()))?;
+        self.servers[i].child = Some(child);
+        self.servers[i].paused = false;
+        Ok(())
+    }
+
+    pub fn start_agent(&mut self, n: usize) -> Result<(), String> {
+        let servers: Vec<String> = self
+            .servers
+            .iter()
+            .map(|s| s.proxy.addr().to_string())
+            .collect();
+        let (out, err) = self.log(&format!("agent-{}", self.agents[n].cluster))?;
+        let a = &self.agents[n];
+        let child = Command::new(&self.fleetq)
+            .args(["--server", &servers.join(","), "agent", "--config"])
+            .arg(&a.config)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start the agent: {e}"))?;
+        self.agents[n].child = Some(child);
+        Ok(())
+    }
+
+    /// kill -9.
+    pub fn kill_server(&mut self, i: usize) {
+        if let Some(mut c) = self.servers[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn kill_agent(&mut self, n: usize) {
+        if let Some(mut c) = self.agents[n].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGSTOP or SIGCONT.
+    pub fn pause_server(&mut self, i: usize, pause: bool) {
+        if let Some(c) = &self.servers[i].child {
+            let signal = if pause { libc::SIGSTOP } else { libc::SIGCONT };
+            // SAFETY: kill(2) with plain integers.
+            unsafe {
+                libc::kill(c.id() as i32, signal);
+            }
+            self.servers[i].paused = pause;
+        }
+    }
+
+    /// Cuts server `i` off from the other servers and the agents, both
+    /// ways (clients on 127.0.0.1 still reach it, as a client on its side
+    /// of a real partition would).
+    pub fn isolate_server(&self, i: usize) {
+        let me = self.servers[i].source;
+        for (j, s) in self.servers.iter().enumerate() {
+            if j == i {
+                for other in &self.servers {
+                    if other.source != me {
+                        s.proxy.block(other.source);
+                    }
+                }
+                for a in &self.agents {
+                    s.proxy.block(a.source);
+                }
+            } else {
+                s.proxy.block(me);
+            }
+        }
+    }
+
+    /// Cuts agent `n` off from every server.
+    pub fn isolate_agent(&self, n: usize) {
+        for s in &self.servers {
+            s.proxy.block(self.agents[n].source);
+        }
+    }
+
+    pub fn delay_all(&self, delay: Duration) {
+        for s in &self.servers {
+            s.proxy.set_delay(delay);
+        }
+    }
+
+    /// Lifts every network fault and resumes paused servers.
+    pub fn heal(&mut self) {
+        for s in &self.servers {
+            s.proxy.heal();
+        }
+        for i in 0..self.servers.len() {
+            if self.servers[i].paused {
+                self.pause_server(i, false);
+            }
+        }
+    }
+
+    /// What a client needs to reach the servers (through their proxies).
+    pub fn clients(&self) -> Clients {
+        Clients {
+            fleetq: self.fleetq.clone(),
+            addrs: self
+                .servers
+                .iter()
+                .map(|s| s.proxy.addr().to_string())
+                .collect(),
+        }
+    }
+
+    pub fn cli_at(&self, i: usize, args: &[&str], timeout: Duration) -> Result<Output, String> {
+        self.clients().cli_at(i, args, timeout)
+    }
+
+    /// The CLI against any server that answers.
+    pub fn cli(&self, args: &[&str]) -> Result<Output, String> {
+        let mut last = String::new();
+        for i in 0..self.servers.len() {
+            if self.servers[i].child.is_none() || self.servers[i].paused {
+                continue;
+            }
+            match self.cli_at(i, args, Duration::from_secs(10)) {
+                Ok(out) if out.status.success() => return Ok(out),
+                Ok(out) => last = String::from_utf8_lossy(&out.stderr).trim().to_string(),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    pub fn cli_json(&self, args: &[&str]) -> Result<Value, String> {
+        let out = self.cli(args)?;
+        serde_json::from_slice(&out.stdout).map_err(|e| format!("fleetq {args:?}: {e}"))
+    }
+
+    fn cli_stdin(&self, args: &[&str], input: &str) -> Result<Output, String> {
+        use std::io::Write;
+        let addr = self.servers[0].proxy.addr().to_string();
+        let mut child = Command::new(&self.fleetq)
+            .args(["--server", &addr])
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(input.as_bytes())
+                .map_err(|e| e.to_string())?;
+        }
+        child.wait_with_output().map_err(|e| e.to_string())
+    }
+
+    /// Server `i`'s own status, if it answers.
+    pub fn status(&self, i: usize) -> Option<Value> {
+        let out = self
+            .cli_at(i, &["status", "-o", "json"], Duration::from_secs(3))
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        serde_json::from_slice(&out.stdout).ok()
+    }
+
+    /// The index of the server that answers as Leader.
+    pub fn wait_leader(&self, timeout: Duration) -> Option<usize> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            for i in 0..self.servers.len() {
+                if self.servers[i].child.is_none() || self.servers[i].paused {
+                    continue;
+                }
+                if self.status(i).is_some_and(|s| s["state"] == "Leader") {
+                    return Some(i);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        None
+    }
+
+    fn ready_clusters(&self) -> usize {
+        self.cli_json(&["get", "clusters", "-o", "json"])
+            .ok()
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .filter(|c| c["state"] == "Ready")
+            .count()
+    }
+
+    /// Stops every process (children of the process executor included).
+    pub fn shutdown(&mut self) {
+        self.heal();
+        for n in 0..self.agents.len() {
+            self.kill_agent(n);
+        }
+        for i in 0..self.servers.len() {
+            self.kill_server(i);
+        }
+    }
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
