@@ -198,13 +198,18 @@ pub struct RunReport {
     pub sim_elapsed: Duration,
     pub wall: Duration,
     pub client: ClientSummary,
+    /// A digest of what happened, to the simulated nanosecond: when the
+    /// client finished, what it saw acknowledged, what the fault did, and
+    /// every replica's final term, log and state. Two runs of one seed
+    /// give the same trace exactly when they took the same course.
+    pub trace: String,
 }
 
 impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "seed {}: ok  {}{}; {} workloads ({} retried), {} EvictNotReady applied, converged at index {} hash {}; {:.1}s simulated, {:.2}s wall",
+            "seed {}: ok  {}{}; {} workloads ({} retried), {} EvictNotReady applied, converged at index {} hash {}; trace {}; {:.1}s simulated, {:.2}s wall",
             self.seed,
             self.fault,
             self.injected
@@ -216,6 +221,7 @@ impl fmt::Display for RunReport {
             self.client.evict_not_ready,
             self.client.last_applied,
             self.client.state_hash.chars().take(12).collect::<String>(),
+            self.trace,
             self.sim_elapsed.as_secs_f64(),
             self.wall.as_secs_f64(),
         )
@@ -518,6 +524,7 @@ pub fn run_seed(seed: u64) -> Result<RunReport, String> {
         None => return Err(failure(seed, "client", "finished without a verdict")),
     };
     check_replicas(&registry, &summary).map_err(|v| failure(seed, v.check, v.detail))?;
+    let trace = trace_digest(sim_elapsed, &summary, injector.done.as_deref(), &registry);
 
     Ok(RunReport {
         seed,
@@ -526,7 +533,41 @@ pub fn run_seed(seed: u64) -> Result<RunReport, String> {
         sim_elapsed,
         wall: wall.elapsed(),
         client: summary,
+        trace,
     })
+}
+
+/// The first 16 hex digits of a SHA-256 over the run's observable course.
+fn trace_digest(
+    elapsed: Duration,
+    summary: &ClientSummary,
+    injected: Option<&str>,
+    registry: &Registry,
+) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update(elapsed.as_nanos().to_le_bytes());
+    h.update(format!("{:?}", summary.acknowledged));
+    h.update(format!(
+        "{} {} {} {}",
+        summary.last_applied, summary.state_hash, summary.retried_writes, summary.evict_not_ready
+    ));
+    h.update(injected.unwrap_or("-"));
+    for (id, replica) in registry.borrow().iter() {
+        let m = replica.raft.metrics().borrow().clone();
+        h.update(format!(
+            "n{id} term {} last_log {:?} applied {:?} hash {}",
+            m.current_term,
+            m.last_log_index,
+            m.last_applied,
+            replica.handle.read().ledger.state_hash()
+        ));
+    }
+    h.finalize()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Re-checks every replica's ledger from outside: invariants 1 and 2 from
