@@ -5,31 +5,38 @@
 //! in-memory Raft storage with an fsync model
 //! ([`fleetq_ledger::store::MemDisk`]).
 //!
-//! - [`sim`]: one run for a seed: three nodes `n1`..`n3`, one client that
-//!   applies a Kueue configuration and submits workloads through the public
-//!   gRPC API, at most one fault (a leader partition, healed later; or a
-//!   crash of the leader or a follower that loses the node's unsynced
-//!   writes, then a restart from the same simulated disk), then
-//!   the checks of DESIGN.md §6 that apply so far (5 and 6 through the API;
-//!   1 and 2 inside the ledger's apply in debug builds and again from
-//!   outside on every replica; no panics anywhere).
+//! - [`sim`]: one run for a seed: three nodes `n1`..`n3`, two agents
+//!   `a1`, `a2` (the real agent code, simulated executor, 6 GPUs each),
+//!   one client that applies a Kueue configuration and submits workloads
+//!   through the public gRPC API; at most one control-plane fault (a
+//!   leader partition, healed later; or a crash of the leader or a
+//!   follower that loses the node's unsynced writes, then a restart from
+//!   the same simulated disk) and at most one agent fault (cut off from
+//!   the control plane, or crashed and restarted); then the checks of
+//!   DESIGN.md §6 (5 and 6 through the API; 1 and 2 inside the ledger's
+//!   apply in debug builds and again from outside on every replica; 1, 3
+//!   and 4 from the executors' own journals; no panics anywhere).
+//! - [`agents`]: the agents in the simulation and the journal checks.
 //! - [`client`]: the simulated user.
 //! - [`net`]: tonic over turmoil's TCP.
+//! - [`live`]: `fleetq-chaos live`, the real binaries under faults.
+//! - [`proxy`]: the TCP fault proxy `live` and the end-to-end tests use.
 //!
 //! A failed run reports the check, the seed and `fleetq-chaos sim --seed N`.
 //!
-//! ## Not deterministic yet
+//! ## Deterministic
 //!
-//! The same seed gives the same plan (workloads, fault, turmoil's network
-//! randomness, openraft's election timeouts), but not yet the same trace:
-//! tokio's own randomness (`select!` branch order) is seeded only in builds
-//! with `RUSTFLAGS="--cfg tokio_unstable"`, which turmoil then seeds, and
-//! the election-timeout RNG is one thread-local stream shared by all hosts
-//! (turmoil runs them all on one thread). Replaying a seed therefore
-//! reproduces the scenario, not necessarily the interleaving. Making runs
-//! bit-for-bit reproducible (a tokio_unstable build in its own target dir,
-//! plus a hash of the harness's own event trace to compare) is future work.
+//! The workspace builds with `--cfg tokio_unstable` (.cargo/config.toml),
+//! so turmoil seeds tokio's own scheduler randomness; openraft's election
+//! timeouts and the agents' reconnect jitter are seeded from the seed too,
+//! and the components the simulation runs keep ordered collections where
+//! iteration order reaches the network. Every run reports a trace digest;
+//! `fleetq-chaos sim --seed S` reproduces a run's digest exactly. Every
+//! seed runs in a fresh process: when a node crashes, tokio drops its
+//! tasks in an order derived from a process-wide task counter, which
+//! earlier runs in the same process would have advanced.
 
+pub mod agents;
 pub mod client;
 pub mod live;
 pub mod net;

@@ -28,6 +28,10 @@ enum Command {
         /// The first seed.
         #[arg(long, default_value_t = 0)]
         start: u64,
+        /// Seeds run at once (default: the CPUs). Each seed runs in a
+        /// process of its own, so `--seed S` replays it exactly.
+        #[arg(long)]
+        jobs: Option<usize>,
     },
     /// Run the real binaries on loopback (3 servers, 2 agents with the
     /// process executor) under named faults with clients submitting and
@@ -65,12 +69,25 @@ fn main() -> ExitCode {
             .init();
     }
     match cli.command {
-        Command::Sim { seed, seeds, start } => {
+        Command::Sim {
+            seed,
+            seeds,
+            start,
+            jobs,
+        } => {
             let seeds: Vec<u64> = match seed {
                 Some(s) => vec![s],
                 None => (0..seeds).map(|i| start.wrapping_add(i)).collect(),
             };
-            sim(&seeds)
+            let jobs = jobs
+                .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
+                .unwrap_or(1)
+                .max(1);
+            if seeds.len() > 1 {
+                sim_in_processes(&seeds, jobs)
+            } else {
+                sim_here(&seeds)
+            }
         }
         Command::Live {
             scenario,
@@ -154,16 +171,15 @@ fn live(
     }
 }
 
-fn sim(seeds: &[u64]) -> ExitCode {
+/// Runs `seeds` one after another in this process.
+fn sim_here(seeds: &[u64]) -> ExitCode {
     let started = Instant::now();
-    let mut failed = Vec::new();
-    let mut faults = 0usize;
+    let (mut failed, mut faults) = (Vec::new(), 0usize);
     for (n, &seed) in seeds.iter().enumerate() {
         match fleetq_chaos::run_seed(seed) {
             Ok(report) => {
-                if report.injected.is_some() {
-                    faults += 1;
-                }
+                faults += usize::from(report.injected.is_some())
+                    + usize::from(report.agent_injected.is_some());
                 println!("{report}");
             }
             Err(e) => {
@@ -171,32 +187,115 @@ fn sim(seeds: &[u64]) -> ExitCode {
                 failed.push(seed);
             }
         }
-        if (n + 1) % 50 == 0 {
-            eprintln!(
-                "sim: {}/{} seeds, {} violations, {:.0}s",
-                n + 1,
-                seeds.len(),
-                failed.len(),
-                started.elapsed().as_secs_f64()
-            );
-        }
+        progress(n + 1, seeds.len(), failed.len(), started);
     }
-    for seed in &failed {
+    summary(seeds.len(), faults, &failed, started)
+}
+
+fn progress(done: usize, total: usize, failed: usize, started: Instant) {
+    if done % 50 == 0 {
+        eprintln!(
+            "sim: {done}/{total} seeds, {failed} violations, {:.0}s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
+
+fn summary(seeds: usize, faults: usize, failed: &[u64], started: Instant) -> ExitCode {
+    for seed in failed {
         println!("replay: {}", fleetq_chaos::replay_command(*seed));
     }
-    println!(
-        "{} seeds in {:.1}s",
-        seeds.len(),
-        started.elapsed().as_secs_f64()
-    );
-    println!(
-        "seeds={} faults={faults} violations={}",
-        seeds.len(),
-        failed.len()
-    );
+    println!("{seeds} seeds in {:.1}s", started.elapsed().as_secs_f64());
+    println!("seeds={seeds} faults={faults} violations={}", failed.len());
     if failed.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Runs every seed in a process of its own, `jobs` at a time, and prints
+/// their lines in seed order as they become contiguous. A fresh process
+/// per seed is what makes a run replay exactly with `--seed S`: when the
+/// simulation crashes a node, tokio drops its tasks in an order derived
+/// from a process-wide task counter, which earlier runs in the same
+/// process would have advanced.
+fn sim_in_processes(seeds: &[u64], jobs: usize) -> ExitCode {
+    let started = Instant::now();
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: cannot find this program to run the seeds: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Option<String>, usize)>();
+    let mut lines: Vec<Option<String>> = vec![None; seeds.len()];
+    let (mut printed, mut failed, mut faults, mut lost) = (0usize, Vec::new(), 0usize, 0usize);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.min(seeds.len()) {
+            let (tx, next, exe) = (tx.clone(), &next, &exe);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(seed) = seeds.get(i) else { return };
+                let out = std::process::Command::new(exe)
+                    .args(["sim", "--seed", &seed.to_string()])
+                    .stderr(std::process::Stdio::null())
+                    .output();
+                let text = out
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default();
+                let line = text
+                    .lines()
+                    .find(|l| l.starts_with("seed ") || l.starts_with("FAIL "))
+                    .map(String::from);
+                let faults = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("seeds="))
+                    .and_then(|r| {
+                        r.split_whitespace()
+                            .find_map(|kv| kv.strip_prefix("faults="))
+                    })
+                    .and_then(|f| f.parse().ok())
+                    .unwrap_or(0);
+                let _ = tx.send((i, line, faults));
+            });
+        }
+        drop(tx);
+        for (i, line, f) in rx {
+            faults += f;
+            match line {
+                Some(l) => {
+                    if l.starts_with("FAIL ") {
+                        failed.push(seeds[i]);
+                    }
+                    lines[i] = Some(l);
+                }
+                None => {
+                    // The process died without a verdict: a violation too.
+                    failed.push(seeds[i]);
+                    lost += 1;
+                    lines[i] = Some(format!(
+                        "FAIL seed {}: the simulation process ended without a verdict (replay: {})",
+                        seeds[i],
+                        fleetq_chaos::replay_command(seeds[i])
+                    ));
+                }
+            }
+            while printed < lines.len() {
+                let Some(l) = lines[printed].take() else {
+                    break;
+                };
+                println!("{l}");
+                printed += 1;
+                progress(printed, seeds.len(), failed.len(), started);
+            }
+        }
+    });
+    if lost > 0 {
+        eprintln!("sim: {lost} seed processes ended without a verdict");
+    }
+    failed.sort_unstable();
+    summary(seeds.len(), faults, &failed, started)
 }

@@ -74,6 +74,9 @@ pub fn incoming(listener: TcpListener) -> impl Stream<Item = io::Result<Accepted
 #[derive(Debug, Default)]
 pub struct SimConnector {
     timeouts: Timeouts,
+    /// One shared connection per address (a server's peers), or a new
+    /// connection per call (an agent's sessions, like its real TCP path).
+    shared: bool,
     channels: Mutex<HashMap<String, Channel>>,
 }
 
@@ -81,7 +84,16 @@ impl SimConnector {
     pub fn new(timeouts: Timeouts) -> SimConnector {
         SimConnector {
             timeouts,
+            shared: true,
             channels: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A new connection for every channel asked for.
+    pub fn fresh(timeouts: Timeouts) -> SimConnector {
+        SimConnector {
+            shared: false,
+            ..SimConnector::new(timeouts)
         }
     }
 }
@@ -103,7 +115,9 @@ impl Connector for SimConnector {
             Ok::<_, io::Error>(TokioIo::new(stream))
         });
         let channel = endpoint(addr, &self.timeouts)?.connect_with_connector_lazy(connect);
-        channels.insert(addr.to_string(), channel.clone());
+        if self.shared {
+            channels.insert(addr.to_string(), channel.clone());
+        }
         Ok(channel)
     }
 }

@@ -16,13 +16,13 @@ use fleetq_ledger::store::mem::{MemDisk, MemLogStore, MemSnapshotStore};
 use fleetq_ledger::store::{LedgerHandle, StateMachineStore};
 use fleetq_scheduler::SchedulerConfig;
 use fleetq_server::clock::TokioClock;
-use fleetq_server::simulated::SimulatedCluster;
 use fleetq_server::transport::Timeouts;
 use fleetq_server::{Node, NodeConfig, RaftTiming};
 use openraft::ServerState;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::agents::{self, AgentFault};
 use crate::client::{self, ClientSummary};
 use crate::net::{self, SimConnector};
 
@@ -30,8 +30,11 @@ use crate::net::{self, SimConnector};
 pub const NODES: u64 = 3;
 /// The port every node serves on.
 pub const PORT: u16 = 7000;
-/// The simulated cluster the leader runs (16 H100s).
-pub const CLUSTER: &str = "sim-1:h100-80gb=16";
+/// The ClusterQueue's quota (client::CONFIG): the most GPUs that may
+/// really run at once, whatever the clusters have.
+pub const QUOTA_GPUS: u64 = 8;
+/// Agents' lease: short, so lease faults play out within a run.
+const LEASE_TTL: Duration = Duration::from_secs(3);
 /// Workloads the client submits.
 pub const WORKLOADS: usize = 30;
 /// Simulated wall-clock time at the start of a run (fixed, so runs do not
@@ -139,6 +142,7 @@ pub struct Plan {
     pub seed: u64,
     pub workloads: Vec<PlannedWorkload>,
     pub fault: Fault,
+    pub agent_fault: AgentFault,
 }
 
 impl Plan {
@@ -172,10 +176,12 @@ impl Plan {
         } else {
             Fault::None
         };
+        let agent_fault = AgentFault::draw(&mut rng);
         Plan {
             seed,
             workloads,
             fault,
+            agent_fault,
         }
     }
 }
@@ -195,6 +201,9 @@ pub struct RunReport {
     /// What the fault injector actually did (the leader it cut off, the
     /// node it crashed).
     pub injected: Option<String>,
+    pub agent_fault: AgentFault,
+    /// What the agent fault did.
+    pub agent_injected: Option<String>,
     pub sim_elapsed: Duration,
     pub wall: Duration,
     pub client: ClientSummary,
@@ -209,10 +218,15 @@ impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "seed {}: ok  {}{}; {} workloads ({} retried), {} EvictNotReady applied, converged at index {} hash {}; trace {}; {:.1}s simulated, {:.2}s wall",
+            "seed {}: ok  {}{}; {}{}; {} workloads ({} retried), {} EvictNotReady applied, converged at index {} hash {}; trace {}; {:.1}s simulated, {:.2}s wall",
             self.seed,
             self.fault,
             self.injected
+                .as_deref()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default(),
+            self.agent_fault,
+            self.agent_injected
                 .as_deref()
                 .map(|s| format!(" ({s})"))
                 .unwrap_or_default(),
@@ -310,9 +324,12 @@ async fn node_host(
         initial_members: (1..=NODES).map(|i| (i, node_addr(i))).collect(),
         timing: RaftTiming::default(),
         scheduler: scheduler_config(),
-        simulated_clusters: vec![SimulatedCluster::parse(CLUSTER)?],
+        simulated_clusters: Vec::new(),
         debug_endpoints: false,
-        lease: fleetq_server::leases::LeaseConfig::default(),
+        lease: fleetq_server::leases::LeaseConfig {
+            ttl: LEASE_TTL,
+            heartbeat: Duration::from_millis(400),
+        },
     };
     let state_machine = StateMachineStore::open(
         MemSnapshotStore::new(disk.clone()),
@@ -456,6 +473,85 @@ impl Injector {
     }
 }
 
+/// Injects the plan's agent fault.
+struct AgentInjector {
+    fault: AgentFault,
+    /// When the fault ends (heal or restart), once it began.
+    until: Option<Duration>,
+    recovered: bool,
+    done: Option<String>,
+}
+
+impl AgentInjector {
+    fn new(fault: AgentFault) -> AgentInjector {
+        AgentInjector {
+            fault,
+            until: None,
+            recovered: false,
+            done: None,
+        }
+    }
+
+    fn step(
+        &mut self,
+        sim: &mut turmoil::Sim<'_>,
+        journals: &BTreeMap<usize, fleetq_agent::executor::JournalSink>,
+    ) {
+        let now = sim.elapsed();
+        match (&self.fault, self.until) {
+            (AgentFault::None, _) => {}
+            (
+                AgentFault::Partition {
+                    agent,
+                    at,
+                    heal_after,
+                },
+                None,
+            ) if now >= *at => {
+                for id in 1..=NODES {
+                    sim.partition(agents::agent_host(*agent), host_name(id));
+                }
+                self.until = Some(now + *heal_after);
+                self.done = Some(format!(
+                    "a{agent} cut off from {:.1}s to {:.1}s",
+                    now.as_secs_f64(),
+                    (now + *heal_after).as_secs_f64()
+                ));
+            }
+            (AgentFault::Partition { agent, .. }, Some(until))
+                if !self.recovered && now >= until =>
+            {
+                for id in 1..=NODES {
+                    sim.repair(agents::agent_host(*agent), host_name(id));
+                }
+                self.recovered = true;
+            }
+            (
+                AgentFault::Crash {
+                    agent,
+                    at,
+                    restart_after,
+                },
+                None,
+            ) if now >= *at => {
+                sim.crash(agents::agent_host(*agent));
+                let killed = agents::close_open_runs(&journals[agent], now.as_millis() as u64);
+                self.until = Some(now + *restart_after);
+                self.done = Some(format!(
+                    "a{agent} crashed at {:.1}s with {killed} workloads running, restarted at {:.1}s",
+                    now.as_secs_f64(),
+                    (now + *restart_after).as_secs_f64()
+                ));
+            }
+            (AgentFault::Crash { agent, .. }, Some(until)) if !self.recovered && now >= until => {
+                sim.bounce(agents::agent_host(*agent));
+                self.recovered = true;
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Runs the simulation for `seed` and checks the invariants. The error
 /// names the failed check, the seed and the replay command.
 pub fn run_seed(seed: u64) -> Result<RunReport, String> {
@@ -486,6 +582,20 @@ pub fn run_seed(seed: u64) -> Result<RunReport, String> {
         });
     }
 
+    // The journals outlive their agents: a crashed agent's runs are
+    // closed at the crash, and its restart keeps writing to the same one.
+    let journals: BTreeMap<usize, fleetq_agent::executor::JournalSink> = (1..=agents::AGENTS)
+        .map(|n| (n, agents::sim_journal()))
+        .collect();
+    for (&n, journal) in &journals {
+        let journal = journal.clone();
+        let starts = Rc::new(Cell::new(0u64));
+        sim.host(agents::agent_host(n), move || {
+            let incarnation = starts.replace(starts.get() + 1);
+            agents::agent_host_main(n, seed, incarnation, journal.clone())
+        });
+    }
+
     let verdict: Rc<RefCell<Option<Result<ClientSummary, Violation>>>> = Rc::default();
     {
         let verdict = Rc::clone(&verdict);
@@ -498,8 +608,10 @@ pub fn run_seed(seed: u64) -> Result<RunReport, String> {
     }
 
     let mut injector = Injector::new(plan.fault.clone());
+    let mut agent_injector = AgentInjector::new(plan.agent_fault.clone());
     loop {
         injector.step(&mut sim, &registry, &disks);
+        agent_injector.step(&mut sim, &journals);
         match sim.step() {
             Ok(true) => break,
             Ok(false) => {}
@@ -524,12 +636,31 @@ pub fn run_seed(seed: u64) -> Result<RunReport, String> {
         None => return Err(failure(seed, "client", "finished without a verdict")),
     };
     check_replicas(&registry, &summary).map_err(|v| failure(seed, v.check, v.detail))?;
-    let trace = trace_digest(sim_elapsed, &summary, injector.done.as_deref(), &registry);
+    let entries: BTreeMap<String, Vec<fleetq_agent::executor::JournalEntry>> = journals
+        .iter()
+        .map(|(n, j)| (agents::cluster_name(*n), j.entries()))
+        .collect();
+    let gpus: BTreeMap<u64, u64> = plan
+        .workloads
+        .iter()
+        .filter_map(|w| Some((*summary.acknowledged.get(&w.name)?, u64::from(w.gpus))))
+        .collect();
+    agents::check_runs(&entries, &gpus, QUOTA_GPUS)
+        .map_err(|v| failure(seed, v.check, v.detail))?;
+    let trace = trace_digest(
+        sim_elapsed,
+        &summary,
+        injector.done.as_deref(),
+        &registry,
+        &entries,
+    );
 
     Ok(RunReport {
         seed,
         fault: plan.fault,
         injected: injector.done,
+        agent_fault: plan.agent_fault,
+        agent_injected: agent_injector.done,
         sim_elapsed,
         wall: wall.elapsed(),
         client: summary,
@@ -543,6 +674,7 @@ fn trace_digest(
     summary: &ClientSummary,
     injected: Option<&str>,
     registry: &Registry,
+    journals: &BTreeMap<String, Vec<fleetq_agent::executor::JournalEntry>>,
 ) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
@@ -562,6 +694,9 @@ fn trace_digest(
             m.last_applied,
             replica.handle.read().ledger.state_hash()
         ));
+    }
+    for (cluster, entries) in journals {
+        h.update(format!("{cluster} {entries:?}"));
     }
     h.finalize()
         .iter()

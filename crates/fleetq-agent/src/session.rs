@@ -11,13 +11,14 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use fleetq_model::Workload;
-use fleetq_proto::transport::{endpoint, Timeouts};
+use fleetq_proto::transport::{endpoint, SharedConnector, Timeouts};
 use fleetq_proto::v1 as pb;
 use fleetq_proto::v1::agent_client::AgentClient;
 use fleetq_scheduler::Assignment;
 use pb::agent_message::Body as Up;
 use pb::control_message::Body as Down;
-use rand::Rng;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -26,7 +27,7 @@ use crate::executor::devices_needed;
 use crate::executor::kubernetes::KubernetesExecutor;
 use crate::executor::process::ProcessExecutor;
 use crate::executor::simulated::SimulatedExecutor;
-use crate::executor::Report;
+use crate::executor::{JournalSink, Report};
 use crate::inventory::{Inventory, InventoryFeed};
 
 /// Time between SIGTERM and SIGKILL when the workload sets none.
@@ -50,6 +51,11 @@ pub struct Agent {
     last_ack: Option<Instant>,
     lease_ttl: Option<Duration>,
     fenced: bool,
+    /// How sessions reach a server: fresh TCP by default; the simulator
+    /// supplies its own network.
+    connector: Option<SharedConnector>,
+    /// Reconnect jitter (seeded in the simulator, so runs replay).
+    rng: StdRng,
 }
 
 fn up(cluster: &str, body: Up) -> pb::AgentMessage {
@@ -94,7 +100,30 @@ impl Agent {
             last_ack: None,
             lease_ttl: None,
             fenced: false,
+            connector: None,
+            rng: StdRng::from_entropy(),
         })
+    }
+
+    /// Sessions through `connector` instead of fresh TCP connections.
+    pub fn with_connector(mut self, connector: SharedConnector) -> Agent {
+        self.connector = Some(connector);
+        self
+    }
+
+    /// Reconnect jitter drawn from `seed`.
+    pub fn with_seed(mut self, seed: u64) -> Agent {
+        self.rng = StdRng::seed_from_u64(seed);
+        self
+    }
+
+    /// The simulated executor keeps its account of starts and ends in
+    /// `journal` (other executors keep their own).
+    pub fn with_journal(mut self, journal: JournalSink) -> Agent {
+        if let Executor::Simulated(e) = &mut self.executor {
+            e.set_journal(journal);
+        }
+        self
     }
 
     fn registration(&self, inventory: Inventory) -> pb::RegisterRequest {
@@ -152,7 +181,7 @@ impl Agent {
             let cap = Duration::from_millis(100)
                 .saturating_mul(1 << failures.min(6))
                 .min(MAX_BACKOFF);
-            let wait = rand::thread_rng().gen_range(Duration::ZERO..=cap);
+            let wait = self.rng.gen_range(Duration::ZERO..=cap);
             let until = Instant::now() + wait;
             while Instant::now() < until {
                 self.check_fence();
@@ -223,18 +252,23 @@ impl Agent {
         // deadline: opening is bounded by it.
         let open_by = Instant::now() + SESSION_OPEN_TIMEOUT;
         let open_by = self.fence_deadline().map_or(open_by, |f| f.min(open_by));
+        let connector = self.connector.clone();
+        let source = self.config.source_address;
         let open = async {
-            let channel = endpoint(
-                addr,
-                &Timeouts {
-                    request: Duration::from_secs(3600 * 24 * 365),
-                    ..Timeouts::default()
-                },
-            )?
-            .local_address(self.config.source_address)
-            .connect()
-            .await
-            .map_err(|e| format!("cannot reach {addr}: {e}"))?;
+            let channel = match connector {
+                Some(c) => c.channel(addr)?,
+                None => endpoint(
+                    addr,
+                    &Timeouts {
+                        request: Duration::from_secs(3600 * 24 * 365),
+                        ..Timeouts::default()
+                    },
+                )?
+                .local_address(source)
+                .connect()
+                .await
+                .map_err(|e| format!("cannot reach {addr}: {e}"))?,
+            };
             AgentClient::new(channel)
                 .session(tokio_stream::wrappers::ReceiverStream::new(rx))
                 .await

@@ -24,7 +24,7 @@ use fleetq_ledger::{RunningWorkload, WorkloadState};
 use openraft::ServerState;
 use pb::agent_message::Body as Up;
 use pb::control_message::Body as Down;
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use tokio::sync::{broadcast, mpsc};
 
 pub struct AgentService {
@@ -146,8 +146,8 @@ impl Agent for AgentService {
             lease: self.lease,
             tx,
             cluster: None,
-            assigned: HashSet::new(),
-            stopped: HashSet::new(),
+            assigned: BTreeSet::new(),
+            stopped: BTreeSet::new(),
         };
         tokio::spawn(session.run(inbound));
         Ok(Response::new(Box::pin(
@@ -203,8 +203,10 @@ struct Session {
     tx: Outbound,
     cluster: Option<String>,
     /// Assignments and stops already pushed, by (workload, epoch).
-    assigned: HashSet<(u64, u64)>,
-    stopped: HashSet<(u64, u64)>,
+    // Ordered sets: the stops a push sends come out in the same order on
+    // every run (the simulator replays a seed exactly).
+    assigned: BTreeSet<(u64, u64)>,
+    stopped: BTreeSet<(u64, u64)>,
 }
 
 fn down(body: Down) -> Result<pb::ControlMessage, Status> {

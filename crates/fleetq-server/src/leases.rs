@@ -5,7 +5,7 @@
 //! under policy `keep`). A new leader has heard nobody yet, so it first
 //! waits one full `lease_ttl` from taking office before it expires anyone.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,7 +41,7 @@ impl Default for LeaseConfig {
 /// Last heartbeat per cluster, on this node (meaningful while leader).
 #[derive(Clone, Default)]
 pub struct LeaseTable {
-    last: Arc<Mutex<HashMap<String, Instant>>>,
+    last: Arc<Mutex<BTreeMap<String, Instant>>>,
 }
 
 impl LeaseTable {

@@ -7,6 +7,9 @@ pub mod process;
 pub mod simulated;
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
 
 use fleetq_model::Workload;
 use fleetq_scheduler::Assignment;
@@ -41,6 +44,69 @@ pub struct Report {
     pub epoch: u64,
     pub event: Event,
     pub message: String,
+}
+
+/// One fact of an executor's own account of what it ran: the process
+/// executor's `journal.jsonl` lines, the simulated executor's
+/// [`JournalSink`] entries.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// Milliseconds on the executor's clock (Unix time for real
+    /// processes, simulated time in the simulator).
+    pub at_ms: u64,
+    pub workload: u64,
+    pub epoch: u64,
+    /// `started`, `exited` or `stopped`.
+    pub event: String,
+    pub pid: u32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// An in-memory journal with its own clock, for executors that run no
+/// processes (the simulator reads it to check that no workload ever ran
+/// twice at once).
+#[derive(Clone)]
+pub struct JournalSink {
+    entries: Arc<Mutex<Vec<JournalEntry>>>,
+    clock: Arc<dyn Fn() -> u64 + Send + Sync>,
+}
+
+impl JournalSink {
+    pub fn new(clock: impl Fn() -> u64 + Send + Sync + 'static) -> JournalSink {
+        JournalSink {
+            entries: Arc::default(),
+            clock: Arc::new(clock),
+        }
+    }
+
+    pub fn record(&self, workload: u64, epoch: u64, event: &str, detail: &str) {
+        self.record_at((self.clock)(), workload, epoch, event, detail);
+    }
+
+    /// An entry at a time the caller read (a harness closing the runs of
+    /// an executor that crashed).
+    pub fn record_at(&self, at_ms: u64, workload: u64, epoch: u64, event: &str, detail: &str) {
+        let entry = JournalEntry {
+            at_ms,
+            workload,
+            epoch,
+            event: event.to_string(),
+            pid: 0,
+            detail: detail.to_string(),
+        };
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(entry);
+    }
+
+    pub fn entries(&self) -> Vec<JournalEntry> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }
 
 /// Devices an admission needs per (flavor, resource): each pod set's

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+pub use super::JournalEntry;
 use super::{Event, Report};
 use crate::inventory::devices::{DevicePool, DeviceSlot};
 
@@ -59,20 +60,6 @@ fn start_ticks(pid: u32) -> Option<u64> {
         return None;
     }
     fields.nth(18)?.parse().ok()
-}
-
-/// One line of `journal.jsonl`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JournalEntry {
-    /// Milliseconds since the Unix epoch.
-    pub at_ms: u64,
-    pub workload: u64,
-    pub epoch: u64,
-    /// `started`, `exited` or `stopped`.
-    pub event: String,
-    pub pid: u32,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub detail: String,
 }
 
 /// Appends one entry; a journal that cannot be written is logged, never

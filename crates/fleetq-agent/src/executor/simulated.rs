@@ -2,24 +2,38 @@
 //! (`run.duration`; without one, until stopped). For `fleetq dev`, tests,
 //! benchmarks and simulation.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use fleetq_model::Workload;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{Event, Report};
+use super::{Event, JournalSink, Report};
 
 pub struct SimulatedExecutor {
-    running: HashMap<(u64, u64), JoinHandle<()>>,
+    // Ordered, so stopping everything reports in the same order every run.
+    running: BTreeMap<(u64, u64), JoinHandle<()>>,
     events: mpsc::UnboundedSender<Report>,
+    journal: Option<JournalSink>,
 }
 
 impl SimulatedExecutor {
     pub fn new(events: mpsc::UnboundedSender<Report>) -> SimulatedExecutor {
         SimulatedExecutor {
-            running: HashMap::new(),
+            running: BTreeMap::new(),
             events,
+            journal: None,
+        }
+    }
+
+    /// Keeps an account of every start and end in `journal`.
+    pub fn set_journal(&mut self, journal: JournalSink) {
+        self.journal = Some(journal);
+    }
+
+    fn note(&self, workload: u64, epoch: u64, event: &str, detail: &str) {
+        if let Some(j) = &self.journal {
+            j.record(workload, epoch, event, detail);
         }
     }
 
@@ -30,6 +44,7 @@ impl SimulatedExecutor {
             return;
         }
         let events = self.events.clone();
+        self.note(workload, epoch, "started", "");
         let _ = events.send(Report {
             workload,
             epoch,
@@ -37,11 +52,15 @@ impl SimulatedExecutor {
             message: String::new(),
         });
         let duration = spec.spec.run.duration;
+        let journal = self.journal.clone();
         let handle = tokio::spawn(async move {
             let Some(d) = duration else {
                 return std::future::pending().await;
             };
             tokio::time::sleep(d).await;
+            if let Some(j) = &journal {
+                j.record(workload, epoch, "exited", "exit 0");
+            }
             let _ = events.send(Report {
                 workload,
                 epoch,
@@ -56,7 +75,10 @@ impl SimulatedExecutor {
     /// was not running here: then there is nothing left to stop).
     pub fn stop(&mut self, workload: u64, epoch: u64) {
         if let Some(h) = self.running.remove(&(workload, epoch)) {
-            h.abort();
+            if !h.is_finished() {
+                h.abort();
+                self.note(workload, epoch, "stopped", "");
+            }
         }
         let _ = self.events.send(Report {
             workload,
@@ -68,9 +90,12 @@ impl SimulatedExecutor {
 
     /// Stops everything (self-fencing when the lease is about to run out).
     pub fn stop_all(&mut self) -> usize {
+        self.running.retain(|_, h| !h.is_finished());
         let n = self.running.len();
-        for ((workload, epoch), h) in self.running.drain() {
+        let stopped = std::mem::take(&mut self.running);
+        for ((workload, epoch), h) in stopped {
             h.abort();
+            self.note(workload, epoch, "stopped", "fenced");
             let _ = self.events.send(Report {
                 workload,
                 epoch,
