@@ -650,39 +650,18 @@ fn wait_for_ready_evicts_requeues_with_backoff_and_deactivates() {
             "2",
         ],
     );
-    group
+    let leader = group
         .wait_leader(Duration::from_secs(15))
         .expect("a leader is elected");
     let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
     assert!(out.status.success(), "{}", text(&out));
-    // A cluster whose executor never reports anything running.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    runtime.block_on(async {
-        let mut agent = fleetq_proto::v1::agent_client::AgentClient::connect(format!(
-            "http://{}",
-            group.addr(1)
-        ))
-        .await
-        .expect("connect");
-        agent
-            .register(fleetq_proto::v1::RegisterRequest {
-                cluster: "ghost".into(),
-                labels: Default::default(),
-                inventory: vec![fleetq_proto::v1::FlavorInventory {
-                    flavor: "h100-80gb".into(),
-                    resources: vec![fleetq_proto::v1::Quantity {
-                        resource: "nvidia.com/gpu".into(),
-                        value: "8".into(),
-                    }],
-                }],
-                lease_policy: "fence".into(),
-            })
-            .await
-            .expect("register");
-    });
+    // A cluster whose executor never reports anything running (an
+    // executor fault), but confirms every stop it is asked for.
+    let _ghost = GhostAgent::start(group.addr(leader));
+    wait_for(Duration::from_secs(15), || {
+        (state_of_cluster(&group, "ghost") == "Ready").then_some(())
+    })
+    .expect("the ghost cluster registers");
     let out = group.cli(
         1,
         &[
@@ -697,7 +676,8 @@ fn wait_for_ready_evicts_requeues_with_backoff_and_deactivates() {
     );
     assert!(out.status.success(), "{}", text(&out));
     wait_state(&group, "stuck", "Admitted", 10);
-    // Evicted after the timeout: Pending, backing off, quota free meanwhile.
+    // Evicted after the timeout, stopped by its executor, then Pending,
+    // backing off, its quota free meanwhile.
     let w = wait_state(&group, "stuck", "Pending", 10);
     assert!(w["cluster"].as_str().unwrap_or_default().is_empty(), "{w}");
     let out = group.cli(1, &["describe", "cq", "team-a"]);
@@ -726,4 +706,93 @@ fn wait_for_ready_evicts_requeues_with_backoff_and_deactivates() {
         described.matches("Admitted").count() >= 3,
         "admitted three times: {described}"
     );
+}
+
+/// A fake agent for cluster "ghost" (8 H100s): keeps its session and
+/// lease, confirms every Stop, and never reports anything running.
+struct GhostAgent {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl GhostAgent {
+    fn start(server: &str) -> GhostAgent {
+        use fleetq_proto::v1 as pb;
+        use pb::agent_message::Body as Up;
+        use pb::control_message::Body as Down;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let url = format!("http://{server}");
+        let thread = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let up = |body| pb::AgentMessage {
+                    cluster: "ghost".into(),
+                    body: Some(body),
+                };
+                let (tx, rx) = tokio::sync::mpsc::channel(64);
+                tx.send(up(Up::Inventory(pb::RegisterRequest {
+                    cluster: "ghost".into(),
+                    labels: Default::default(),
+                    inventory: vec![pb::FlavorInventory {
+                        flavor: "h100-80gb".into(),
+                        resources: vec![pb::Quantity {
+                            resource: "nvidia.com/gpu".into(),
+                            value: "8".into(),
+                        }],
+                    }],
+                    lease_policy: "fence".into(),
+                })))
+                .await
+                .expect("queue");
+                tx.send(up(Up::Reconcile(pb::Reconcile { running: vec![] })))
+                    .await
+                    .expect("queue");
+                let mut client = pb::agent_client::AgentClient::connect(url)
+                    .await
+                    .expect("connect");
+                let mut inbound = client
+                    .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+                    .await
+                    .expect("session")
+                    .into_inner();
+                let mut beat = tokio::time::interval(Duration::from_millis(200));
+                while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+                    tokio::select! {
+                        _ = beat.tick() => {
+                            let _ = tx.send(up(Up::Heartbeat(pb::Heartbeat { sent_at_ms: 0 }))).await;
+                        }
+                        m = inbound.message() => match m {
+                            Ok(Some(pb::ControlMessage { body: Some(Down::Stop(s)) })) => {
+                                let _ = tx.send(up(Up::Status(pb::StatusReport {
+                                    workload_id: s.workload_id,
+                                    epoch: s.epoch,
+                                    phase: "Stopped".into(),
+                                    message: "never started".into(),
+                                }))).await;
+                            }
+                            Ok(Some(_)) => {}
+                            _ => return,
+                        },
+                    }
+                }
+            });
+        });
+        GhostAgent {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for GhostAgent {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }

@@ -110,7 +110,7 @@ pub fn agent_config(n: usize) -> Result<AgentConfig, String> {
         .map(|id| format!("\"{}\"", node_addr(id)))
         .collect();
     let text = format!(
-        "cluster = \"{}\"\nservers = [{}]\nheartbeat_ms = 200\nlease_policy = \"fence\"\nexecutor = \"simulated\"\n[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"{AGENT_GPUS}\" }}\n",
+        "cluster = \"{}\"\nservers = [{}]\nheartbeat_ms = 200\nlease_policy = \"fence\"\nexecutor = \"simulated\"\nsimulated_stop_ms = 300\n[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"{AGENT_GPUS}\" }}\n",
         cluster_name(n),
         servers.join(", ")
     );
@@ -200,11 +200,12 @@ fn runs(entries: &[JournalEntry]) -> Vec<Run> {
 /// What the executors' journals must show after a passing run: every run
 /// ended; no workload ran twice at once (on two clusters, or under two
 /// admissions); at no instant did the devices really in use exceed a
-/// cluster's capacity or the ClusterQueue's quota; every workload's last
-/// run exited 0 (the client saw them all succeed).
+/// cluster's capacity or the ClusterQueue's quota; the last run of every
+/// workload in `succeeded` exited 0.
 pub fn check_runs(
     journals: &BTreeMap<String, Vec<JournalEntry>>,
     gpus: &BTreeMap<u64, u64>,
+    succeeded: &std::collections::BTreeSet<u64>,
     quota: u64,
 ) -> Result<(), Violation> {
     let fail = |check: &'static str, detail: String| Err(Violation { check, detail });
@@ -275,7 +276,7 @@ pub fn check_runs(
             );
         }
     }
-    for w in gpus.keys() {
+    for w in succeeded {
         let last = all
             .iter()
             .filter(|(_, r)| r.workload == *w)
@@ -323,7 +324,7 @@ mod tests {
                 e(900, 1, 2, "exited", "exit 0"),
             ],
         );
-        check_runs(&j, &[(1, 4)].into(), 8).unwrap();
+        check_runs(&j, &[(1, 4)].into(), &[1].into(), 8).unwrap();
     }
 
     #[test]
@@ -335,11 +336,11 @@ mod tests {
                 e(900, 1, 2, "exited", "exit 0"),
             ],
         );
-        let v = check_runs(&overlap, &[(1, 1)].into(), 8).unwrap_err();
+        let v = check_runs(&overlap, &[(1, 1)].into(), &[1].into(), 8).unwrap_err();
         assert!(v.check.contains("twice"), "{v:?}");
 
         let open = journals(vec![e(0, 1, 1, "started", "")], vec![]);
-        let v = check_runs(&open, &[(1, 1)].into(), 8).unwrap_err();
+        let v = check_runs(&open, &[(1, 1)].into(), &[1].into(), 8).unwrap_err();
         assert!(v.check.contains("left running"), "{v:?}");
 
         let over_quota = journals(
@@ -349,7 +350,7 @@ mod tests {
                 e(600, 2, 1, "exited", "exit 0"),
             ],
         );
-        let v = check_runs(&over_quota, &[(1, 5), (2, 5)].into(), 8).unwrap_err();
+        let v = check_runs(&over_quota, &[(1, 5), (2, 5)].into(), &[].into(), 8).unwrap_err();
         assert!(v.check.contains("quota"), "{v:?}");
 
         let over_devices = journals(
@@ -361,14 +362,14 @@ mod tests {
             ],
             vec![],
         );
-        let v = check_runs(&over_devices, &[(1, 4), (2, 4)].into(), 16).unwrap_err();
+        let v = check_runs(&over_devices, &[(1, 4), (2, 4)].into(), &[].into(), 16).unwrap_err();
         assert!(v.check.contains("devices"), "{v:?}");
 
         let never_ok = journals(
             vec![e(0, 1, 1, "started", ""), e(500, 1, 1, "stopped", "")],
             vec![],
         );
-        let v = check_runs(&never_ok, &[(1, 1)].into(), 8).unwrap_err();
+        let v = check_runs(&never_ok, &[(1, 1)].into(), &[1].into(), 8).unwrap_err();
         assert!(v.check.contains("agree"), "{v:?}");
     }
 }

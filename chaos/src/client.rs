@@ -72,6 +72,9 @@ pub struct ClientSummary {
     /// `EvictNotReady` commands the replicas applied (wait-for-ready
     /// timeouts that evicted and requeued an admission).
     pub evict_not_ready: u64,
+    /// Workloads whose cancel the client sent (each may still have
+    /// succeeded first).
+    pub cancelled: std::collections::BTreeSet<String>,
 }
 
 fn violation(check: &'static str, detail: impl Into<String>) -> Violation {
@@ -227,10 +230,23 @@ pub async fn drive(plan: &Plan) -> Result<ClientSummary, Violation> {
             ));
         }
         summary.acknowledged.insert(w.name.clone(), result.id);
+        // Cancel the workload submitted three places earlier, if planned.
+        if let Some(victim) = i.checked_sub(3).filter(|v| plan.cancels.contains(v)) {
+            cancel(&api, &plan.workloads[victim].name, &mut summary).await?;
+        }
+    }
+    for &victim in plan
+        .cancels
+        .iter()
+        .filter(|&&v| v + 3 >= plan.workloads.len())
+    {
+        cancel(&api, &plan.workloads[victim].name, &mut summary).await?;
     }
 
-    wait_all_succeeded(&api, &summary.acknowledged).await?;
-    let converged = wait_converged(&api, summary.acknowledged.len()).await?;
+    wait_all_succeeded(&api, &summary.acknowledged, &summary.cancelled).await?;
+    // A workload cancelled while pending is never admitted.
+    let must_admit = summary.acknowledged.len() - summary.cancelled.len();
+    let converged = wait_converged(&api, must_admit).await?;
     summary.last_applied = converged.last_applied;
     summary.state_hash = converged.state_hash;
     summary.evict_not_ready = commands_applied(&converged.counters, "EvictNotReady");
@@ -240,9 +256,32 @@ pub async fn drive(plan: &Plan) -> Result<ClientSummary, Violation> {
 /// Polls the (linearizable) workload list until every acknowledged
 /// workload has succeeded. A missing acknowledged workload is a lost
 /// write; one that ended any other way breaks the run.
+/// Cancels `name`; a workload that already ended refuses, which is fine.
+async fn cancel(api: &Api, name: &str, summary: &mut ClientSummary) -> Result<(), Violation> {
+    let what = format!("cancel {name}");
+    let result = api
+        .retry(&what, 0, WRITE_LIMIT, |mut c| {
+            let request = pb::CancelRequest {
+                namespace: "default".into(),
+                name: name.to_string(),
+            };
+            async move { c.cancel(request).await }
+        })
+        .await;
+    match result {
+        Ok(_) => {
+            summary.cancelled.insert(name.to_string());
+            Ok(())
+        }
+        Err(v) if v.detail.contains("already ended") => Ok(()),
+        Err(v) => Err(v),
+    }
+}
+
 async fn wait_all_succeeded(
     api: &Api,
     acknowledged: &BTreeMap<String, u64>,
+    cancelled: &std::collections::BTreeSet<String>,
 ) -> Result<(), Violation> {
     let started = Instant::now();
     let mut node = 0;
@@ -282,6 +321,7 @@ async fn wait_all_succeeded(
             }
             match w.state.as_str() {
                 "Succeeded" => {}
+                "Cancelled" if cancelled.contains(name) => {}
                 "Failed" | "Cancelled" => {
                     return Err(violation(
                         "every workload succeeds",

@@ -32,6 +32,9 @@ enum Command {
         /// process of its own, so `--seed S` replays it exactly.
         #[arg(long)]
         jobs: Option<usize>,
+        /// Stop starting seeds after the first violation.
+        #[arg(long)]
+        until_violation: bool,
     },
     /// Run the real binaries on loopback (3 servers, 2 agents with the
     /// process executor) under named faults with clients submitting and
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
             seeds,
             start,
             jobs,
+            until_violation,
         } => {
             let seeds: Vec<u64> = match seed {
                 Some(s) => vec![s],
@@ -84,7 +88,7 @@ fn main() -> ExitCode {
                 .unwrap_or(1)
                 .max(1);
             if seeds.len() > 1 {
-                sim_in_processes(&seeds, jobs)
+                sim_in_processes(&seeds, jobs, until_violation)
             } else {
                 sim_here(&seeds)
             }
@@ -220,7 +224,7 @@ fn summary(seeds: usize, faults: usize, failed: &[u64], started: Instant) -> Exi
 /// simulation crashes a node, tokio drops its tasks in an order derived
 /// from a process-wide task counter, which earlier runs in the same
 /// process would have advanced.
-fn sim_in_processes(seeds: &[u64], jobs: usize) -> ExitCode {
+fn sim_in_processes(seeds: &[u64], jobs: usize, until_violation: bool) -> ExitCode {
     let started = Instant::now();
     let exe = match std::env::current_exe() {
         Ok(e) => e,
@@ -230,13 +234,17 @@ fn sim_in_processes(seeds: &[u64], jobs: usize) -> ExitCode {
         }
     };
     let next = std::sync::atomic::AtomicUsize::new(0);
+    let stop = std::sync::atomic::AtomicBool::new(false);
     let (tx, rx) = std::sync::mpsc::channel::<(usize, Option<String>, usize)>();
     let mut lines: Vec<Option<String>> = vec![None; seeds.len()];
     let (mut printed, mut failed, mut faults, mut lost) = (0usize, Vec::new(), 0usize, 0usize);
     std::thread::scope(|scope| {
         for _ in 0..jobs.min(seeds.len()) {
-            let (tx, next, exe) = (tx.clone(), &next, &exe);
+            let (tx, next, exe, stop) = (tx.clone(), &next, &exe, &stop);
             scope.spawn(move || loop {
+                if stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let Some(seed) = seeds.get(i) else { return };
                 let out = std::process::Command::new(exe)
@@ -259,6 +267,10 @@ fn sim_in_processes(seeds: &[u64], jobs: usize) -> ExitCode {
                     })
                     .and_then(|f| f.parse().ok())
                     .unwrap_or(0);
+                let violated = line.as_deref().is_none_or(|l| l.starts_with("FAIL "));
+                if violated && until_violation {
+                    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
                 let _ = tx.send((i, line, faults));
             });
         }
@@ -293,9 +305,15 @@ fn sim_in_processes(seeds: &[u64], jobs: usize) -> ExitCode {
             }
         }
     });
+    // Stopped early: what ran after a gap still gets printed.
+    let mut ran = printed;
+    for l in lines.into_iter().skip(printed).flatten() {
+        println!("{l}");
+        ran += 1;
+    }
     if lost > 0 {
         eprintln!("sim: {lost} seed processes ended without a verdict");
     }
     failed.sort_unstable();
-    summary(seeds.len(), faults, &failed, started)
+    summary(ran, faults, &failed, started)
 }

@@ -143,6 +143,9 @@ pub struct Plan {
     pub workloads: Vec<PlannedWorkload>,
     pub fault: Fault,
     pub agent_fault: AgentFault,
+    /// Workloads the client cancels (by index), each right after it
+    /// submitted the one three places later (or at the end).
+    pub cancels: Vec<usize>,
 }
 
 impl Plan {
@@ -177,11 +180,13 @@ impl Plan {
             Fault::None
         };
         let agent_fault = AgentFault::draw(&mut rng);
+        let cancels = (0..WORKLOADS).filter(|_| rng.gen_ratio(1, 8)).collect();
         Plan {
             seed,
             workloads,
             fault,
             agent_fault,
+            cancels,
         }
     }
 }
@@ -645,7 +650,13 @@ pub fn run_seed(seed: u64) -> Result<RunReport, String> {
         .iter()
         .filter_map(|w| Some((*summary.acknowledged.get(&w.name)?, u64::from(w.gpus))))
         .collect();
-    agents::check_runs(&entries, &gpus, QUOTA_GPUS)
+    let succeeded: std::collections::BTreeSet<u64> = summary
+        .acknowledged
+        .iter()
+        .filter(|(name, _)| !summary.cancelled.contains(*name))
+        .map(|(_, id)| *id)
+        .collect();
+    agents::check_runs(&entries, &gpus, &succeeded, QUOTA_GPUS)
         .map_err(|v| failure(seed, v.check, v.detail))?;
     let trace = trace_digest(
         sim_elapsed,

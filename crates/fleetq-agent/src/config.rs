@@ -107,6 +107,10 @@ pub struct AgentConfig {
     /// choice).
     #[serde(default)]
     pub source_address: Option<std::net::IpAddr>,
+    /// How long the simulated executor takes to stop a workload (as a
+    /// real process takes to exit after SIGTERM); 0 stops at once.
+    #[serde(default)]
+    pub simulated_stop_ms: u64,
 }
 
 fn default_true() -> bool {
@@ -153,6 +157,7 @@ impl AgentConfig {
             heartbeat_ms: default_heartbeat_ms(),
             follow_redirects: true,
             source_address: None,
+            simulated_stop_ms: 0,
         })
     }
 

@@ -89,7 +89,10 @@ impl Agent {
             (ExecutorKind::Kubernetes, _, None) => {
                 return Err("executor: kubernetes needs a client".into())
             }
-            (ExecutorKind::Simulated, _, _) => Executor::Simulated(SimulatedExecutor::new(tx)),
+            (ExecutorKind::Simulated, _, _) => Executor::Simulated(
+                SimulatedExecutor::new(tx)
+                    .with_stop_delay(Duration::from_millis(config.simulated_stop_ms)),
+            ),
         };
         Ok(Agent {
             inventory,
@@ -208,6 +211,9 @@ impl Agent {
         let (Some(ack), Some(ttl)) = (self.last_ack, self.lease_ttl) else {
             return None;
         };
+        if fleetq_model::mutants::active(fleetq_model::mutants::Mutant::AgentIgnoresFence) {
+            return None;
+        }
         if self.fenced || self.config.lease_policy != "fence" {
             return None;
         }

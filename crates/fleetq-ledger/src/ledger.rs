@@ -19,7 +19,7 @@ use crate::command::{
     RunningWorkload, StatusReport, Submission, SubmitResult,
 };
 use crate::record::{
-    ClusterRecord, Counters, LeasePolicy, Reservation, WorkloadRecord, WorkloadState,
+    AfterStop, ClusterRecord, Counters, LeasePolicy, Reservation, WorkloadRecord, WorkloadState,
 };
 
 /// The replicated part of the ledger: what snapshots carry and the state
@@ -520,6 +520,9 @@ impl Ledger {
                 // Quota follows physical truth: it stays charged until the
                 // executor confirms the processes are gone.
                 let _ = self.snapshot.mark_evicting(id);
+                if fleetq_model::mutants::active(fleetq_model::mutants::Mutant::ReleaseOnCancel) {
+                    self.release(id, at);
+                }
                 if let Some(record) = self.record_mut(id) {
                     record.cancel_requested = true;
                     if let Some(r) = record.reservation.as_mut() {
@@ -604,6 +607,7 @@ impl Ledger {
                             admitted_at: at,
                             budget_charge: a.budget_charge,
                             stopping: None,
+                            after_stop: AfterStop::Requeue,
                             started_at: None,
                         });
                         record.reason = None;
@@ -860,24 +864,42 @@ impl Ledger {
                 self.finish(id, state, message, at);
             }
             Phase::Stopped => {
-                let cancelled = record.cancel_requested;
-                let why = reservation
-                    .stopping
-                    .clone()
-                    .unwrap_or_else(|| format!("stopped on cluster {}", report.cluster));
-                if cancelled {
-                    self.finish(
-                        id,
-                        WorkloadState::Cancelled,
-                        "cancelled; processes stopped",
-                        at,
-                    );
-                } else {
-                    self.release_and_requeue(id, ReasonKind::Evicted, why, at);
-                }
+                let fallback = format!("stopped on cluster {}", report.cluster);
+                self.settle_stopped(id, fallback, at);
             }
         }
         true
+    }
+
+    /// A stopped admission's quota is released and the workload becomes
+    /// what its stop asked for: Cancelled, Failed (deactivated), or
+    /// Pending again (backing off after a wait-for-ready eviction, or
+    /// requeued after preemption). `fallback` is the reason when no stop
+    /// was asked for (the workload stopped by itself or was fenced).
+    fn settle_stopped(&mut self, id: WorkloadId, fallback: String, at: Timestamp) {
+        let Some(record) = self.state.workloads.get(&id) else {
+            return;
+        };
+        let (why, after) = record
+            .reservation
+            .as_ref()
+            .map_or((fallback.clone(), AfterStop::Requeue), |r| {
+                (r.stopping.clone().unwrap_or(fallback), r.after_stop)
+            });
+        if record.cancel_requested {
+            self.finish(
+                id,
+                WorkloadState::Cancelled,
+                "cancelled; processes stopped",
+                at,
+            );
+            return;
+        }
+        match after {
+            AfterStop::Requeue => self.release_and_requeue(id, ReasonKind::Evicted, why, at),
+            AfterStop::BackOff => self.release_and_requeue(id, ReasonKind::BackingOff, why, at),
+            AfterStop::Deactivate => self.finish(id, WorkloadState::Failed, why, at),
+        }
     }
 
     /// Releases a reservation and records the workload's end.
@@ -988,11 +1010,16 @@ impl Ledger {
                         record.push_event(at, WorkloadState::Running, "running (reconciled)");
                     }
                 }
-            } else if record.state == WorkloadState::Running {
-                // It was running there and is gone: release exactly once.
-                self.release_and_requeue(
+            } else if record.state == WorkloadState::Running
+                || record
+                    .reservation
+                    .as_ref()
+                    .is_some_and(|r| r.stopping.is_some())
+            {
+                // It ran there (or was being stopped) and is gone: release
+                // exactly once.
+                self.settle_stopped(
                     id,
-                    ReasonKind::Evicted,
                     format!("no longer running on cluster {cluster} after its agent reconnected"),
                     at,
                 );
@@ -1020,9 +1047,10 @@ impl Ledger {
             LeasePolicy::Fence => {
                 self.set_cluster_state(cluster, ClusterState::Lost);
                 for id in self.reservations_on(cluster) {
-                    self.release_and_requeue(
+                    // Its agent fenced it: stopped, whatever stop was
+                    // already asked of it.
+                    self.settle_stopped(
                         id,
-                        ReasonKind::Evicted,
                         format!("cluster {cluster} lost its lease; its workloads were fenced"),
                         at,
                     );
@@ -1085,40 +1113,48 @@ impl Ledger {
                 "not reported running within {} of admission (eviction {count})",
                 fleetq_model::time::format_duration(policy.timeout)
             );
-            if policy
+            // The executor may have started it after all (a Running report
+            // lost with a leader): ask it to stop, and release the quota
+            // only once it confirms or its cluster is fenced.
+            let deactivate = policy
                 .backoff_limit_count
-                .is_some_and(|limit| count > limit)
-            {
-                self.finish(
-                    id,
-                    WorkloadState::Failed,
-                    format!(
-                        "deactivated: {why}; the requeue limit is {}",
-                        policy.backoff_limit_count.unwrap_or(0)
-                    ),
-                    at,
+                .is_some_and(|limit| count > limit);
+            let (message, after) = if deactivate {
+                let message = format!(
+                    "deactivated: {why}; the requeue limit is {}",
+                    policy.backoff_limit_count.unwrap_or(0)
                 );
-                if let Some(r) = self.record_mut(id) {
-                    r.requeue_count = count;
-                }
-                deactivated.push(id);
-                continue;
-            }
-            let wait = policy.backoff(count);
-            if let Some(r) = self.record_mut(id) {
-                r.requeue_count = count;
-                r.not_before = Some(at.saturating_add(wait));
-            }
-            self.release_and_requeue(
-                id,
-                ReasonKind::BackingOff,
-                format!(
+                (message, AfterStop::Deactivate)
+            } else {
+                let wait = policy.backoff(count);
+                let message = format!(
                     "{why}; requeued, backing off {}",
                     fleetq_model::time::format_duration(wait)
-                ),
-                at,
-            );
-            requeued.push(id);
+                );
+                if let Some(r) = self.record_mut(id) {
+                    r.not_before = Some(at.saturating_add(wait));
+                }
+                (message, AfterStop::BackOff)
+            };
+            let _ = self.snapshot.mark_evicting(id);
+            if let Some(r) = self.record_mut(id) {
+                r.requeue_count = count;
+                if let Some(res) = r.reservation.as_mut() {
+                    res.stopping = Some(message.clone());
+                    res.after_stop = after;
+                }
+                let state = r.state;
+                r.push_event(
+                    at,
+                    state,
+                    format!("{message}; waiting for its executor to stop it"),
+                );
+            }
+            if deactivate {
+                deactivated.push(id);
+            } else {
+                requeued.push(id);
+            }
         }
         Response::ok(Outcome::NotReadyEvicted {
             requeued,

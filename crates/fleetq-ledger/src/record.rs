@@ -62,9 +62,32 @@ pub struct Reservation {
     /// keeps its quota until the executor confirms.
     #[serde(default)]
     pub stopping: Option<String>,
+    /// What becomes of the workload once it has stopped.
+    #[serde(default, skip_serializing_if = "AfterStop::is_requeue")]
+    pub after_stop: AfterStop,
     /// When its executor reported it running.
     #[serde(default)]
     pub started_at: Option<Timestamp>,
+}
+
+/// What a stopping admission turns into once its executor confirms the
+/// stop (or its cluster is fenced): quota is released only then, because
+/// until then the workload may still be running.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AfterStop {
+    /// Back to its queue (preemption).
+    #[default]
+    Requeue,
+    /// Back to its queue, backing off (wait-for-ready eviction).
+    BackOff,
+    /// Failed: evicted more often than the requeue limit allows.
+    Deactivate,
+}
+
+impl AfterStop {
+    pub fn is_requeue(&self) -> bool {
+        *self == AfterStop::Requeue
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

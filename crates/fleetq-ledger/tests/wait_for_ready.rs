@@ -217,8 +217,23 @@ fn not_due_running_or_other_epoch_is_skipped_and_changes_nothing() {
     assert_eq!(h.ledger.state_hash(), running);
 }
 
+impl Harness {
+    /// The executor on `east` confirms the stop of `id`'s admission.
+    fn stopped(&mut self, id: u64, epoch: u64) {
+        self.apply(Command::ReportStatus {
+            reports: vec![StatusReport {
+                cluster: "east".into(),
+                workload: id,
+                epoch,
+                phase: Phase::Stopped,
+                message: String::new(),
+            }],
+        });
+    }
+}
+
 #[test]
-fn eviction_frees_quota_once_and_backs_off_then_deactivates() {
+fn eviction_stops_first_then_frees_quota_once_backs_off_and_deactivates() {
     let mut h = Harness::new(policy(Some(1)));
     let a = h.submit("a", 8);
     assert_eq!(h.cycle(), 1);
@@ -227,16 +242,29 @@ fn eviction_frees_quota_once_and_backs_off_then_deactivates() {
     assert!(
         matches!(h.evict(a, epoch), Outcome::NotReadyEvicted { ref requeued, .. } if requeued == &vec![a])
     );
-    assert_eq!(h.used(), 0, "quota released at once");
+    // Its executor may have started it after all (a lost report): the
+    // quota stays charged until the stop is confirmed.
+    assert_eq!(h.used(), 1, "still charged while it stops");
     let r = h.ledger.workload(a).expect("a");
-    assert_eq!(r.state, WorkloadState::Pending);
-    assert_eq!(r.not_before, Some(Timestamp(17_000)), "backoff base 5 s");
-    // The same eviction again is a no-op: released exactly once.
+    assert!(r
+        .reservation
+        .as_ref()
+        .is_some_and(|res| res.stopping.is_some()));
+    // The same eviction again is a no-op.
     let hash = h.ledger.state_hash();
     assert!(
         matches!(h.evict(a, epoch), Outcome::NotReadyEvicted { skipped, .. } if skipped == vec![a])
     );
     assert_eq!(h.ledger.state_hash(), hash);
+    // Confirmed: released exactly once, Pending, backing off from the eviction.
+    h.stopped(a, epoch);
+    assert_eq!(h.used(), 0, "released once stopped");
+    let r = h.ledger.workload(a).expect("a");
+    assert_eq!(r.state, WorkloadState::Pending);
+    assert_eq!(r.not_before, Some(Timestamp(17_000)), "backoff base 5 s");
+    let hash = h.ledger.state_hash();
+    h.stopped(a, epoch);
+    assert_eq!(h.ledger.state_hash(), hash, "a repeated Stopped is a no-op");
     // Backing off: not admitted before 17 s; another workload may use the quota.
     h.at(13_000);
     let b = h.submit("b", 8);
@@ -262,11 +290,13 @@ fn eviction_frees_quota_once_and_backs_off_then_deactivates() {
     assert_eq!(h.cycle(), 1, "a is admitted again after its backoff");
     let epoch2 = h.epoch(a);
     assert!(epoch2 > epoch);
-    // Second eviction passes the limit of 1 requeue: deactivated.
+    // Second eviction passes the limit of 1 requeue: deactivated once stopped.
     h.at(40_000);
     assert!(
         matches!(h.evict(a, epoch2), Outcome::NotReadyEvicted { ref deactivated, .. } if deactivated == &vec![a])
     );
+    assert_eq!(h.used(), 1);
+    h.stopped(a, epoch2);
     let r = h.ledger.workload(a).expect("a");
     assert_eq!(r.state, WorkloadState::Failed);
     assert!(r
@@ -274,6 +304,27 @@ fn eviction_frees_quota_once_and_backs_off_then_deactivates() {
         .last()
         .is_some_and(|e| e.message.contains("deactivated")));
     assert_eq!(h.used(), 0);
+}
+
+#[test]
+fn a_fenced_cluster_settles_an_evicted_admission_as_asked() {
+    let mut h = Harness::new(policy(Some(0)));
+    let a = h.submit("a", 8);
+    assert_eq!(h.cycle(), 1);
+    let epoch = h.epoch(a);
+    h.at(12_000);
+    h.evict(a, epoch);
+    assert_eq!(h.used(), 1);
+    // The agent never confirms; its lease runs out (policy fence): it has
+    // fenced itself, so the eviction completes, deactivated as asked.
+    h.apply(Command::ExpireCluster {
+        cluster: "east".into(),
+    });
+    assert_eq!(h.used(), 0);
+    assert_eq!(
+        h.ledger.workload(a).map(|r| r.state),
+        Some(WorkloadState::Failed)
+    );
 }
 
 #[test]

@@ -12,6 +12,7 @@ pub mod error;
 pub mod flavor;
 pub mod kueue;
 pub mod local_queue;
+pub mod mutants;
 pub mod priority;
 pub mod quantity;
 pub mod resources;

@@ -99,7 +99,15 @@ pub async fn run(
                     .filter(|c| {
                         // Silence counts from the last beat or from taking
                         // office, whichever is later.
-                        let heard = table.last(&c.cluster.name).map_or(since, |t| t.max(since));
+                        let heard = if fleetq_model::mutants::active(
+                            fleetq_model::mutants::Mutant::ExpireWithoutWaiting,
+                        ) {
+                            table
+                                .last(&c.cluster.name)
+                                .unwrap_or_else(|| now.checked_sub(config.ttl).unwrap_or(now))
+                        } else {
+                            table.last(&c.cluster.name).map_or(since, |t| t.max(since))
+                        };
                         now.duration_since(heard) >= config.ttl
                     })
                     .map(|c| c.cluster.name.clone())

@@ -19,9 +19,10 @@
 //! read it to audit what ran where and when; the end-to-end tests read it
 //! to prove that no admission ran on two clusters at once.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use fleetq_model::Workload;
@@ -48,6 +49,9 @@ pub struct ProcessExecutor {
     pool: DevicePool,
     events: mpsc::UnboundedSender<Report>,
     running: HashMap<(u64, u64), (RunRecord, JoinHandle<()>)>,
+    /// Admissions being stopped whose processes are not gone yet: a
+    /// reconcile reports them as running, so their quota stays held.
+    stopping: Arc<Mutex<HashSet<(u64, u64)>>>,
 }
 
 /// The start time of a live process (a zombie counts as gone: its
@@ -150,6 +154,7 @@ impl ProcessExecutor {
             pool,
             events,
             running: HashMap::new(),
+            stopping: Arc::default(),
         };
         executor.adopt();
         Ok(executor)
@@ -338,6 +343,8 @@ impl ProcessExecutor {
         let record_path = record_path(&self.state_dir, workload, epoch);
         let exit_path = exit_path(&self.state_dir, workload, epoch);
         let state_dir = self.state_dir.clone();
+        let stopping = self.stopping.clone();
+        lock(&stopping).insert((workload, epoch));
         tokio::spawn(async move {
             signal_group(record.pid, libc::SIGTERM);
             let deadline = tokio::time::Instant::now() + grace;
@@ -353,6 +360,7 @@ impl ProcessExecutor {
             journal(&state_dir, &record, "stopped", String::new());
             let _ = std::fs::remove_file(&record_path);
             let _ = std::fs::remove_file(&exit_path);
+            lock(&stopping).remove(&(workload, epoch));
             let _ = events.send(Report {
                 workload,
                 epoch,
@@ -370,9 +378,14 @@ impl ProcessExecutor {
         keys.len()
     }
 
+    /// What runs here, including what is still being stopped.
     pub fn running(&mut self) -> Vec<(u64, u64)> {
         self.reap();
-        self.running.keys().copied().collect()
+        let mut all: Vec<(u64, u64)> = self.running.keys().copied().collect();
+        all.extend(lock(&self.stopping).iter().copied());
+        all.sort_unstable();
+        all.dedup();
+        all
     }
 }
 
@@ -407,4 +420,8 @@ fn finish(
         event,
         message,
     });
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

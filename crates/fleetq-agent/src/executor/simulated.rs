@@ -2,7 +2,9 @@
 //! (`run.duration`; without one, until stopped). For `fleetq dev`, tests,
 //! benchmarks and simulation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use fleetq_model::Workload;
 use tokio::sync::mpsc;
@@ -15,6 +17,11 @@ pub struct SimulatedExecutor {
     running: BTreeMap<(u64, u64), JoinHandle<()>>,
     events: mpsc::UnboundedSender<Report>,
     journal: Option<JournalSink>,
+    /// How long a stop takes: the "process" runs on meanwhile.
+    stop_delay: Duration,
+    /// Admissions asked to stop that have not stopped yet: they still
+    /// run, so a reconcile must report them (their quota stays held).
+    stopping: Arc<Mutex<BTreeSet<(u64, u64)>>>,
 }
 
 impl SimulatedExecutor {
@@ -23,7 +30,14 @@ impl SimulatedExecutor {
             running: BTreeMap::new(),
             events,
             journal: None,
+            stop_delay: Duration::ZERO,
+            stopping: Arc::default(),
         }
+    }
+
+    pub fn with_stop_delay(mut self, delay: Duration) -> SimulatedExecutor {
+        self.stop_delay = delay;
+        self
     }
 
     /// Keeps an account of every start and end in `journal`.
@@ -74,41 +88,72 @@ impl SimulatedExecutor {
     /// Stops an admission; reports Stopped once it is gone (also when it
     /// was not running here: then there is nothing left to stop).
     pub fn stop(&mut self, workload: u64, epoch: u64) {
-        if let Some(h) = self.running.remove(&(workload, epoch)) {
-            if !h.is_finished() {
-                h.abort();
-                self.note(workload, epoch, "stopped", "");
-            }
-        }
-        let _ = self.events.send(Report {
-            workload,
-            epoch,
-            event: Event::Stopped,
-            message: String::new(),
-        });
+        let handle = self.running.remove(&(workload, epoch));
+        self.finish_stop(workload, epoch, handle, "");
     }
 
     /// Stops everything (self-fencing when the lease is about to run out).
     pub fn stop_all(&mut self) -> usize {
         self.running.retain(|_, h| !h.is_finished());
-        let n = self.running.len();
         let stopped = std::mem::take(&mut self.running);
+        let n = stopped.len();
         for ((workload, epoch), h) in stopped {
-            h.abort();
-            self.note(workload, epoch, "stopped", "fenced");
-            let _ = self.events.send(Report {
-                workload,
-                epoch,
-                event: Event::Stopped,
-                message: "fenced: lease about to expire".into(),
-            });
+            self.finish_stop(workload, epoch, Some(h), "fenced: lease about to expire");
         }
         n
     }
 
-    /// What really runs here.
+    /// Ends the run after the stop delay, journals it, reports Stopped.
+    fn finish_stop(&self, workload: u64, epoch: u64, run: Option<JoinHandle<()>>, why: &str) {
+        let (events, journal) = (self.events.clone(), self.journal.clone());
+        let why = why.to_string();
+        if self.stop_delay.is_zero() {
+            return end_run(&events, journal.as_ref(), workload, epoch, run, why);
+        }
+        let delay = self.stop_delay;
+        let stopping = self.stopping.clone();
+        lock(&stopping).insert((workload, epoch));
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            lock(&stopping).remove(&(workload, epoch));
+            end_run(&events, journal.as_ref(), workload, epoch, run, why);
+        });
+    }
+
+    /// What really runs here, including what is still stopping.
     pub fn running(&mut self) -> Vec<(u64, u64)> {
         self.running.retain(|_, h| !h.is_finished());
-        self.running.keys().copied().collect()
+        let mut all: BTreeSet<(u64, u64)> = self.running.keys().copied().collect();
+        all.extend(lock(&self.stopping).iter().copied());
+        all.into_iter().collect()
     }
+}
+
+/// Ends a run (if it still runs), journals that, and reports Stopped.
+fn end_run(
+    events: &mpsc::UnboundedSender<Report>,
+    journal: Option<&JournalSink>,
+    workload: u64,
+    epoch: u64,
+    run: Option<JoinHandle<()>>,
+    why: String,
+) {
+    if let Some(h) = run {
+        if !h.is_finished() {
+            h.abort();
+            if let Some(j) = journal {
+                j.record(workload, epoch, "stopped", &why);
+            }
+        }
+    }
+    let _ = events.send(Report {
+        workload,
+        epoch,
+        event: Event::Stopped,
+        message: why,
+    });
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

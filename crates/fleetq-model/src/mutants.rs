@@ -1,0 +1,66 @@
+//! Planted bugs, to prove the chaos checker can fail (DESIGN.md §6 is only
+//! as good as the checker that enforces it). Compiled in only with the
+//! `chaos-mutants` feature, which nothing but `fleetq-chaos`'s mutant
+//! test enables; without it [`active`] is a constant `false` and every
+//! hook folds away. With it, `FLEETQ_MUTANT=<name>` in the environment
+//! switches one bug on for the whole process.
+
+/// A known bug of the class the chaos suite exists to catch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutant {
+    /// apply() trusts the leader's decision: an admission that no longer
+    /// fits quota or cluster is recorded anyway.
+    SkipRevalidation,
+    /// A finished workload's quota is released twice.
+    DoubleRelease,
+    /// Cancel releases the quota at once, before the executor confirms
+    /// the workload stopped.
+    ReleaseOnCancel,
+    /// The agent keeps running its workloads after its lease ran out.
+    AgentIgnoresFence,
+    /// A new leader expires clusters at once instead of waiting a lease.
+    ExpireWithoutWaiting,
+}
+
+impl Mutant {
+    pub const ALL: [Mutant; 5] = [
+        Mutant::SkipRevalidation,
+        Mutant::DoubleRelease,
+        Mutant::ReleaseOnCancel,
+        Mutant::AgentIgnoresFence,
+        Mutant::ExpireWithoutWaiting,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::SkipRevalidation => "skip-revalidation",
+            Mutant::DoubleRelease => "double-release",
+            Mutant::ReleaseOnCancel => "release-on-cancel",
+            Mutant::AgentIgnoresFence => "agent-ignores-fence",
+            Mutant::ExpireWithoutWaiting => "expire-without-waiting",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Mutant> {
+        Mutant::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// Whether `mutant` is switched on in this process.
+#[cfg(feature = "chaos-mutants")]
+pub fn active(mutant: Mutant) -> bool {
+    static SELECTED: std::sync::OnceLock<Option<Mutant>> = std::sync::OnceLock::new();
+    *SELECTED.get_or_init(|| {
+        std::env::var("FLEETQ_MUTANT")
+            .ok()
+            .and_then(|n| Mutant::parse(&n))
+    }) == Some(mutant)
+}
+
+/// Whether `mutant` is switched on: never, in a build without
+/// `chaos-mutants`.
+#[cfg(not(feature = "chaos-mutants"))]
+#[inline(always)]
+pub const fn active(_mutant: Mutant) -> bool {
+    false
+}
