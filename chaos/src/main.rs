@@ -180,6 +180,9 @@ fn sim_here(seeds: &[u64]) -> ExitCode {
     let started = Instant::now();
     let (mut failed, mut faults) = (Vec::new(), 0usize);
     for (n, &seed) in seeds.iter().enumerate() {
+        if seeds.len() == 1 {
+            fleetq_chaos::sim::exit_on_panic(seed);
+        }
         match fleetq_chaos::run_seed(seed) {
             Ok(report) => {
                 faults += usize::from(report.injected.is_some())

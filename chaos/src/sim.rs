@@ -276,6 +276,19 @@ thread_local! {
     static PANICS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The seed this process is running, when a panic should end the process
+/// with that seed's verdict (see [`exit_on_panic`]).
+static VERDICT_ON_PANIC: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+
+/// Makes the first panic during `seed` print the seed's FAIL line and end
+/// the process with status 1. For a process that runs one seed: a panic
+/// inside a simulated host (an invariant assertion in apply(), say)
+/// unwinds through tokio's scheduler, which then aborts on a second
+/// panic before any verdict could be printed.
+pub fn exit_on_panic(seed: u64) {
+    VERDICT_ON_PANIC.store(seed, std::sync::atomic::Ordering::SeqCst);
+}
+
 fn install_panic_recorder() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -290,6 +303,13 @@ fn install_panic_recorder() {
                 ),
                 None => payload_text(info.payload()),
             };
+            let seed = VERDICT_ON_PANIC.load(std::sync::atomic::Ordering::SeqCst);
+            if seed != u64::MAX {
+                use std::io::Write;
+                println!("FAIL {}", failure(seed, "no panics", &message));
+                let _ = std::io::stdout().flush();
+                std::process::exit(1);
+            }
             let _ = PANICS.try_with(|p| p.borrow_mut().push(message));
             previous(info);
         }));
