@@ -248,31 +248,60 @@ pub fn check_runs(
         }
     }
     // Devices really in use, swept over time: ends before starts at the
-    // same instant.
-    let mut events: Vec<(u64, i8, &str, u64)> = Vec::new();
-    for (cluster, r) in &all {
-        let g = gpus.get(&r.workload).copied().unwrap_or(0);
-        events.push((r.start, 1, cluster, g));
-        events.push((r.end.unwrap_or(u64::MAX), -1, cluster, g));
+    // same instant. A violation names the runs active at that instant.
+    let mut events: Vec<(u64, i8, usize)> = Vec::new();
+    for (i, (_, r)) in all.iter().enumerate() {
+        events.push((r.start, 1, i));
+        events.push((r.end.unwrap_or(u64::MAX), -1, i));
     }
-    events.sort_by_key(|&(t, d, _, _)| (t, d));
-    let mut total = 0i64;
-    let mut per_cluster: BTreeMap<&str, i64> = BTreeMap::new();
-    for (t, d, cluster, g) in events {
-        let delta = i64::from(d) * g as i64;
-        total += delta;
-        let c = per_cluster.entry(cluster).or_default();
-        *c += delta;
-        if *c > AGENT_GPUS as i64 {
+    events.sort_by_key(|&(t, d, i)| (t, d, i));
+    let mut active: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
+    let gpus_of = |i: usize| gpus.get(&all[i].1.workload).copied().unwrap_or(0);
+    let describe = |active: &std::collections::BTreeSet<usize>| {
+        active
+            .iter()
+            .map(|&i| {
+                let (c, r) = &all[i];
+                format!(
+                    "w{}/e{} on {c} ({} GPUs, from {}ms)",
+                    r.workload,
+                    r.epoch,
+                    gpus_of(i),
+                    r.start
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for (t, d, i) in events {
+        if d < 0 {
+            active.remove(&i);
+            continue;
+        }
+        active.insert(i);
+        let cluster = &all[i].0;
+        let on_cluster: u64 = active
+            .iter()
+            .filter(|&&j| all[j].0 == *cluster)
+            .map(|&j| gpus_of(j))
+            .sum();
+        if on_cluster > AGENT_GPUS {
             return fail(
                 "no over-admission of devices (invariant 1)",
-                format!("{cluster} ran {c} GPUs at {t}ms; it has {AGENT_GPUS}"),
+                format!(
+                    "{cluster} ran {on_cluster} GPUs at {t}ms; it has {AGENT_GPUS}: {}",
+                    describe(&active)
+                ),
             );
         }
-        if total > quota as i64 {
+        let total: u64 = active.iter().map(|&j| gpus_of(j)).sum();
+        if total > quota {
             return fail(
                 "no over-admission of quota (invariant 1)",
-                format!("{total} GPUs ran at {t}ms; the ClusterQueue's quota is {quota}"),
+                format!(
+                    "{total} GPUs ran at {t}ms; the ClusterQueue's quota is {quota}: {}",
+                    describe(&active)
+                ),
             );
         }
     }

@@ -72,8 +72,8 @@ pub struct ClientSummary {
     /// `EvictNotReady` commands the replicas applied (wait-for-ready
     /// timeouts that evicted and requeued an admission).
     pub evict_not_ready: u64,
-    /// Workloads whose cancel the client sent (each may still have
-    /// succeeded first).
+    /// Workloads the client tried to cancel: each may have been cancelled
+    /// (even when the answer was lost) or may have succeeded first.
     pub cancelled: std::collections::BTreeSet<String>,
 }
 
@@ -273,7 +273,12 @@ async fn cancel(api: &Api, name: &str, summary: &mut ClientSummary) -> Result<()
             summary.cancelled.insert(name.to_string());
             Ok(())
         }
-        Err(v) if v.detail.contains("already ended") => Ok(()),
+        // It ended before the cancel, or an earlier try whose answer was
+        // lost did cancel it: either way it may be Cancelled now.
+        Err(v) if v.detail.contains("already ended") => {
+            summary.cancelled.insert(name.to_string());
+            Ok(())
+        }
         Err(v) => Err(v),
     }
 }

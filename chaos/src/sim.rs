@@ -580,6 +580,16 @@ impl AgentInjector {
 /// Runs the simulation for `seed` and checks the invariants. The error
 /// names the failed check, the seed and the replay command.
 pub fn run_seed(seed: u64) -> Result<RunReport, String> {
+    let plan = Plan::from_seed(seed);
+    run_plan(seed).map_err(|e| {
+        format!(
+            "{e} [{}; {}; cancels {:?}]",
+            plan.fault, plan.agent_fault, plan.cancels
+        )
+    })
+}
+
+fn run_plan(seed: u64) -> Result<RunReport, String> {
     install_panic_recorder();
     PANICS.with(|p| p.borrow_mut().clear());
     let wall = Instant::now();
@@ -676,8 +686,12 @@ pub fn run_seed(seed: u64) -> Result<RunReport, String> {
         .filter(|(name, _)| !summary.cancelled.contains(*name))
         .map(|(_, id)| *id)
         .collect();
-    agents::check_runs(&entries, &gpus, &succeeded, QUOTA_GPUS)
-        .map_err(|v| failure(seed, v.check, v.detail))?;
+    if let Err(v) = agents::check_runs(&entries, &gpus, &succeeded, QUOTA_GPUS) {
+        if std::env::var_os("FLEETQ_CHAOS_DEBUG").is_some() {
+            dump_history(&registry, &entries);
+        }
+        return Err(failure(seed, v.check, v.detail));
+    }
     let trace = trace_digest(
         sim_elapsed,
         &summary,
@@ -697,6 +711,32 @@ pub fn run_seed(seed: u64) -> Result<RunReport, String> {
         client: summary,
         trace,
     })
+}
+
+/// With `FLEETQ_CHAOS_DEBUG` set, a failed journal check prints every
+/// workload's ledger history and every journal entry (simulated ms) to
+/// stderr: the two accounts side by side.
+fn dump_history(
+    registry: &Registry,
+    journals: &BTreeMap<String, Vec<fleetq_agent::executor::JournalEntry>>,
+) {
+    if let Some(replica) = registry.borrow().values().next() {
+        let sm = replica.handle.read();
+        for (id, w) in &sm.ledger.state().workloads {
+            for e in &w.history {
+                let ms = e.at.0.saturating_sub(ORIGIN_MS);
+                eprintln!("ledger  {ms:>6}ms w{id} {:?} {}", e.state, e.message);
+            }
+        }
+    }
+    for (cluster, entries) in journals {
+        for e in entries {
+            eprintln!(
+                "journal {:>6}ms w{} e{} {cluster} {} {}",
+                e.at_ms, e.workload, e.epoch, e.event, e.detail
+            );
+        }
+    }
 }
 
 /// The first 16 hex digits of a SHA-256 over the run's observable course.

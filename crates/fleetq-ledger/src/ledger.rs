@@ -1010,14 +1010,12 @@ impl Ledger {
                         record.push_event(at, WorkloadState::Running, "running (reconciled)");
                     }
                 }
-            } else if record.state == WorkloadState::Running
-                || record
-                    .reservation
-                    .as_ref()
-                    .is_some_and(|r| r.stopping.is_some())
-            {
-                // It ran there (or was being stopped) and is gone: release
-                // exactly once.
+            } else if record.state == WorkloadState::Running {
+                // It ran there and is gone: release exactly once. (An
+                // admission never reported running is left alone: the
+                // reconcile may predate its assignment in this very
+                // session, so the agent may be starting it right now. A
+                // stop, if one is due, settles it.)
                 self.settle_stopped(
                     id,
                     format!("no longer running on cluster {cluster} after its agent reconnected"),

@@ -291,7 +291,13 @@ impl Session {
         match m.body {
             None => Err(Status::invalid_argument("body: empty message")),
             Some(Up::Heartbeat(_)) => {
-                let (_, _, term) = self.leader();
+                let (leading, _, term) = self.leader();
+                let fresh = crate::leases::ack_freshness(&self.lease);
+                if !leading || !self.leases.leadership_fresh(fresh) {
+                    // Not (provably) the leader now: no ack, so a lease
+                    // granted here cannot outlive this node's leadership.
+                    return Ok(());
+                }
                 self.send(Down::Ack(pb::HeartbeatAck {
                     lease_ttl_ms: self.lease.ttl.as_millis() as u64,
                     leader_term: term,
@@ -384,6 +390,13 @@ impl Session {
         let Some(cluster) = self.cluster.clone() else {
             return true;
         };
+        // A node that lost the leadership may still be applying entries
+        // it replicates as a follower: its state is not the leader's, and
+        // what it would push could already be withdrawn. The session
+        // redirects the agent on the next metrics change.
+        if !self.leader().0 {
+            return true;
+        }
         let mut out = Vec::new();
         {
             let sm = self.handle.read();

@@ -38,13 +38,31 @@ impl Default for LeaseConfig {
     }
 }
 
-/// Last heartbeat per cluster, on this node (meaningful while leader).
+/// Last heartbeat per cluster, on this node (meaningful while leader), and
+/// when a quorum last confirmed this node's leadership.
 #[derive(Clone, Default)]
 pub struct LeaseTable {
     last: Arc<Mutex<BTreeMap<String, Instant>>>,
+    confirmed: Arc<Mutex<Option<Instant>>>,
 }
 
 impl LeaseTable {
+    /// Whether a quorum confirmed this node as leader within `within`.
+    /// Only then may it acknowledge heartbeats: a leader cut off from its
+    /// peers must let its agents' leases run out (so they fence) before
+    /// the new leader, which waits one lease from taking office, can give
+    /// their quota away.
+    pub fn leadership_fresh(&self, within: Duration) -> bool {
+        self.confirmed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|t| t.elapsed() <= within)
+    }
+
+    fn confirm(&self, at: Option<Instant>) {
+        *self.confirmed.lock().unwrap_or_else(|p| p.into_inner()) = at;
+    }
+
     pub fn beat(&self, cluster: &str) {
         self.last
             .lock()
@@ -58,6 +76,43 @@ impl LeaseTable {
             .unwrap_or_else(|p| p.into_inner())
             .get(cluster)
             .copied()
+    }
+}
+
+/// How fresh the leadership confirmation behind a heartbeat ack must be:
+/// a tenth of the lease, which with the agent's quarter-lease fencing
+/// margin leaves time for a stop to complete.
+pub fn ack_freshness(config: &LeaseConfig) -> Duration {
+    config.ttl / 10
+}
+
+/// While this node leads, confirms its leadership with a quorum (a read
+/// index round) every `ack_freshness / 3`, recording when each successful
+/// round *started*: no new leader can have been elected before a quorum
+/// answered it.
+pub async fn confirm_leadership(
+    raft: fleetq_ledger::raft::Raft,
+    table: LeaseTable,
+    config: LeaseConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let every = (ack_freshness(&config) / 3).max(Duration::from_millis(10));
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        if raft.metrics().borrow().state == ServerState::Leader {
+            let started = Instant::now();
+            if let Ok(Ok(_)) = tokio::time::timeout(every * 3, raft.ensure_linearizable()).await {
+                table.confirm(Some(started));
+            }
+        } else {
+            table.confirm(None);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = shutdown.changed() => {}
+        }
     }
 }
 

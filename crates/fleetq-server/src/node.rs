@@ -180,6 +180,12 @@ impl Node {
             debug_endpoints: config.debug_endpoints,
         };
         let leases = LeaseTable::default();
+        tokio::spawn(crate::leases::confirm_leadership(
+            raft.clone(),
+            leases.clone(),
+            config.lease,
+            shutdown_rx.clone(),
+        ));
         tokio::spawn(crate::leases::run(
             handle.clone(),
             Arc::clone(&proposer),
