@@ -234,7 +234,14 @@ pub async fn drive(plan: &Plan) -> Result<ClientSummary, Violation> {
         if let Some(victim) = i.checked_sub(3).filter(|v| plan.cancels.contains(v)) {
             cancel(&api, &plan.workloads[victim].name, &mut summary).await?;
         }
+        // Quota changes during contention: every fifth submission the
+        // quota drops to 6 GPUs or comes back to 8, so admission decisions
+        // computed just before a drop reach apply() just after it.
+        if i % 5 == 4 {
+            set_quota(&api, if (i / 5) % 2 == 0 { 6 } else { 8 }).await?;
+        }
     }
+    set_quota(&api, 8).await?;
     for &victim in plan
         .cancels
         .iter()
@@ -256,6 +263,22 @@ pub async fn drive(plan: &Plan) -> Result<ClientSummary, Violation> {
 /// Polls the (linearizable) workload list until every acknowledged
 /// workload has succeeded. A missing acknowledged workload is a lost
 /// write; one that ended any other way breaks the run.
+/// Sets the ClusterQueue's nominal quota. A cut below what is admitted at
+/// that moment is refused (it would over-commit), which is fine: the
+/// quota then stays as it was.
+async fn set_quota(api: &Api, gpus: u32) -> Result<(), Violation> {
+    let manifests = CONFIG.replace("nominalQuota: 8", &format!("nominalQuota: {gpus}"));
+    api.retry("change the quota", 0, WRITE_LIMIT, |mut c| {
+        let request = pb::ApplyRequest {
+            manifests: manifests.clone(),
+            dry_run: false,
+        };
+        async move { c.apply(request).await }
+    })
+    .await?;
+    Ok(())
+}
+
 /// Cancels `name`; a workload that already ended refuses, which is fine.
 async fn cancel(api: &Api, name: &str, summary: &mut ClientSummary) -> Result<(), Violation> {
     let what = format!("cancel {name}");
