@@ -397,6 +397,14 @@ fn submit(group: &Group, name: &str, gpus: &str, command: &[&str]) {
     assert!(out.status.success(), "{}", text(&out));
 }
 
+/// Agent TOML lines for the process executor in `dir` under `policy`.
+fn process_toml(dir: &std::path::Path, policy: &str) -> String {
+    format!(
+        "executor = \"process\"\nstate_dir = \"{}\"\nlease_policy = \"{policy}\"\n",
+        dir.display()
+    )
+}
+
 /// The control plane plus two process-executor agents: `east` reaches the
 /// servers only through fault proxies (and so never dials a redirect),
 /// `west` directly. Returns the proxies and both agents.
@@ -425,17 +433,14 @@ impl TwoClusters {
         let via: Vec<String> = proxies.iter().map(|p| p.addr().to_string()).collect();
         let east_state = group.dir.path().join("east-state");
         let west_state = group.dir.path().join("west-state");
-        let process = |dir: &std::path::Path| {
-            format!(
-                "executor = \"process\"\nstate_dir = \"{}\"\nlease_policy = \"{policy}\"\n",
-                dir.display()
-            )
-        };
         let east = start_cluster_agent(
             &group,
             "east",
             &via,
-            &format!("{}follow_redirects = false\n", process(&east_state)),
+            &format!(
+                "{}follow_redirects = false\n",
+                process_toml(&east_state, policy)
+            ),
         );
         wait_for(Duration::from_secs(15), || {
             (state_of_cluster(&group, "east") == "Ready").then_some(())
@@ -452,15 +457,11 @@ impl TwoClusters {
     }
 
     fn start_west(&mut self, policy: &str) {
-        let extra = format!(
-            "executor = \"process\"\nstate_dir = \"{}\"\nlease_policy = \"{policy}\"\n",
-            self.west_state.display()
-        );
         self.west = Some(start_cluster_agent(
             &self.group,
             "west",
             &self.group.addrs,
-            &extra,
+            &process_toml(&self.west_state, policy),
         ));
         wait_for(Duration::from_secs(15), || {
             (state_of_cluster(&self.group, "west") == "Ready").then_some(())

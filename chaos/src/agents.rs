@@ -174,7 +174,9 @@ pub struct Run {
     pub exited_ok: bool,
 }
 
-fn runs(entries: &[JournalEntry]) -> Vec<Run> {
+/// An executor's journal as runs: each start paired with the end that
+/// follows it (an open run has none).
+pub fn runs(entries: &[JournalEntry]) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::new();
     for e in entries {
         if e.event == "started" {

@@ -17,7 +17,9 @@
 
 use std::collections::BTreeMap;
 
-use fleetq_agent::executor::process::{read_journal, JournalEntry};
+use fleetq_agent::executor::process::read_journal;
+
+use crate::agents::Run;
 use serde_json::Value;
 
 use super::load::Outcomes;
@@ -107,16 +109,16 @@ pub fn final_checks(system: &System, outcomes: &Outcomes) -> Vec<String> {
     }
 
     // The executors' account.
-    let mut runs: BTreeMap<u64, Vec<(String, JournalEntry)>> = BTreeMap::new();
+    let mut runs: BTreeMap<u64, Vec<(String, Run)>> = BTreeMap::new();
     for a in &system.agents {
-        for e in read_journal(&a.state_dir) {
-            runs.entry(e.workload)
+        for r in crate::agents::runs(&read_journal(&a.state_dir)) {
+            runs.entry(r.workload)
                 .or_default()
-                .push((a.cluster.clone(), e));
+                .push((a.cluster.clone(), r));
         }
     }
-    for (id, entries) in &runs {
-        violations.extend(interval_violations(*id, entries));
+    for (id, list) in &runs {
+        violations.extend(interval_violations(*id, list));
     }
     let ids: BTreeMap<u64, &Value> = workloads
         .iter()
@@ -128,11 +130,7 @@ pub fn final_checks(system: &System, outcomes: &Outcomes) -> Vec<String> {
         }
         // Finished workloads no longer show their admission in a listing,
         // so the check is: some run of this workload really exited 0.
-        let exited = runs
-            .get(id)
-            .into_iter()
-            .flatten()
-            .any(|(_, e)| e.event == "exited" && e.detail == "exit 0");
+        let exited = runs.get(id).into_iter().flatten().any(|(_, r)| r.exited_ok);
         if !exited {
             violations.push(format!(
                 "disagreement: the ledger says {} (id {id}) succeeded; no executor saw it exit 0",
@@ -159,20 +157,15 @@ pub fn final_checks(system: &System, outcomes: &Outcomes) -> Vec<String> {
 
 /// One workload's runs: each start must be closed by an end, and no two
 /// runs (on any cluster, of any admission) may overlap in time.
-fn interval_violations(id: u64, entries: &[(String, JournalEntry)]) -> Vec<String> {
+fn interval_violations(id: u64, runs: &[(String, Run)]) -> Vec<String> {
     let mut out = Vec::new();
     let mut intervals: Vec<(u64, u64, String, u64)> = Vec::new();
-    for (cluster, start) in entries.iter().filter(|(_, e)| e.event == "started") {
-        let end = entries
-            .iter()
-            .filter(|(c, e)| c == cluster && e.epoch == start.epoch && e.event != "started")
-            .map(|(_, e)| e.at_ms)
-            .min();
-        match end {
-            Some(end) => intervals.push((start.at_ms, end, cluster.clone(), start.epoch)),
+    for (cluster, r) in runs {
+        match r.end {
+            Some(end) => intervals.push((r.start, end, cluster.clone(), r.epoch)),
             None => out.push(format!(
                 "leak: workload {id} epoch {} started on {cluster} and never ended",
-                start.epoch
+                r.epoch
             )),
         }
     }
