@@ -17,7 +17,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 
 use crate::net::SimConnector;
-use crate::sim::{node_addr, Violation, NODES};
+use crate::sim::{node_addr, Violation};
 
 /// Agents (and clusters) in a run.
 pub const AGENTS: usize = 2;
@@ -49,6 +49,22 @@ pub enum AgentFault {
         agent: usize,
         at: Duration,
         restart_after: Duration,
+    },
+    /// Agent `agent`'s messages to the control plane are lost from `at`
+    /// for `heal_after` (it still hears the control plane): it starts
+    /// what it is told to, but its reports and heartbeats never arrive.
+    Mute {
+        agent: usize,
+        at: Duration,
+        heal_after: Duration,
+    },
+    /// Agent `agent` is gone for good at `at`: crashed and never
+    /// restarted, or (`cut`) cut off from the control plane for the rest
+    /// of the run. Its cluster's quota must come back.
+    Lost {
+        agent: usize,
+        at: Duration,
+        cut: bool,
     },
 }
 
@@ -99,14 +115,30 @@ impl fmt::Display for AgentFault {
                 at.as_secs_f64(),
                 restart_after.as_secs_f64()
             ),
+            AgentFault::Mute {
+                agent,
+                at,
+                heal_after,
+            } => write!(
+                f,
+                "mute a{agent} at {:.1}s for {:.1}s",
+                at.as_secs_f64(),
+                heal_after.as_secs_f64()
+            ),
+            AgentFault::Lost { agent, at, cut } => write!(
+                f,
+                "{} a{agent} for good at {:.1}s",
+                if *cut { "cut off" } else { "crash" },
+                at.as_secs_f64()
+            ),
         }
     }
 }
 
 /// Agent `n`'s configuration: static inventory, simulated executor,
 /// fence policy, every node as a server.
-pub fn agent_config(n: usize) -> Result<AgentConfig, String> {
-    let servers: Vec<String> = (1..=NODES)
+pub fn agent_config(n: usize, nodes: u64) -> Result<AgentConfig, String> {
+    let servers: Vec<String> = (1..=nodes)
         .map(|id| format!("\"{}\"", node_addr(id)))
         .collect();
     let text = format!(
@@ -131,6 +163,7 @@ pub fn sim_journal() -> JournalSink {
 /// One agent's software as turmoil (re)starts it.
 pub async fn agent_host_main(
     n: usize,
+    nodes: u64,
     seed: u64,
     incarnation: u64,
     journal: JournalSink,
@@ -139,7 +172,7 @@ pub async fn agent_host_main(
         request: Duration::from_secs(3600 * 24 * 365),
         ..Timeouts::default()
     });
-    let agent = Agent::new(agent_config(n)?)
+    let agent = Agent::new(agent_config(n, nodes)?)
         .await?
         .with_connector(Arc::new(connector))
         .with_seed(seed ^ (n as u64) << 40 ^ incarnation << 48)
@@ -187,6 +220,9 @@ pub fn runs(entries: &[JournalEntry]) -> Vec<Run> {
                 end: None,
                 exited_ok: false,
             });
+        } else if e.event != "exited" && e.event != "stopped" {
+            // A gang's pod ending (`pod-exited`) does not end the run.
+            continue;
         } else if let Some(r) = out
             .iter_mut()
             .rev()
@@ -216,7 +252,7 @@ pub fn check_runs(
         for r in runs(entries) {
             if r.end.is_none() {
                 return fail(
-                    "nothing left running (invariant 4)",
+                    "nothing left running (invariant 3)",
                     format!(
                         "workload {} epoch {} still runs on {cluster} after the run",
                         r.workload, r.epoch
@@ -240,7 +276,7 @@ pub fn check_runs(
             let a_end = a.end.unwrap_or(u64::MAX);
             if b.start < a_end {
                 return fail(
-                    "no workload runs twice at once (invariant 3)",
+                    "no workload runs twice at once (invariant 4)",
                     format!(
                         "workload {w}: epoch {} on {ca} [{}ms, {a_end}ms) and epoch {} on {cb} from {}ms",
                         a.epoch, a.start, b.epoch, b.start
@@ -253,6 +289,10 @@ pub fn check_runs(
     // same instant. A violation names the runs active at that instant.
     let mut events: Vec<(u64, i8, usize)> = Vec::new();
     for (i, (_, r)) in all.iter().enumerate() {
+        // A run that ended as it started (a failed start) held nothing.
+        if r.end == Some(r.start) {
+            continue;
+        }
         events.push((r.start, 1, i));
         events.push((r.end.unwrap_or(u64::MAX), -1, i));
     }

@@ -16,38 +16,8 @@ use tonic::transport::Channel;
 use tonic::{Code, Status};
 
 use crate::net::SimConnector;
-use crate::sim::{node_addr, Plan, Violation, NODES};
-
-/// The Kueue configuration the run applies: one ClusterQueue with 8 GPUs of
-/// flavor h100-80gb and a LocalQueue default/team-a.
-pub const CONFIG: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata:
-  name: h100-80gb
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: team-a
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100-80gb
-      resources:
-      - name: nvidia.com/gpu
-        nominalQuota: 8
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata:
-  namespace: default
-  name: team-a
-spec:
-  clusterQueue: team-a
-"#;
+use crate::plan::{Action, Plan, PlannedWorkload};
+use crate::sim::{node_addr, Violation};
 
 /// How long one API call may take before the client tries another node.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
@@ -101,12 +71,12 @@ struct Api {
 }
 
 impl Api {
-    fn new() -> Result<Api, Violation> {
+    fn new(nodes: u64) -> Result<Api, Violation> {
         let connector = SimConnector::new(Timeouts {
             request: REQUEST_TIMEOUT,
             ..Timeouts::default()
         });
-        let clients = (1..=NODES)
+        let clients = (1..=nodes)
             .map(|id| connector.channel(&node_addr(id)).map(FleetQClient::new))
             .collect::<Result<Vec<_>, String>>()
             .map_err(|e| violation("client setup", e))?;
@@ -162,38 +132,46 @@ impl Api {
     }
 }
 
-fn workload_json(name: &str, gpus: u32, duration_s: u64) -> String {
-    serde_json::json!({
-        "namespace": "default",
-        "name": name,
-        "spec": {
-            "queueName": "team-a",
-            "podSets": [{"name": "main", "count": 1,
-                "requests": {"nvidia.com/gpu": gpus.to_string()}}],
-            "run": {"duration": format!("{duration_s}s")}
-        }
-    })
-    .to_string()
+fn workload_json(w: &PlannedWorkload) -> String {
+    let pod_sets: Vec<Value> = w
+        .pod_sets
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            serde_json::json!({"name": format!("ps{i}"), "count": p.count,
+                "requests": {"nvidia.com/gpu": p.gpus.to_string()}})
+        })
+        .collect();
+    let mut run = serde_json::json!({"duration": format!("{}s", w.duration_s)});
+    if w.exit != 0 {
+        run["env"] = serde_json::json!({
+            fleetq_agent::executor::simulated::SIM_EXIT_ENV: w.exit.to_string()
+        });
+    }
+    let mut spec = serde_json::json!({
+        "queueName": w.queue,
+        "podSets": pod_sets,
+        "run": run,
+    });
+    if let Some(class) = &w.priority_class {
+        spec["priorityClassName"] = Value::String(class.clone());
+    }
+    serde_json::json!({"namespace": "default", "name": w.name, "spec": spec}).to_string()
 }
 
 /// The client's whole run. A violated check comes back as the error.
 pub async fn drive(plan: &Plan) -> Result<ClientSummary, Violation> {
-    let api = Api::new()?;
+    let api = Api::new(plan.nodes)?;
     let mut summary = ClientSummary::default();
 
     let (applied, _) = api
-        .retry(
-            "apply the configuration",
-            0,
-            WRITE_LIMIT,
-            |mut c| async move {
-                c.apply(pb::ApplyRequest {
-                    manifests: CONFIG.to_string(),
-                    dry_run: false,
-                })
-                .await
-            },
-        )
+        .retry("apply the configuration", 0, WRITE_LIMIT, |mut c| {
+            let request = pb::ApplyRequest {
+                manifests: plan.config.clone(),
+                dry_run: false,
+            };
+            async move { c.apply(request).await }
+        })
         .await?;
     if !applied.errors.is_empty() {
         return Err(violation(
@@ -205,7 +183,7 @@ pub async fn drive(plan: &Plan) -> Result<ClientSummary, Violation> {
     for (i, w) in plan.workloads.iter().enumerate() {
         tokio::time::sleep(Duration::from_millis(w.delay_ms)).await;
         let request_id = format!("sim-{}-{i}", plan.seed);
-        let json = workload_json(&w.name, w.gpus, w.duration_s);
+        let json = workload_json(w);
         let what = format!("submit {}", w.name);
         let (reply, failures) = api
             .retry(&what, i, WRITE_LIMIT, |mut c| {
@@ -230,44 +208,41 @@ pub async fn drive(plan: &Plan) -> Result<ClientSummary, Violation> {
             ));
         }
         summary.acknowledged.insert(w.name.clone(), result.id);
-        // Cancel the workload submitted three places earlier, if planned.
-        if let Some(victim) = i.checked_sub(3).filter(|v| plan.cancels.contains(v)) {
-            cancel(&api, &plan.workloads[victim].name, &mut summary).await?;
-        }
-        // Quota changes during contention: every fifth submission the
-        // quota drops to 6 GPUs or comes back to 8, so admission decisions
-        // computed just before a drop reach apply() just after it.
-        if i % 5 == 4 {
-            set_quota(&api, if (i / 5) % 2 == 0 { 6 } else { 8 }).await?;
+        for (_, action) in plan.after.iter().filter(|(after, _)| *after == i) {
+            act(&api, plan, action, &mut summary).await?;
         }
     }
-    set_quota(&api, 8).await?;
-    for &victim in plan
-        .cancels
-        .iter()
-        .filter(|&&v| v + 3 >= plan.workloads.len())
-    {
-        cancel(&api, &plan.workloads[victim].name, &mut summary).await?;
+    for action in &plan.at_end {
+        act(&api, plan, action, &mut summary).await?;
     }
 
-    wait_all_succeeded(&api, &summary.acknowledged, &summary.cancelled).await?;
+    wait_all_ended(&api, plan, &summary).await?;
     // A workload cancelled while pending is never admitted.
     let must_admit = summary.acknowledged.len() - summary.cancelled.len();
-    let converged = wait_converged(&api, must_admit).await?;
+    let converged = wait_converged(&api, must_admit, plan.may_preempt).await?;
     summary.last_applied = converged.last_applied;
     summary.state_hash = converged.state_hash;
     summary.evict_not_ready = commands_applied(&converged.counters, "EvictNotReady");
     Ok(summary)
 }
 
-/// Polls the (linearizable) workload list until every acknowledged
-/// workload has succeeded. A missing acknowledged workload is a lost
-/// write; one that ended any other way breaks the run.
-/// Sets the ClusterQueue's nominal quota. A cut below what is admitted at
-/// that moment is refused (it would over-commit), which is fine: the
-/// quota then stays as it was.
-async fn set_quota(api: &Api, gpus: u32) -> Result<(), Violation> {
-    let manifests = CONFIG.replace("nominalQuota: 8", &format!("nominalQuota: {gpus}"));
+async fn act(
+    api: &Api,
+    plan: &Plan,
+    action: &Action,
+    summary: &mut ClientSummary,
+) -> Result<(), Violation> {
+    match action {
+        Action::Cancel(victim) => cancel(api, &plan.workloads[*victim].name, summary).await,
+        Action::Apply(manifests) => apply(api, manifests).await,
+    }
+}
+
+/// Applies `manifests` (a quota change, say). A cut below what is
+/// admitted at that moment is refused (it would over-commit), which is
+/// fine: the quota then stays as it was.
+async fn apply(api: &Api, manifests: &str) -> Result<(), Violation> {
+    let manifests = manifests.to_string();
     api.retry("change the quota", 0, WRITE_LIMIT, |mut c| {
         let request = pb::ApplyRequest {
             manifests: manifests.clone(),
@@ -306,11 +281,19 @@ async fn cancel(api: &Api, name: &str, summary: &mut ClientSummary) -> Result<()
     }
 }
 
-async fn wait_all_succeeded(
-    api: &Api,
-    acknowledged: &BTreeMap<String, u64>,
-    cancelled: &std::collections::BTreeSet<String>,
-) -> Result<(), Violation> {
+/// Polls the (linearizable) workload list until every acknowledged
+/// workload has ended as planned: succeeded, failed where its runs exit
+/// non-zero, or cancelled where the client cancelled it. A missing
+/// acknowledged workload is a lost write; one that ended any other way
+/// breaks the run.
+async fn wait_all_ended(api: &Api, plan: &Plan, summary: &ClientSummary) -> Result<(), Violation> {
+    let (acknowledged, cancelled) = (&summary.acknowledged, &summary.cancelled);
+    let failing: std::collections::BTreeSet<&str> = plan
+        .workloads
+        .iter()
+        .filter(|w| w.exit != 0)
+        .map(|w| w.name.as_str())
+        .collect();
     let started = Instant::now();
     let mut node = 0;
     let mut last = String::from("no answer yet");
@@ -348,7 +331,8 @@ async fn wait_all_succeeded(
                 ));
             }
             match w.state.as_str() {
-                "Succeeded" => {}
+                "Succeeded" if !failing.contains(name.as_str()) => {}
+                "Failed" if failing.contains(name.as_str()) => {}
                 "Cancelled" if cancelled.contains(name) => {}
                 "Failed" | "Cancelled" => {
                     return Err(violation(
@@ -382,7 +366,11 @@ struct Converged {
 /// Polls every node's status until all report the same applied index and
 /// state hash (invariant 6); two nodes at the same index with different
 /// hashes fail at once. Then checks the ledger's counters.
-async fn wait_converged(api: &Api, workloads: usize) -> Result<Converged, Violation> {
+async fn wait_converged(
+    api: &Api,
+    workloads: usize,
+    may_preempt: bool,
+) -> Result<Converged, Violation> {
     let started = Instant::now();
     let mut last = String::from("no answer yet");
     while started.elapsed() < CONVERGE_LIMIT {
@@ -412,7 +400,7 @@ async fn wait_converged(api: &Api, workloads: usize) -> Result<Converged, Violat
                 .windows(2)
                 .all(|w| w[0].last_applied == w[1].last_applied);
             if agreed {
-                let counters = check_counters(&statuses, workloads)?;
+                let counters = check_counters(&statuses, workloads, may_preempt)?;
                 let s = &statuses[0];
                 return Ok(Converged {
                     last_applied: s.last_applied,
@@ -448,12 +436,13 @@ fn commands_applied(counters: &Value, command: &str) -> u64 {
 
 /// Replicas at the same index applied the same commands, so their counters
 /// agree; every workload was admitted at least once; nothing was preempted
-/// (no workload has a priority to preempt with); an admission the ledger
+/// unless the plan lets workloads preempt; an admission the ledger
 /// refused must come from a stale batch (a deposed leader's), never from a
 /// current leader's decision that broke quota. Returns the agreed counters.
 fn check_counters(
     statuses: &[pb::NodeStatusResponse],
     workloads: usize,
+    may_preempt: bool,
 ) -> Result<Value, Violation> {
     let mut parsed = Vec::new();
     for s in statuses {
@@ -486,7 +475,7 @@ fn check_counters(
             format!("n{id}: fewer admissions than the {workloads} workloads: {c}"),
         ));
     }
-    if counter(c, "preemptions") > 0 || counter(c, "preemptions_rejected") > 0 {
+    if !may_preempt && (counter(c, "preemptions") > 0 || counter(c, "preemptions_rejected") > 0) {
         return Err(violation(
             "counters",
             format!("n{id}: preemptions without any priority: {c}"),
@@ -496,7 +485,10 @@ fn check_counters(
     // on a state that moved on, e.g. by a new leader that had not applied
     // everything yet); refusing more decisions than there are workloads
     // would mean the scheduler keeps proposing what cannot hold.
-    if counter(c, "admissions_rejected") > workloads as u64 {
+    // Preemption makes more decisions per workload (and more of them
+    // stale when the leader changes), so it gets a looser bound.
+    let per_workload = if may_preempt { 4 } else { 1 };
+    if counter(c, "admissions_rejected") > per_workload * workloads as u64 {
         return Err(violation(
             "counters",
             format!("n{id}: more refused admissions than workloads: {c}"),
@@ -520,22 +512,22 @@ mod tests {
     #[test]
     fn counters_must_agree_and_bound_refused_admissions() {
         let good = r#"{"admissions":3,"admissions_rejected":0,"stale_batches":0}"#;
-        assert!(check_counters(&[status(1, good), status(2, good)], 3).is_ok());
+        assert!(check_counters(&[status(1, good), status(2, good)], 3, false).is_ok());
 
         let other = r#"{"admissions":4,"admissions_rejected":0,"stale_batches":0}"#;
-        let err = check_counters(&[status(1, good), status(2, other)], 3).unwrap_err();
+        let err = check_counters(&[status(1, good), status(2, other)], 3, false).unwrap_err();
         assert!(err.detail.contains("different counters"), "{err:?}");
 
-        assert!(check_counters(&[status(1, good)], 4).is_err());
+        assert!(check_counters(&[status(1, good)], 4, false).is_err());
 
         let refused = r#"{"admissions":3,"admissions_rejected":1,"stale_batches":0}"#;
-        assert!(check_counters(&[status(1, refused)], 3).is_ok());
+        assert!(check_counters(&[status(1, refused)], 3, false).is_ok());
         let looping = r#"{"admissions":3,"admissions_rejected":4,"stale_batches":0}"#;
-        assert!(check_counters(&[status(1, looping)], 3).is_err());
+        assert!(check_counters(&[status(1, looping)], 3, false).is_err());
 
         let preempted = r#"{"admissions":3,"preemptions":1}"#;
-        assert!(check_counters(&[status(1, preempted)], 3).is_err());
-        assert!(check_counters(&[status(1, "not json")], 3).is_err());
+        assert!(check_counters(&[status(1, preempted)], 3, false).is_err());
+        assert!(check_counters(&[status(1, "not json")], 3, false).is_err());
     }
 
     #[test]
@@ -546,7 +538,7 @@ mod tests {
         .unwrap();
         assert_eq!(commands_applied(&c, "EvictNotReady"), 2);
         assert_eq!(commands_applied(&c, "CancelWorkload"), 0);
-        let agreed = check_counters(&[status(1, &c.to_string())], 3).unwrap();
+        let agreed = check_counters(&[status(1, &c.to_string())], 3, false).unwrap();
         assert_eq!(commands_applied(&agreed, "EvictNotReady"), 2);
         assert_eq!(commands_applied(&serde_json::json!({}), "EvictNotReady"), 0);
     }

@@ -5,24 +5,34 @@
 //! in-memory Raft storage with an fsync model
 //! ([`fleetq_ledger::store::MemDisk`]).
 //!
-//! - [`sim`]: one run for a seed: three nodes `n1`..`n3`, two agents
+//! - [`plan`]: what a run does, drawn from a seed: 30 workloads, cancels,
+//!   quota changes during contention, and faults: a leader partition, a
+//!   crash of the leader or a follower (its unsynced writes lost) and a
+//!   restart from the same disk; in about half the seeds a second fault
+//!   of the rarer kinds (a split with the leader or followers in the
+//!   minority, one-way loss around the leader, the leader crashed or cut
+//!   off while an admission batch is in flight, a power cut of every
+//!   node, lossy or slow links); and an agent fault (cut off, or crashed
+//!   and restarted).
+//! - [`regressions`]: hand-built plans that replay the mechanisms of
+//!   real Kueue quota bugs.
+//! - [`sim`]: one run of a plan: three or five nodes `n1`.., two agents
 //!   `a1`, `a2` (the real agent code, simulated executor, 6 GPUs each),
-//!   one client that applies a Kueue configuration and submits workloads
-//!   through the public gRPC API; at most one control-plane fault (a
-//!   leader partition, healed later; or a crash of the leader or a
-//!   follower that loses the node's unsynced writes, then a restart from
-//!   the same simulated disk) and at most one agent fault (cut off from
-//!   the control plane, or crashed and restarted); then the checks of
-//!   DESIGN.md §6 (5 and 6 through the API; 1 and 2 inside the ledger's
-//!   apply in debug builds and again from outside on every replica; 1, 3
+//!   one client that applies the configuration and submits through the
+//!   public gRPC API; then the checks of DESIGN.md §6 (5 and 6 through
+//!   the API; 1 and 2 inside the ledger's apply in debug builds and again
+//!   from outside on every replica; 3 from every replica at the end; 1, 3
 //!   and 4 from the executors' own journals; no panics anywhere).
+//! - [`inject`]: the fault injectors.
 //! - [`agents`]: the agents in the simulation and the journal checks.
 //! - [`client`]: the simulated user.
 //! - [`net`]: tonic over turmoil's TCP.
 //! - [`live`]: `fleetq-chaos live`, the real binaries under faults.
 //! - [`proxy`]: the TCP fault proxy `live` and the end-to-end tests use.
 //!
-//! A failed run reports the check, the seed and `fleetq-chaos sim --seed N`.
+//! A failed run reports the check, the seed and the command that replays
+//! it (`fleetq-chaos sim --seed N`, with `--nodes` and `--scenario` where
+//! they differ from the default).
 //!
 //! ## Deterministic
 //!
@@ -38,9 +48,13 @@
 
 pub mod agents;
 pub mod client;
+pub mod inject;
 pub mod live;
 pub mod net;
+pub mod plan;
 pub mod proxy;
+pub mod regressions;
 pub mod sim;
 
-pub use sim::{replay_command, run_seed, CrashTarget, Fault, Plan, RunReport};
+pub use plan::{CrashTarget, Fault, Plan};
+pub use sim::{replay_command, run, run_seed, RunReport};

@@ -1,6 +1,7 @@
-//! `fleetq-chaos sim [--seed N | --seeds COUNT --start S]`: runs simulated
-//! seeds, prints one line per seed and a summary, exits non-zero on any
-//! failure.
+//! `fleetq-chaos sim [--seed N | --seeds COUNT --start S] [--nodes 3|5]
+//! [--scenario random|regressions|NAME,...]`: runs simulated seeds, prints
+//! one line per seed and a summary, exits non-zero on any failure.
+//! `fleetq-chaos live`: the real binaries under faults.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -16,8 +17,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Simulate a three-node control plane under one fault per seed and
-    /// check the invariants.
+    /// Simulate a three- (or five-) node control plane and two agents
+    /// under the faults each seed draws, and check the invariants.
     Sim {
         /// Run exactly this seed (to replay a failure).
         #[arg(long, conflicts_with_all = ["seeds", "start"])]
@@ -35,6 +36,15 @@ enum Command {
         /// Stop starting seeds after the first violation.
         #[arg(long)]
         until_violation: bool,
+        /// Control-plane nodes: 3 or 5.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(3..=5))]
+        nodes: u64,
+        /// `random` (faults drawn from each seed), `regressions` (every
+        /// Kueue regression scenario), or regression names separated by
+        /// commas; each scenario runs every seed. `--scenario list` names
+        /// them.
+        #[arg(long, default_value = "random")]
+        scenario: String,
     },
     /// Run the real binaries on loopback (3 servers, 2 agents with the
     /// process executor) under named faults with clients submitting and
@@ -78,19 +88,48 @@ fn main() -> ExitCode {
             start,
             jobs,
             until_violation,
+            nodes,
+            scenario,
         } => {
+            if nodes == 4 {
+                eprintln!("error: --nodes: 3 or 5 (an even group tolerates no more failures than the odd one below it)");
+                return ExitCode::from(2);
+            }
+            if scenario == "list" {
+                for r in fleetq_chaos::regressions::REGRESSIONS {
+                    println!("{:<28} {:<26} {}", r.name, r.kueue, r.mechanism);
+                }
+                return ExitCode::SUCCESS;
+            }
+            let scenarios = match scenarios(&scenario) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("error: --scenario: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             let seeds: Vec<u64> = match seed {
                 Some(s) => vec![s],
                 None => (0..seeds).map(|i| start.wrapping_add(i)).collect(),
             };
+            let runs: Vec<Run> = scenarios
+                .iter()
+                .flat_map(|&scenario| {
+                    seeds.iter().map(move |&seed| Run {
+                        scenario,
+                        seed,
+                        nodes,
+                    })
+                })
+                .collect();
             let jobs = jobs
                 .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
                 .unwrap_or(1)
                 .max(1);
-            if seeds.len() > 1 {
-                sim_in_processes(&seeds, jobs, until_violation)
+            if runs.len() > 1 {
+                sim_in_processes(&runs, jobs, until_violation)
             } else {
-                sim_here(&seeds)
+                sim_here(&runs)
             }
         }
         Command::Live {
@@ -175,28 +214,73 @@ fn live(
     }
 }
 
-/// Runs `seeds` one after another in this process.
-fn sim_here(seeds: &[u64]) -> ExitCode {
+/// One simulated run to do: a scenario (None: random), a seed, a size.
+#[derive(Clone, Copy)]
+struct Run {
+    scenario: Option<&'static fleetq_chaos::regressions::Regression>,
+    seed: u64,
+    nodes: u64,
+}
+
+impl Run {
+    fn plan(&self) -> fleetq_chaos::Plan {
+        match self.scenario {
+            Some(r) => r.plan(self.seed, self.nodes),
+            None => fleetq_chaos::Plan::from_seed(self.seed, self.nodes),
+        }
+    }
+}
+
+/// The scenarios `--scenario` names.
+fn scenarios(
+    list: &str,
+) -> Result<Vec<Option<&'static fleetq_chaos::regressions::Regression>>, String> {
+    use fleetq_chaos::regressions::{find, REGRESSIONS};
+    let mut out = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        match name {
+            "random" => out.push(None),
+            "regressions" => out.extend(REGRESSIONS.iter().map(Some)),
+            _ => out.push(Some(find(name).ok_or_else(|| {
+                format!(
+                    "no scenario {name:?}: random, regressions, or one of {}",
+                    REGRESSIONS
+                        .iter()
+                        .map(|r| r.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })?)),
+        }
+    }
+    if out.is_empty() {
+        return Err("name at least one scenario".into());
+    }
+    Ok(out)
+}
+
+/// Runs `runs` one after another in this process.
+fn sim_here(runs: &[Run]) -> ExitCode {
     let started = Instant::now();
     let (mut failed, mut faults) = (Vec::new(), 0usize);
-    for (n, &seed) in seeds.iter().enumerate() {
-        if seeds.len() == 1 {
-            fleetq_chaos::sim::exit_on_panic(seed);
+    for (n, run) in runs.iter().enumerate() {
+        let plan = run.plan();
+        if runs.len() == 1 {
+            fleetq_chaos::sim::exit_on_panic(&plan);
         }
-        match fleetq_chaos::run_seed(seed) {
+        match fleetq_chaos::run(plan.clone()) {
             Ok(report) => {
-                faults += usize::from(report.injected.is_some())
-                    + usize::from(report.agent_injected.is_some());
+                faults += report.injected.len();
                 println!("{report}");
             }
             Err(e) => {
                 println!("FAIL {e}");
-                failed.push(seed);
+                failed.push(plan);
             }
         }
-        progress(n + 1, seeds.len(), failed.len(), started);
+        progress(n + 1, runs.len(), failed.len(), started);
     }
-    summary(seeds.len(), faults, &failed, started)
+    summary(runs.len(), faults, &failed, started)
 }
 
 fn progress(done: usize, total: usize, failed: usize, started: Instant) {
@@ -208,9 +292,14 @@ fn progress(done: usize, total: usize, failed: usize, started: Instant) {
     }
 }
 
-fn summary(seeds: usize, faults: usize, failed: &[u64], started: Instant) -> ExitCode {
-    for seed in failed {
-        println!("replay: {}", fleetq_chaos::replay_command(*seed));
+fn summary(
+    seeds: usize,
+    faults: usize,
+    failed: &[fleetq_chaos::Plan],
+    started: Instant,
+) -> ExitCode {
+    for plan in failed {
+        println!("replay: {}", fleetq_chaos::replay_command(plan));
     }
     println!("{seeds} seeds in {:.1}s", started.elapsed().as_secs_f64());
     println!("seeds={seeds} faults={faults} violations={}", failed.len());
@@ -227,7 +316,7 @@ fn summary(seeds: usize, faults: usize, failed: &[u64], started: Instant) -> Exi
 /// simulation crashes a node, tokio drops its tasks in an order derived
 /// from a process-wide task counter, which earlier runs in the same
 /// process would have advanced.
-fn sim_in_processes(seeds: &[u64], jobs: usize, until_violation: bool) -> ExitCode {
+fn sim_in_processes(runs: &[Run], jobs: usize, until_violation: bool) -> ExitCode {
     let started = Instant::now();
     let exe = match std::env::current_exe() {
         Ok(e) => e,
@@ -239,19 +328,29 @@ fn sim_in_processes(seeds: &[u64], jobs: usize, until_violation: bool) -> ExitCo
     let next = std::sync::atomic::AtomicUsize::new(0);
     let stop = std::sync::atomic::AtomicBool::new(false);
     let (tx, rx) = std::sync::mpsc::channel::<(usize, Option<String>, usize)>();
-    let mut lines: Vec<Option<String>> = vec![None; seeds.len()];
+    let mut lines: Vec<Option<String>> = vec![None; runs.len()];
     let (mut printed, mut failed, mut faults, mut lost) = (0usize, Vec::new(), 0usize, 0usize);
     std::thread::scope(|scope| {
-        for _ in 0..jobs.min(seeds.len()) {
+        for _ in 0..jobs.min(runs.len()) {
             let (tx, next, exe, stop) = (tx.clone(), &next, &exe, &stop);
             scope.spawn(move || loop {
                 if stop.load(std::sync::atomic::Ordering::SeqCst) {
                     return;
                 }
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-                let Some(seed) = seeds.get(i) else { return };
+                let Some(run) = runs.get(i) else { return };
+                let mut args = vec![
+                    "sim".to_string(),
+                    "--seed".into(),
+                    run.seed.to_string(),
+                    "--nodes".into(),
+                    run.nodes.to_string(),
+                ];
+                if let Some(r) = run.scenario {
+                    args.extend(["--scenario".to_string(), r.name.to_string()]);
+                }
                 let out = std::process::Command::new(exe)
-                    .args(["sim", "--seed", &seed.to_string()])
+                    .args(&args)
                     .stderr(std::process::Stdio::null())
                     .output();
                 let text = out
@@ -283,19 +382,20 @@ fn sim_in_processes(seeds: &[u64], jobs: usize, until_violation: bool) -> ExitCo
             match line {
                 Some(l) => {
                     if l.starts_with("FAIL ") {
-                        failed.push(seeds[i]);
+                        failed.push(runs[i].plan());
                     }
                     lines[i] = Some(l);
                 }
                 None => {
                     // The process died without a verdict: a violation too.
-                    failed.push(seeds[i]);
+                    let plan = runs[i].plan();
                     lost += 1;
                     lines[i] = Some(format!(
                         "FAIL seed {}: the simulation process ended without a verdict (replay: {})",
-                        seeds[i],
-                        fleetq_chaos::replay_command(seeds[i])
+                        plan.seed,
+                        fleetq_chaos::replay_command(&plan)
                     ));
+                    failed.push(plan);
                 }
             }
             while printed < lines.len() {
@@ -304,7 +404,7 @@ fn sim_in_processes(seeds: &[u64], jobs: usize, until_violation: bool) -> ExitCo
                 };
                 println!("{l}");
                 printed += 1;
-                progress(printed, seeds.len(), failed.len(), started);
+                progress(printed, runs.len(), failed.len(), started);
             }
         }
     });
@@ -317,6 +417,6 @@ fn sim_in_processes(seeds: &[u64], jobs: usize, until_violation: bool) -> ExitCo
     if lost > 0 {
         eprintln!("sim: {lost} seed processes ended without a verdict");
     }
-    failed.sort_unstable();
+    failed.sort_by_key(|p| (p.scenario, p.seed));
     summary(ran, faults, &failed, started)
 }

@@ -1,7 +1,7 @@
-//! One simulated run: three real control-plane nodes (`n1`..`n3`) on
-//! turmoil's network and clock, one client driving the public API, and at
-//! most one fault drawn from the seed: a leader partition, or a node crash
-//! (power cut: unsynced writes lost) and restart from the same disk.
+//! One simulated run of a [`Plan`]: three (or five) real control-plane
+//! nodes (`n1`..) on turmoil's network and clock, two real agents, one
+//! client driving the public API, and the plan's faults
+//! ([`crate::inject`]); then the checks from outside.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -19,24 +19,17 @@ use fleetq_server::clock::TokioClock;
 use fleetq_server::transport::Timeouts;
 use fleetq_server::{Node, NodeConfig, RaftTiming};
 use openraft::ServerState;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 
-use crate::agents::{self, AgentFault};
+use crate::agents;
 use crate::client::{self, ClientSummary};
+use crate::inject::{AgentInjector, Injector, Links, World, FAIR_LATENCY};
 use crate::net::{self, SimConnector};
+use crate::plan::{Fault, Plan, Weather};
 
-/// Control-plane nodes in a run.
-pub const NODES: u64 = 3;
 /// The port every node serves on.
 pub const PORT: u16 = 7000;
-/// The ClusterQueue's quota (client::CONFIG): the most GPUs that may
-/// really run at once, whatever the clusters have.
-pub const QUOTA_GPUS: u64 = 8;
 /// Agents' lease: short, so lease faults play out within a run.
 const LEASE_TTL: Duration = Duration::from_secs(3);
-/// Workloads the client submits.
-pub const WORKLOADS: usize = 30;
 /// Simulated wall-clock time at the start of a run (fixed, so runs do not
 /// depend on the real date).
 const ORIGIN_MS: u64 = 1_700_000_000_000;
@@ -65,130 +58,8 @@ pub fn node_addr(id: NodeId) -> String {
     format!("{}:{PORT}", host_name(id))
 }
 
-fn host_name(id: NodeId) -> String {
+pub fn host_name(id: NodeId) -> String {
     format!("n{id}")
-}
-
-/// The one fault a run injects.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Fault {
-    None,
-    /// Cut the leader (whoever leads at `at`) off from the other nodes,
-    /// heal after `heal_after`. The client can still reach every node.
-    PartitionLeader {
-        at: Duration,
-        heal_after: Duration,
-    },
-    /// Crash `target` (chosen among the nodes as they stand at `at`): its
-    /// software stops and its disk loses every write not yet synced; after
-    /// `restart_after` it starts again from that disk.
-    CrashNode {
-        at: Duration,
-        target: CrashTarget,
-        restart_after: Duration,
-    },
-}
-
-/// Which node a [`Fault::CrashNode`] takes down.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CrashTarget {
-    /// Whoever leads at the time.
-    Leader,
-    /// The `n`th (0 or 1) of the other two nodes, by id.
-    Follower(usize),
-}
-
-impl fmt::Display for Fault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Fault::None => write!(f, "no fault"),
-            Fault::PartitionLeader { at, heal_after } => write!(
-                f,
-                "partition the leader at {:.1}s for {:.1}s",
-                at.as_secs_f64(),
-                heal_after.as_secs_f64()
-            ),
-            Fault::CrashNode {
-                at,
-                target,
-                restart_after,
-            } => write!(
-                f,
-                "crash {} at {:.1}s, restart after {:.1}s",
-                match target {
-                    CrashTarget::Leader => "the leader",
-                    CrashTarget::Follower(_) => "a follower",
-                },
-                at.as_secs_f64(),
-                restart_after.as_secs_f64()
-            ),
-        }
-    }
-}
-
-/// One workload the client submits.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PlannedWorkload {
-    pub name: String,
-    pub gpus: u32,
-    pub duration_s: u64,
-    /// Pause before submitting it.
-    pub delay_ms: u64,
-}
-
-/// Everything a seed decides up front.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Plan {
-    pub seed: u64,
-    pub workloads: Vec<PlannedWorkload>,
-    pub fault: Fault,
-    pub agent_fault: AgentFault,
-    /// Workloads the client cancels (by index), each right after it
-    /// submitted the one three places later (or at the end).
-    pub cancels: Vec<usize>,
-}
-
-impl Plan {
-    pub fn from_seed(seed: u64) -> Plan {
-        let mut rng = StdRng::seed_from_u64(seed);
-        let workloads = (0..WORKLOADS)
-            .map(|i| PlannedWorkload {
-                name: format!("w-{i:02}"),
-                gpus: rng.gen_range(1..=3),
-                duration_s: rng.gen_range(1..=4),
-                delay_ms: rng.gen_range(0..300),
-            })
-            .collect();
-        // The partition draw comes first, so seeds that drew a partition
-        // before the crash fault existed still draw the same one.
-        let fault = if rng.gen_bool(0.5) {
-            Fault::PartitionLeader {
-                at: Duration::from_millis(rng.gen_range(1_500..6_000)),
-                heal_after: Duration::from_millis(rng.gen_range(1_000..8_000)),
-            }
-        } else if rng.gen_bool(0.5) {
-            Fault::CrashNode {
-                at: Duration::from_millis(rng.gen_range(1_500..6_000)),
-                target: if rng.gen_bool(0.5) {
-                    CrashTarget::Leader
-                } else {
-                    CrashTarget::Follower(rng.gen_range(0..2))
-                },
-                restart_after: Duration::from_millis(rng.gen_range(500..6_000)),
-            }
-        } else {
-            Fault::None
-        };
-        let agent_fault = AgentFault::draw(&mut rng);
-        let cancels = (0..WORKLOADS).filter(|_| rng.gen_ratio(1, 8)).collect();
-        Plan {
-            seed,
-            workloads,
-            fault,
-            agent_fault,
-            cancels,
-        }
-    }
 }
 
 /// A check that failed.
@@ -201,14 +72,10 @@ pub struct Violation {
 /// What a passing run did.
 #[derive(Clone, Debug)]
 pub struct RunReport {
-    pub seed: u64,
-    pub fault: Fault,
-    /// What the fault injector actually did (the leader it cut off, the
-    /// node it crashed).
-    pub injected: Option<String>,
-    pub agent_fault: AgentFault,
-    /// What the agent fault did.
-    pub agent_injected: Option<String>,
+    pub plan: Plan,
+    /// What the fault injectors actually did (the leader they cut off,
+    /// the node they crashed), one line per fault that struck.
+    pub injected: Vec<String>,
     pub sim_elapsed: Duration,
     pub wall: Duration,
     pub client: ClientSummary,
@@ -223,18 +90,10 @@ impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "seed {}: ok  {}{}; {}{}; {} workloads ({} retried), {} EvictNotReady applied, converged at index {} hash {}; trace {}; {:.1}s simulated, {:.2}s wall",
-            self.seed,
-            self.fault,
-            self.injected
-                .as_deref()
-                .map(|s| format!(" ({s})"))
-                .unwrap_or_default(),
-            self.agent_fault,
-            self.agent_injected
-                .as_deref()
-                .map(|s| format!(" ({s})"))
-                .unwrap_or_default(),
+            "seed {}: ok  {} [{}]; {} workloads ({} retried), {} EvictNotReady applied, converged at index {} hash {}; trace {}; {:.1}s simulated, {:.2}s wall",
+            self.plan.seed,
+            self.plan.describe(),
+            self.injected.join("; "),
             self.client.acknowledged.len(),
             self.client.retried_writes,
             self.client.evict_not_ready,
@@ -247,27 +106,35 @@ impl fmt::Display for RunReport {
     }
 }
 
-/// The replay command for a seed.
-pub fn replay_command(seed: u64) -> String {
-    format!("fleetq-chaos sim --seed {seed}")
+/// The command that replays `plan`.
+pub fn replay_command(plan: &Plan) -> String {
+    let mut command = format!("fleetq-chaos sim --seed {}", plan.seed);
+    if plan.nodes != 3 {
+        command.push_str(&format!(" --nodes {}", plan.nodes));
+    }
+    if let Some(scenario) = plan.scenario {
+        command.push_str(&format!(" --scenario {scenario}"));
+    }
+    command
 }
 
-fn failure(seed: u64, check: &str, detail: impl fmt::Display) -> String {
+fn failure(plan: &Plan, check: &str, detail: impl fmt::Display) -> String {
     format!(
-        "seed {seed}: check failed: {check}: {detail} (replay: {})",
-        replay_command(seed)
+        "seed {}: check failed: {check}: {detail} (replay: {})",
+        plan.seed,
+        replay_command(plan)
     )
 }
 
 /// What the harness keeps of a running node, to find the leader and to
 /// re-check the ledgers from outside.
 #[derive(Clone)]
-struct Replica {
-    raft: Raft,
-    handle: LedgerHandle,
+pub struct Replica {
+    pub raft: Raft,
+    pub handle: LedgerHandle,
 }
 
-type Registry = Rc<RefCell<BTreeMap<NodeId, Replica>>>;
+pub type Registry = Rc<RefCell<BTreeMap<NodeId, Replica>>>;
 
 thread_local! {
     /// Panics on this thread (turmoil runs every host on the thread that
@@ -276,17 +143,17 @@ thread_local! {
     static PANICS: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The seed this process is running, when a panic should end the process
-/// with that seed's verdict (see [`exit_on_panic`]).
-static VERDICT_ON_PANIC: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+/// The plan this process is running, when a panic should end the process
+/// with that plan's verdict (see [`exit_on_panic`]).
+static VERDICT_ON_PANIC: std::sync::Mutex<Option<Plan>> = std::sync::Mutex::new(None);
 
-/// Makes the first panic during `seed` print the seed's FAIL line and end
+/// Makes the first panic while running `plan` print its FAIL line and end
 /// the process with status 1. For a process that runs one seed: a panic
 /// inside a simulated host (an invariant assertion in apply(), say)
 /// unwinds through tokio's scheduler, which then aborts on a second
 /// panic before any verdict could be printed.
-pub fn exit_on_panic(seed: u64) {
-    VERDICT_ON_PANIC.store(seed, std::sync::atomic::Ordering::SeqCst);
+pub fn exit_on_panic(plan: &Plan) {
+    *VERDICT_ON_PANIC.lock().unwrap_or_else(|p| p.into_inner()) = Some(plan.clone());
 }
 
 fn install_panic_recorder() {
@@ -303,10 +170,10 @@ fn install_panic_recorder() {
                 ),
                 None => payload_text(info.payload()),
             };
-            let seed = VERDICT_ON_PANIC.load(std::sync::atomic::Ordering::SeqCst);
-            if seed != u64::MAX {
+            let plan = VERDICT_ON_PANIC.try_lock().ok().and_then(|p| p.clone());
+            if let Some(plan) = plan {
                 use std::io::Write;
-                println!("FAIL {}", failure(seed, "no panics", &message));
+                println!("FAIL {}", failure(&plan, "no panics", &message));
                 let _ = std::io::stdout().flush();
                 std::process::exit(1);
             }
@@ -331,6 +198,7 @@ fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
 /// first, 1 after a crash).
 async fn node_host(
     id: NodeId,
+    nodes: u64,
     seed: u64,
     incarnation: u64,
     disk: MemDisk,
@@ -346,7 +214,7 @@ async fn node_host(
     let config = NodeConfig {
         id,
         advertise: node_addr(id),
-        initial_members: (1..=NODES).map(|i| (i, node_addr(i))).collect(),
+        initial_members: (1..=nodes).map(|i| (i, node_addr(i))).collect(),
         timing: RaftTiming::default(),
         scheduler: scheduler_config(),
         simulated_clusters: Vec::new(),
@@ -382,7 +250,7 @@ async fn node_host(
     std::future::pending::<turmoil::Result>().await
 }
 
-fn current_leader(registry: &Registry) -> Option<NodeId> {
+pub fn current_leader(registry: &Registry) -> Option<NodeId> {
     registry
         .borrow()
         .iter()
@@ -394,226 +262,65 @@ fn current_leader(registry: &Registry) -> Option<NodeId> {
         .map(|(_, id)| id)
 }
 
-/// Injects the plan's fault as simulated time passes.
-struct Injector {
-    fault: Fault,
-    /// The node the fault hit (cut off or crashed) and when it ends (heal
-    /// or restart).
-    victim: Option<(NodeId, Duration)>,
-    recovered: bool,
-    done: Option<String>,
-}
-
-impl Injector {
-    fn new(fault: Fault) -> Injector {
-        Injector {
-            fault,
-            victim: None,
-            recovered: false,
-            done: None,
-        }
-    }
-
-    fn step(
-        &mut self,
-        sim: &mut turmoil::Sim<'_>,
-        registry: &Registry,
-        disks: &BTreeMap<NodeId, MemDisk>,
-    ) {
-        let now = sim.elapsed();
-        match (self.fault.clone(), self.victim) {
-            (Fault::None, _) => {}
-            (Fault::PartitionLeader { at, heal_after }, None) if now >= at => {
-                if let Some(leader) = current_leader(registry) {
-                    for other in (1..=NODES).filter(|&o| o != leader) {
-                        sim.partition(host_name(leader), host_name(other));
-                    }
-                    self.victim = Some((leader, now + heal_after));
-                    self.done = Some(format!(
-                        "cut n{leader} off at {:.1}s, healed at {:.1}s",
-                        now.as_secs_f64(),
-                        (now + heal_after).as_secs_f64()
-                    ));
-                }
-            }
-            (Fault::PartitionLeader { .. }, Some((leader, heal_at)))
-                if !self.recovered && now >= heal_at =>
-            {
-                for other in (1..=NODES).filter(|&o| o != leader) {
-                    sim.repair(host_name(leader), host_name(other));
-                }
-                self.recovered = true;
-                self.note_leader(registry);
-            }
-            (
-                Fault::CrashNode {
-                    at,
-                    target,
-                    restart_after,
-                },
-                None,
-            ) if now >= at => {
-                let Some(leader) = current_leader(registry) else {
-                    return;
-                };
-                let (node, role) = match target {
-                    CrashTarget::Leader => (leader, "leader"),
-                    CrashTarget::Follower(nth) => {
-                        let followers: Vec<NodeId> = (1..=NODES).filter(|&o| o != leader).collect();
-                        (followers[nth % followers.len()], "follower")
-                    }
-                };
-                // Stop the software first (its tasks are dropped, so no
-                // sync in flight completes), then cut the power: the disk
-                // keeps only what was synced.
-                sim.crash(host_name(node));
-                let disk = &disks[&node];
-                let lost = disk.unsynced_writes();
-                disk.crash();
-                registry.borrow_mut().remove(&node);
-                self.victim = Some((node, now + restart_after));
-                self.done = Some(format!(
-                    "crashed {role} n{node} at {:.1}s ({lost} unsynced writes lost, durable log to {}), restarted at {:.1}s",
-                    now.as_secs_f64(),
-                    disk.durable_last_index()
-                        .map_or_else(|| "-".to_string(), |i| i.to_string()),
-                    (now + restart_after).as_secs_f64()
-                ));
-            }
-            (Fault::CrashNode { .. }, Some((node, restart_at)))
-                if !self.recovered && now >= restart_at =>
-            {
-                sim.bounce(host_name(node));
-                self.recovered = true;
-                self.note_leader(registry);
-            }
-            _ => {}
-        }
-    }
-
-    fn note_leader(&mut self, registry: &Registry) {
-        if let (Some(done), Some(now_leading)) = (&mut self.done, current_leader(registry)) {
-            done.push_str(&format!(", n{now_leading} leading then"));
-        }
-    }
-}
-
-/// Injects the plan's agent fault.
-struct AgentInjector {
-    fault: AgentFault,
-    /// When the fault ends (heal or restart), once it began.
-    until: Option<Duration>,
-    recovered: bool,
-    done: Option<String>,
-}
-
-impl AgentInjector {
-    fn new(fault: AgentFault) -> AgentInjector {
-        AgentInjector {
-            fault,
-            until: None,
-            recovered: false,
-            done: None,
-        }
-    }
-
-    fn step(
-        &mut self,
-        sim: &mut turmoil::Sim<'_>,
-        journals: &BTreeMap<usize, fleetq_agent::executor::JournalSink>,
-    ) {
-        let now = sim.elapsed();
-        match (&self.fault, self.until) {
-            (AgentFault::None, _) => {}
-            (
-                AgentFault::Partition {
-                    agent,
-                    at,
-                    heal_after,
-                },
-                None,
-            ) if now >= *at => {
-                for id in 1..=NODES {
-                    sim.partition(agents::agent_host(*agent), host_name(id));
-                }
-                self.until = Some(now + *heal_after);
-                self.done = Some(format!(
-                    "a{agent} cut off from {:.1}s to {:.1}s",
-                    now.as_secs_f64(),
-                    (now + *heal_after).as_secs_f64()
-                ));
-            }
-            (AgentFault::Partition { agent, .. }, Some(until))
-                if !self.recovered && now >= until =>
-            {
-                for id in 1..=NODES {
-                    sim.repair(agents::agent_host(*agent), host_name(id));
-                }
-                self.recovered = true;
-            }
-            (
-                AgentFault::Crash {
-                    agent,
-                    at,
-                    restart_after,
-                },
-                None,
-            ) if now >= *at => {
-                sim.crash(agents::agent_host(*agent));
-                let killed = agents::close_open_runs(&journals[agent], now.as_millis() as u64);
-                self.until = Some(now + *restart_after);
-                self.done = Some(format!(
-                    "a{agent} crashed at {:.1}s with {killed} workloads running, restarted at {:.1}s",
-                    now.as_secs_f64(),
-                    (now + *restart_after).as_secs_f64()
-                ));
-            }
-            (AgentFault::Crash { agent, .. }, Some(until)) if !self.recovered && now >= until => {
-                sim.bounce(agents::agent_host(*agent));
-                self.recovered = true;
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Runs the simulation for `seed` and checks the invariants. The error
-/// names the failed check, the seed and the replay command.
+/// Runs the random plan of `seed` on three nodes.
 pub fn run_seed(seed: u64) -> Result<RunReport, String> {
-    let plan = Plan::from_seed(seed);
-    run_plan(seed).map_err(|e| {
-        format!(
-            "{e} [{}; {}; cancels {:?}]",
-            plan.fault, plan.agent_fault, plan.cancels
-        )
-    })
+    run(Plan::from_seed(seed, 3))
 }
 
-fn run_plan(seed: u64) -> Result<RunReport, String> {
+/// Runs `plan` and checks the invariants. The error names the failed
+/// check, the seed, the replay command and the plan.
+pub fn run(plan: Plan) -> Result<RunReport, String> {
+    let description = plan.describe();
+    run_plan(plan).map_err(|e| format!("{e} [{description}]"))
+}
+
+fn run_plan(plan: Plan) -> Result<RunReport, String> {
     install_panic_recorder();
     PANICS.with(|p| p.borrow_mut().clear());
     let wall = Instant::now();
-    let plan = Plan::from_seed(seed);
+    let seed = plan.seed;
+    let nodes = plan.nodes;
 
+    // turmoil has no setter for the repair rate once built: the lossy
+    // weather's (if any) is fixed here and only matters while loss is on.
+    let repair = plan
+        .faults
+        .iter()
+        .find_map(|f| match f {
+            Fault::Network {
+                weather: Weather::Loss { repair, .. },
+                ..
+            } => Some(f64::from(*repair) / crate::plan::PER_MILLE),
+            _ => None,
+        })
+        .unwrap_or(1.0);
     let mut sim = turmoil::Builder::new()
         .rng_seed(seed)
         .epoch(UNIX_EPOCH + Duration::from_millis(ORIGIN_MS))
         .simulation_duration(SIM_LIMIT)
-        .max_message_latency(Duration::from_millis(20))
+        .max_message_latency(FAIR_LATENCY)
+        .repair_rate(repair)
         .tcp_capacity(1 << 16)
         .build();
 
     let registry: Registry = Rc::new(RefCell::new(BTreeMap::new()));
     // The disks outlive their nodes: a crashed node can restart from one.
     let disks: BTreeMap<NodeId, MemDisk> =
-        (1..=NODES).map(|id| (id, MemDisk::new(FSYNC))).collect();
+        (1..=nodes).map(|id| (id, MemDisk::new(FSYNC))).collect();
     for (&id, disk) in &disks {
         let disk = disk.clone();
         let registry = Rc::clone(&registry);
         let starts = Rc::new(Cell::new(0u64));
         sim.host(host_name(id), move || {
             let incarnation = starts.replace(starts.get() + 1);
-            node_host(id, seed, incarnation, disk.clone(), Rc::clone(&registry))
+            node_host(
+                id,
+                nodes,
+                seed,
+                incarnation,
+                disk.clone(),
+                Rc::clone(&registry),
+            )
         });
     }
 
@@ -627,7 +334,7 @@ fn run_plan(seed: u64) -> Result<RunReport, String> {
         let starts = Rc::new(Cell::new(0u64));
         sim.host(agents::agent_host(n), move || {
             let incarnation = starts.replace(starts.get() + 1);
-            agents::agent_host_main(n, seed, incarnation, journal.clone())
+            agents::agent_host_main(n, nodes, seed, incarnation, journal.clone())
         });
     }
 
@@ -642,17 +349,33 @@ fn run_plan(seed: u64) -> Result<RunReport, String> {
         });
     }
 
-    let mut injector = Injector::new(plan.fault.clone());
-    let mut agent_injector = AgentInjector::new(plan.agent_fault.clone());
+    let mut world = World {
+        nodes,
+        registry: Rc::clone(&registry),
+        disks,
+        links: Links::default(),
+        down: Default::default(),
+    };
+    let mut injectors: Vec<Injector> = plan.faults.iter().cloned().map(Injector::new).collect();
+    let mut agent_injectors: Vec<AgentInjector> = plan
+        .agent_faults
+        .iter()
+        .cloned()
+        .map(AgentInjector::new)
+        .collect();
     loop {
-        injector.step(&mut sim, &registry, &disks);
-        agent_injector.step(&mut sim, &journals);
+        for injector in &mut injectors {
+            injector.step(&mut sim, &mut world);
+        }
+        for injector in &mut agent_injectors {
+            injector.step(&mut sim, &mut world, &journals);
+        }
         match sim.step() {
             Ok(true) => break,
             Ok(false) => {}
             Err(e) => {
                 return Err(failure(
-                    seed,
+                    &plan,
                     "simulation",
                     format!("{e} (at {:.1}s simulated)", sim.elapsed().as_secs_f64()),
                 ))
@@ -660,17 +383,22 @@ fn run_plan(seed: u64) -> Result<RunReport, String> {
         }
     }
     let sim_elapsed = sim.elapsed();
+    let injected: Vec<String> = injectors
+        .iter()
+        .filter_map(|i| i.done.clone())
+        .chain(agent_injectors.iter().filter_map(|i| i.done.clone()))
+        .collect();
 
     let panics = PANICS.with(|p| std::mem::take(&mut *p.borrow_mut()));
     if !panics.is_empty() {
-        return Err(failure(seed, "no panics", panics.join(" | ")));
+        return Err(failure(&plan, "no panics", panics.join(" | ")));
     }
     let summary = match verdict.borrow_mut().take() {
         Some(Ok(summary)) => summary,
-        Some(Err(v)) => return Err(failure(seed, v.check, v.detail)),
-        None => return Err(failure(seed, "client", "finished without a verdict")),
+        Some(Err(v)) => return Err(failure(&plan, v.check, v.detail)),
+        None => return Err(failure(&plan, "client", "finished without a verdict")),
     };
-    check_replicas(&registry, &summary).map_err(|v| failure(seed, v.check, v.detail))?;
+    check_replicas(&registry, nodes, &summary).map_err(|v| failure(&plan, v.check, v.detail))?;
     let entries: BTreeMap<String, Vec<fleetq_agent::executor::JournalEntry>> = journals
         .iter()
         .map(|(n, j)| (agents::cluster_name(*n), j.entries()))
@@ -678,34 +406,25 @@ fn run_plan(seed: u64) -> Result<RunReport, String> {
     let gpus: BTreeMap<u64, u64> = plan
         .workloads
         .iter()
-        .filter_map(|w| Some((*summary.acknowledged.get(&w.name)?, u64::from(w.gpus))))
+        .filter_map(|w| Some((*summary.acknowledged.get(&w.name)?, w.gpus())))
         .collect();
-    let succeeded: std::collections::BTreeSet<u64> = summary
-        .acknowledged
+    let succeeded: std::collections::BTreeSet<u64> = plan
+        .workloads
         .iter()
-        .filter(|(name, _)| !summary.cancelled.contains(*name))
-        .map(|(_, id)| *id)
+        .filter(|w| w.exit == 0 && !summary.cancelled.contains(&w.name))
+        .filter_map(|w| summary.acknowledged.get(&w.name).copied())
         .collect();
-    if let Err(v) = agents::check_runs(&entries, &gpus, &succeeded, QUOTA_GPUS) {
+    if let Err(v) = agents::check_runs(&entries, &gpus, &succeeded, plan.quota_gpus) {
         if std::env::var_os("FLEETQ_CHAOS_DEBUG").is_some() {
             dump_history(&registry, &entries);
         }
-        return Err(failure(seed, v.check, v.detail));
+        return Err(failure(&plan, v.check, v.detail));
     }
-    let trace = trace_digest(
-        sim_elapsed,
-        &summary,
-        injector.done.as_deref(),
-        &registry,
-        &entries,
-    );
+    let trace = trace_digest(sim_elapsed, &summary, &injected, &registry, &entries);
 
     Ok(RunReport {
-        seed,
-        fault: plan.fault,
-        injected: injector.done,
-        agent_fault: plan.agent_fault,
-        agent_injected: agent_injector.done,
+        plan,
+        injected,
         sim_elapsed,
         wall: wall.elapsed(),
         client: summary,
@@ -743,7 +462,7 @@ fn dump_history(
 fn trace_digest(
     elapsed: Duration,
     summary: &ClientSummary,
-    injected: Option<&str>,
+    injected: &[String],
     registry: &Registry,
     journals: &BTreeMap<String, Vec<fleetq_agent::executor::JournalEntry>>,
 ) -> String {
@@ -755,7 +474,11 @@ fn trace_digest(
         "{} {} {} {}",
         summary.last_applied, summary.state_hash, summary.retried_writes, summary.evict_not_ready
     ));
-    h.update(injected.unwrap_or("-"));
+    h.update(if injected.is_empty() {
+        "-".to_string()
+    } else {
+        injected.join("; ")
+    });
     for (id, replica) in registry.borrow().iter() {
         let m = replica.raft.metrics().borrow().clone();
         h.update(format!(
@@ -778,12 +501,16 @@ fn trace_digest(
 
 /// Re-checks every replica's ledger from outside: invariants 1 and 2 from
 /// scratch, and every acknowledged workload present.
-fn check_replicas(registry: &Registry, summary: &ClientSummary) -> Result<(), Violation> {
+fn check_replicas(
+    registry: &Registry,
+    nodes: u64,
+    summary: &ClientSummary,
+) -> Result<(), Violation> {
     let registry = registry.borrow();
-    if registry.len() as u64 != NODES {
+    if registry.len() as u64 != nodes {
         return Err(Violation {
             check: "nodes started",
-            detail: format!("only {} of {NODES} nodes started", registry.len()),
+            detail: format!("only {} of {nodes} nodes started", registry.len()),
         });
     }
     for (id, replica) in registry.iter() {
@@ -793,6 +520,23 @@ fn check_replicas(registry: &Registry, summary: &ClientSummary) -> Result<(), Vi
             return Err(Violation {
                 check: "no over-admission, no double charge (invariants 1, 2)",
                 detail: format!("n{id}: {}", violations.join("; ")),
+            });
+        }
+        // Every workload has ended (the client waited for that), so no
+        // quota may still be held: nothing stranded (invariant 3).
+        let held: Vec<String> = sm
+            .ledger
+            .snapshot()
+            .admitted()
+            .map(|a| format!("workload {} on {}", a.pending.id, a.assignment.cluster))
+            .collect();
+        if !held.is_empty() {
+            return Err(Violation {
+                check: "no stranded quota (invariant 3)",
+                detail: format!(
+                    "n{id}: every workload ended, yet quota is held: {}",
+                    held.join(", ")
+                ),
             });
         }
         for (name, wid) in &summary.acknowledged {
@@ -812,37 +556,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn plans_follow_the_seed() {
-        assert_eq!(Plan::from_seed(7), Plan::from_seed(7));
-        assert_ne!(Plan::from_seed(7), Plan::from_seed(8));
-        let plan = Plan::from_seed(7);
-        assert_eq!(plan.workloads.len(), WORKLOADS);
-        assert!(plan
-            .workloads
-            .iter()
-            .all(|w| (1..=3).contains(&w.gpus) && (1..=4).contains(&w.duration_s)));
-    }
-
-    #[test]
-    fn seeds_draw_every_fault() {
-        let faults: Vec<Fault> = (0..40).map(|s| Plan::from_seed(s).fault).collect();
-        assert!(faults.contains(&Fault::None));
-        assert!(faults
-            .iter()
-            .any(|f| matches!(f, Fault::PartitionLeader { .. })));
-        for target in [CrashTarget::Leader, CrashTarget::Follower(0)] {
-            assert!(
-                faults.iter().any(|f| matches!(f,
-                    Fault::CrashNode { target: t, .. }
-                        if std::mem::discriminant(t) == std::mem::discriminant(&target))),
-                "no seed crashes {target:?}"
-            );
-        }
-    }
-
-    #[test]
     fn failures_name_the_check_seed_and_replay() {
-        let f = failure(42, "convergence (invariant 6)", "hashes differ");
+        let plan = Plan::from_seed(42, 3);
+        let f = failure(&plan, "convergence (invariant 6)", "hashes differ");
         assert!(f.contains("seed 42"), "{f}");
         assert!(f.contains("convergence (invariant 6)"), "{f}");
         assert!(f.contains("fleetq-chaos sim --seed 42"), "{f}");

@@ -1,6 +1,8 @@
-//! A handful of simulated runs: no fault, a leader partition, and a crash
-//! (of a follower, of the leader) with a restart from the same disk; each
-//! must pass every check. (`fleetq-chaos sim --seeds N` runs many more.)
+//! A handful of simulated runs, by the first fault their seed draws: none,
+//! a leader partition, and a crash (of a follower, of the leader) with a
+//! restart from the same disk; some draw a second fault or an agent
+//! fault too. Each must pass every check, and every planned fault must
+//! strike. (`fleetq-chaos sim --seeds N` runs many more.)
 
 use fleetq_chaos::{run_seed, CrashTarget, Fault, Plan};
 
@@ -13,9 +15,15 @@ enum Kind {
     CrashFollower,
 }
 
-fn kind(fault: &Fault) -> Kind {
+fn kind(fault: Option<&Fault>) -> Kind {
     match fault {
-        Fault::None => Kind::NoFault,
+        None | Some(Fault::None) => Kind::NoFault,
+        Some(other) => kind_of(other),
+    }
+}
+
+fn kind_of(fault: &Fault) -> Kind {
+    match fault {
         Fault::PartitionLeader { .. } => Kind::Partition,
         Fault::CrashNode {
             target: CrashTarget::Leader,
@@ -25,26 +33,27 @@ fn kind(fault: &Fault) -> Kind {
             target: CrashTarget::Follower(_),
             ..
         } => Kind::CrashFollower,
+        // Only a fault of the second draw: the first drew none.
+        _ => Kind::NoFault,
     }
 }
 
 fn passes(seed: u64, expected: Kind) {
-    let plan = Plan::from_seed(seed);
+    let plan = Plan::from_seed(seed, 3);
     assert_eq!(
-        kind(&plan.fault),
+        kind(plan.faults.first()),
         expected,
         "seed {seed} no longer draws the fault this test is about: {}",
-        plan.fault
+        plan.describe()
     );
     match run_seed(seed) {
         Ok(report) => {
             println!("{report}");
-            if expected != Kind::NoFault {
-                assert!(
-                    report.injected.is_some(),
-                    "seed {seed}: the fault was never injected"
-                );
-            }
+            assert_eq!(
+                report.injected.len(),
+                plan.faults.len() + plan.agent_faults.len(),
+                "seed {seed}: a planned fault was never injected"
+            );
         }
         Err(e) => panic!("{e}"),
     }

@@ -1,6 +1,11 @@
 //! The simulated executor: "runs" a workload for its declared duration
 //! (`run.duration`; without one, until stopped). For `fleetq dev`, tests,
 //! benchmarks and simulation.
+//!
+//! A workload of several pods (a gang) has its pods finish one by one,
+//! evenly spread over the duration, as a real gang's workers do; only the
+//! last one ends the run. `run.env.FLEETQ_SIM_EXIT` sets the exit status
+//! of the run (non-zero: reported Failed), so tests can make a start fail.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -11,6 +16,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::{Event, JournalSink, Report};
+
+/// The `run.env` key whose value is the simulated run's exit status.
+pub const SIM_EXIT_ENV: &str = "FLEETQ_SIM_EXIT";
 
 pub struct SimulatedExecutor {
     // Ordered, so stopping everything reports in the same order every run.
@@ -66,20 +74,55 @@ impl SimulatedExecutor {
             message: String::new(),
         });
         let duration = spec.spec.run.duration;
+        let pods: u32 = spec
+            .spec
+            .pod_sets
+            .iter()
+            .map(|p| p.count)
+            .fold(0u32, u32::saturating_add)
+            .max(1);
+        let exit: i32 = spec
+            .spec
+            .run
+            .env
+            .get(SIM_EXIT_ENV)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
         let journal = self.journal.clone();
         let handle = tokio::spawn(async move {
             let Some(d) = duration else {
                 return std::future::pending().await;
             };
-            tokio::time::sleep(d).await;
-            if let Some(j) = &journal {
-                j.record(workload, epoch, "exited", "exit 0");
+            // A gang's pods end one by one; the run (and its quota) ends
+            // only with the last.
+            let mut elapsed = Duration::ZERO;
+            for pod in 1..pods {
+                let at = d * pod / pods;
+                tokio::time::sleep(at.saturating_sub(elapsed)).await;
+                elapsed = at;
+                if let Some(j) = &journal {
+                    j.record(
+                        workload,
+                        epoch,
+                        "pod-exited",
+                        &format!("pod {pod} of {pods}"),
+                    );
+                }
             }
+            tokio::time::sleep(d.saturating_sub(elapsed)).await;
+            if let Some(j) = &journal {
+                j.record(workload, epoch, "exited", &format!("exit {exit}"));
+            }
+            let (event, message) = if exit == 0 {
+                (Event::Succeeded, "simulated run completed".to_string())
+            } else {
+                (Event::Failed, format!("simulated run exited {exit}"))
+            };
             let _ = events.send(Report {
                 workload,
                 epoch,
-                event: Event::Succeeded,
-                message: "simulated run completed".into(),
+                event,
+                message,
             });
         });
         self.running.insert((workload, epoch), handle);

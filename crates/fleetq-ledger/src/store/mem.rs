@@ -143,6 +143,12 @@ impl MemDisk {
         self.lock().unsynced.len()
     }
 
+    /// The entry at `index` as the node sees it now (synced or not): lets
+    /// a simulator strike while a particular command is in flight.
+    pub fn entry(&self, index: u64) -> Option<Entry> {
+        self.lock().current.logs.get(&index).cloned()
+    }
+
     pub fn durable_last_index(&self) -> Option<u64> {
         self.lock().durable.logs.keys().next_back().copied()
     }

@@ -1,0 +1,618 @@
+//! What one simulated run does, decided before it starts: the Kueue
+//! configuration, the workloads the client submits, what it does between
+//! submissions (cancel, change a quota), and the faults. A random plan is
+//! drawn from a seed ([`Plan::from_seed`]); a regression scenario
+//! ([`crate::regressions`]) builds one by hand around one mechanism, with
+//! the seed only jittering its timing.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::agents::AgentFault;
+
+/// Workloads the random client submits.
+pub const WORKLOADS: usize = 30;
+
+/// The Kueue configuration of a random run: one ClusterQueue with 8 GPUs
+/// of flavor h100-80gb and a LocalQueue default/team-a.
+pub const CONFIG: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: h100-80gb
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: team-a
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: 8
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  namespace: default
+  name: team-a
+spec:
+  clusterQueue: team-a
+"#;
+
+/// [`CONFIG`] with the ClusterQueue's quota set to `gpus`.
+pub fn config_with_quota(gpus: u32) -> String {
+    CONFIG.replace("nominalQuota: 8", &format!("nominalQuota: {gpus}"))
+}
+
+/// A fault in the control plane (or its network).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    None,
+    /// Cut the leader (whoever leads at `at`) off from the other nodes,
+    /// heal after `heal_after`. The client can still reach every node.
+    PartitionLeader {
+        at: Duration,
+        heal_after: Duration,
+    },
+    /// Crash `target` (chosen among the nodes as they stand at `at`): its
+    /// software stops and its disk loses every write not yet synced; after
+    /// `restart_after` it starts again from that disk.
+    CrashNode {
+        at: Duration,
+        target: CrashTarget,
+        restart_after: Duration,
+    },
+    /// Split the nodes in two at `at`, heal after `heal_after`.
+    Split {
+        at: Duration,
+        heal_after: Duration,
+        kind: SplitKind,
+    },
+    /// Drop the messages one way only between the leader and every other
+    /// node (requests arrive, answers do not; or the reverse).
+    OneWay {
+        at: Duration,
+        heal_after: Duration,
+        direction: OneWayDirection,
+    },
+    /// A power cut of the whole control plane: every node crashes at
+    /// once, losing what it had not synced, and all restart together.
+    CrashAll {
+        at: Duration,
+        restart_after: Duration,
+    },
+    /// From `at`, wait until the leader has appended an admission batch
+    /// it has not applied yet (its decisions are in flight), then
+    /// `strike` it.
+    LeaderMidBatch {
+        at: Duration,
+        strike: MidBatch,
+    },
+    /// Network weather on every link from `at` for `lasting`.
+    Network {
+        at: Duration,
+        lasting: Duration,
+        weather: Weather,
+    },
+}
+
+/// Which node a [`Fault::CrashNode`] takes down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashTarget {
+    /// Whoever leads at the time.
+    Leader,
+    /// The `n`th of the other nodes, by id.
+    Follower(usize),
+}
+
+/// The two sides of a [`Fault::Split`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SplitKind {
+    /// The leader with fewer than half of the nodes (alone, of three):
+    /// the majority elects a new leader while the old one keeps trying.
+    LeaderInMinority,
+    /// A minority of followers cut off: the leader keeps its quorum; the
+    /// cut-off ones call elections that must not disturb it once healed.
+    FollowersInMinority,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OneWayDirection {
+    /// The leader's messages are lost; it still hears the others.
+    LeaderCannotSend,
+    /// The others' messages to the leader are lost; it still sends.
+    LeaderCannotHear,
+}
+
+/// What [`Fault::LeaderMidBatch`] does to the leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MidBatch {
+    /// Power cut (unsynced entries lost), restart after the duration.
+    Crash(Duration),
+    /// Cut it off from the other nodes, heal after the duration.
+    Isolate(Duration),
+}
+
+/// Network weather for [`Fault::Network`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weather {
+    /// Each message sent breaks its link with probability `fail` per
+    /// mille (what is in flight on it is lost), and each later send on a
+    /// broken link mends it with probability `repair` per mille. TCP does
+    /// not retransmit in the simulation, so a lost segment stalls its
+    /// connection until HTTP/2 keep-alive gives up on it (within 3 s):
+    /// loss as RPCs see it.
+    Loss { fail: u32, repair: u32 },
+    /// Every message takes up to this long: messages on different
+    /// connections overtake each other (reordering).
+    Slow { max_latency: Duration },
+}
+
+/// Per-mille probabilities are kept as integers so plans compare exactly.
+pub const PER_MILLE: f64 = 1000.0;
+
+fn secs(d: &Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::None => write!(f, "no fault"),
+            Fault::PartitionLeader { at, heal_after } => write!(
+                f,
+                "partition the leader at {:.1}s for {:.1}s",
+                secs(at),
+                secs(heal_after)
+            ),
+            Fault::CrashNode {
+                at,
+                target,
+                restart_after,
+            } => write!(
+                f,
+                "crash {} at {:.1}s, restart after {:.1}s",
+                match target {
+                    CrashTarget::Leader => "the leader",
+                    CrashTarget::Follower(_) => "a follower",
+                },
+                secs(at),
+                secs(restart_after)
+            ),
+            Fault::Split {
+                at,
+                heal_after,
+                kind,
+            } => write!(
+                f,
+                "split ({}) at {:.1}s for {:.1}s",
+                match kind {
+                    SplitKind::LeaderInMinority => "leader in the minority",
+                    SplitKind::FollowersInMinority => "followers in the minority",
+                },
+                secs(at),
+                secs(heal_after)
+            ),
+            Fault::OneWay {
+                at,
+                heal_after,
+                direction,
+            } => write!(
+                f,
+                "one-way loss ({}) at {:.1}s for {:.1}s",
+                match direction {
+                    OneWayDirection::LeaderCannotSend => "leader cannot send",
+                    OneWayDirection::LeaderCannotHear => "leader cannot hear",
+                },
+                secs(at),
+                secs(heal_after)
+            ),
+            Fault::CrashAll { at, restart_after } => write!(
+                f,
+                "crash every node at {:.1}s, restart after {:.1}s",
+                secs(at),
+                secs(restart_after)
+            ),
+            Fault::LeaderMidBatch { at, strike } => match strike {
+                MidBatch::Crash(d) => write!(
+                    f,
+                    "crash the leader mid-batch after {:.1}s, restart after {:.1}s",
+                    secs(at),
+                    secs(d)
+                ),
+                MidBatch::Isolate(d) => write!(
+                    f,
+                    "isolate the leader mid-batch after {:.1}s for {:.1}s",
+                    secs(at),
+                    secs(d)
+                ),
+            },
+            Fault::Network {
+                at,
+                lasting,
+                weather,
+            } => match weather {
+                Weather::Loss { fail, repair } => write!(
+                    f,
+                    "lossy links (break {:.1}%, mend {:.0}% per message) at {:.1}s for {:.1}s",
+                    f64::from(*fail) / 10.0,
+                    f64::from(*repair) / 10.0,
+                    secs(at),
+                    secs(lasting)
+                ),
+                Weather::Slow { max_latency } => write!(
+                    f,
+                    "slow links (up to {} ms) at {:.1}s for {:.1}s",
+                    max_latency.as_millis(),
+                    secs(at),
+                    secs(lasting)
+                ),
+            },
+        }
+    }
+}
+
+/// One pod set of a planned workload: `count` pods of `gpus` GPUs each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlannedPodSet {
+    pub count: u32,
+    pub gpus: u32,
+}
+
+/// One workload the client submits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedWorkload {
+    pub name: String,
+    pub queue: String,
+    pub priority_class: Option<String>,
+    pub pod_sets: Vec<PlannedPodSet>,
+    pub duration_s: u64,
+    /// Exit status of every run (non-zero: the run fails).
+    pub exit: i32,
+    /// Pause before submitting it.
+    pub delay_ms: u64,
+}
+
+impl PlannedWorkload {
+    /// One pod of `gpus` GPUs in LocalQueue team-a, priority 0, exit 0.
+    pub fn simple(name: String, gpus: u32, duration_s: u64, delay_ms: u64) -> PlannedWorkload {
+        PlannedWorkload {
+            name,
+            queue: "team-a".into(),
+            priority_class: None,
+            pod_sets: vec![PlannedPodSet { count: 1, gpus }],
+            duration_s,
+            exit: 0,
+            delay_ms,
+        }
+    }
+
+    /// GPUs of all its pods together.
+    pub fn gpus(&self) -> u64 {
+        self.pod_sets
+            .iter()
+            .map(|p| u64::from(p.count) * u64::from(p.gpus))
+            .sum()
+    }
+}
+
+/// Something the client does right after a submission (or at the end).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Cancel the workload with this index in [`Plan::workloads`].
+    Cancel(usize),
+    /// Apply these manifests (a quota change, say). A change the ledger
+    /// refuses (it would over-commit what is admitted) is fine.
+    Apply(String),
+}
+
+/// Everything a run does, decided before it starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub seed: u64,
+    /// Control-plane nodes (3 or 5).
+    pub nodes: u64,
+    /// The regression scenario this plan was built for (None: random).
+    pub scenario: Option<&'static str>,
+    /// The Kueue configuration applied first.
+    pub config: String,
+    pub workloads: Vec<PlannedWorkload>,
+    /// What to do after the submission of the workload at each index.
+    pub after: Vec<(usize, Action)>,
+    /// What to do after the last submission.
+    pub at_end: Vec<Action>,
+    pub faults: Vec<Fault>,
+    pub agent_faults: Vec<AgentFault>,
+    /// The most GPUs that may really run at once, whatever the clusters
+    /// have: the quota (of the cohort, where there is one).
+    pub quota_gpus: u64,
+    /// Whether the configuration lets workloads preempt one another.
+    pub may_preempt: bool,
+}
+
+impl Plan {
+    /// A plan with `config`, no workloads and no faults.
+    pub fn empty(seed: u64, nodes: u64, config: String, quota_gpus: u64) -> Plan {
+        Plan {
+            seed,
+            nodes,
+            scenario: None,
+            config,
+            workloads: Vec::new(),
+            after: Vec::new(),
+            at_end: Vec::new(),
+            faults: Vec::new(),
+            agent_faults: Vec::new(),
+            quota_gpus,
+            may_preempt: false,
+        }
+    }
+
+    /// The random plan of `seed` on `nodes` control-plane nodes: 30
+    /// workloads of 1-3 GPUs, cancels, quota changes during contention,
+    /// a control-plane fault, an agent fault, and (in about half the
+    /// seeds) a second fault of the rarer kinds.
+    pub fn from_seed(seed: u64, nodes: u64) -> Plan {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut plan = Plan::empty(seed, nodes, CONFIG.to_string(), 8);
+        plan.workloads = (0..WORKLOADS)
+            .map(|i| {
+                let gpus = rng.gen_range(1..=3);
+                let duration_s = rng.gen_range(1..=4);
+                let delay_ms = rng.gen_range(0..300);
+                PlannedWorkload::simple(format!("w-{i:02}"), gpus, duration_s, delay_ms)
+            })
+            .collect();
+        // The order of the draws below is kept as it was when each kind
+        // of fault was added, so older seeds still draw the same.
+        let first = if rng.gen_bool(0.5) {
+            Fault::PartitionLeader {
+                at: Duration::from_millis(rng.gen_range(1_500..6_000)),
+                heal_after: Duration::from_millis(rng.gen_range(1_000..8_000)),
+            }
+        } else if rng.gen_bool(0.5) {
+            Fault::CrashNode {
+                at: Duration::from_millis(rng.gen_range(1_500..6_000)),
+                target: if rng.gen_bool(0.5) {
+                    CrashTarget::Leader
+                } else {
+                    CrashTarget::Follower(rng.gen_range(0..2))
+                },
+                restart_after: Duration::from_millis(rng.gen_range(500..6_000)),
+            }
+        } else {
+            Fault::None
+        };
+        if first != Fault::None {
+            plan.faults.push(first);
+        }
+        let agent_fault = AgentFault::draw(&mut rng);
+        if agent_fault != AgentFault::None {
+            plan.agent_faults.push(agent_fault);
+        }
+        let cancels: Vec<usize> = (0..WORKLOADS).filter(|_| rng.gen_ratio(1, 8)).collect();
+        if let Some(second) = draw_second_fault(&mut rng) {
+            plan.faults.push(second);
+        }
+        // Cancel each planned victim right after the submission three
+        // places later (or at the end); every fifth submission the quota
+        // drops to 6 GPUs or returns to 8, so admission decisions computed
+        // just before a drop reach apply() just after it.
+        for i in 0..WORKLOADS {
+            if let Some(victim) = i.checked_sub(3).filter(|v| cancels.contains(v)) {
+                plan.after.push((i, Action::Cancel(victim)));
+            }
+            if i % 5 == 4 {
+                let gpus = if (i / 5) % 2 == 0 { 6 } else { 8 };
+                plan.after.push((i, Action::Apply(config_with_quota(gpus))));
+            }
+        }
+        plan.at_end.push(Action::Apply(config_with_quota(8)));
+        for &victim in cancels.iter().filter(|&&v| v + 3 >= WORKLOADS) {
+            plan.at_end.push(Action::Cancel(victim));
+        }
+        plan
+    }
+
+    /// Indices of the workloads the client cancels.
+    pub fn cancels(&self) -> BTreeSet<usize> {
+        self.after
+            .iter()
+            .map(|(_, a)| a)
+            .chain(&self.at_end)
+            .filter_map(|a| match a {
+                Action::Cancel(i) => Some(*i),
+                Action::Apply(_) => None,
+            })
+            .collect()
+    }
+
+    /// One line naming the scenario and every fault.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(s) = self.scenario {
+            parts.push(format!("scenario {s}"));
+        }
+        if self.nodes != 3 {
+            parts.push(format!("{} nodes", self.nodes));
+        }
+        if self.faults.is_empty() {
+            parts.push("no fault".into());
+        }
+        parts.extend(self.faults.iter().map(ToString::to_string));
+        if self.agent_faults.is_empty() {
+            parts.push("no agent fault".into());
+        }
+        parts.extend(self.agent_faults.iter().map(ToString::to_string));
+        let cancels = self.cancels();
+        if !cancels.is_empty() {
+            parts.push(format!("cancels {cancels:?}"));
+        }
+        parts.join("; ")
+    }
+}
+
+/// The rarer faults, in about half the seeds, starting while or after
+/// the first fault plays out.
+fn draw_second_fault(rng: &mut StdRng) -> Option<Fault> {
+    if !rng.gen_bool(0.5) {
+        return None;
+    }
+    let at = Duration::from_millis(rng.gen_range(3_000..12_000));
+    let length = Duration::from_millis(rng.gen_range(500..6_000));
+    Some(match rng.gen_range(0..8) {
+        0 => Fault::Split {
+            at,
+            heal_after: length,
+            kind: SplitKind::LeaderInMinority,
+        },
+        1 => Fault::Split {
+            at,
+            heal_after: length,
+            kind: SplitKind::FollowersInMinority,
+        },
+        2 => Fault::OneWay {
+            at,
+            heal_after: length,
+            direction: if rng.gen_bool(0.5) {
+                OneWayDirection::LeaderCannotSend
+            } else {
+                OneWayDirection::LeaderCannotHear
+            },
+        },
+        3 => Fault::LeaderMidBatch {
+            at,
+            strike: MidBatch::Crash(length),
+        },
+        4 => Fault::LeaderMidBatch {
+            at,
+            strike: MidBatch::Isolate(length),
+        },
+        5 => Fault::CrashAll {
+            at,
+            restart_after: length,
+        },
+        6 => Fault::Network {
+            at,
+            lasting: length * 2,
+            weather: Weather::Loss {
+                fail: rng.gen_range(1..=3),
+                repair: rng.gen_range(20..=200),
+            },
+        },
+        _ => Fault::Network {
+            at,
+            lasting: length * 2,
+            weather: Weather::Slow {
+                max_latency: Duration::from_millis(rng.gen_range(50..400)),
+            },
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_follow_the_seed() {
+        assert_eq!(Plan::from_seed(7, 3), Plan::from_seed(7, 3));
+        assert_ne!(Plan::from_seed(7, 3), Plan::from_seed(8, 3));
+        let plan = Plan::from_seed(7, 3);
+        assert_eq!(plan.workloads.len(), WORKLOADS);
+        assert!(plan
+            .workloads
+            .iter()
+            .all(|w| (1..=3).contains(&w.gpus()) && (1..=4).contains(&w.duration_s)));
+    }
+
+    #[test]
+    fn seeds_draw_every_fault() {
+        let faults: Vec<Fault> = (0..200)
+            .flat_map(|s| Plan::from_seed(s, 3).faults)
+            .collect();
+        let has = |pred: &dyn Fn(&Fault) -> bool| faults.iter().any(pred);
+        assert!((0..40).any(|s| Plan::from_seed(s, 3).faults.is_empty()));
+        assert!(has(&|f| matches!(f, Fault::PartitionLeader { .. })));
+        assert!(has(&|f| matches!(
+            f,
+            Fault::CrashNode {
+                target: CrashTarget::Leader,
+                ..
+            }
+        )));
+        assert!(has(&|f| matches!(
+            f,
+            Fault::CrashNode {
+                target: CrashTarget::Follower(_),
+                ..
+            }
+        )));
+        for kind in [SplitKind::LeaderInMinority, SplitKind::FollowersInMinority] {
+            assert!(has(
+                &|f| matches!(f, Fault::Split { kind: k, .. } if *k == kind)
+            ));
+        }
+        for d in [
+            OneWayDirection::LeaderCannotSend,
+            OneWayDirection::LeaderCannotHear,
+        ] {
+            assert!(has(
+                &|f| matches!(f, Fault::OneWay { direction, .. } if *direction == d)
+            ));
+        }
+        assert!(has(&|f| matches!(
+            f,
+            Fault::LeaderMidBatch {
+                strike: MidBatch::Crash(_),
+                ..
+            }
+        )));
+        assert!(has(&|f| matches!(
+            f,
+            Fault::LeaderMidBatch {
+                strike: MidBatch::Isolate(_),
+                ..
+            }
+        )));
+        assert!(has(&|f| matches!(f, Fault::CrashAll { .. })));
+        assert!(has(&|f| matches!(
+            f,
+            Fault::Network {
+                weather: Weather::Loss { .. },
+                ..
+            }
+        )));
+        assert!(has(&|f| matches!(
+            f,
+            Fault::Network {
+                weather: Weather::Slow { .. },
+                ..
+            }
+        )));
+    }
+
+    #[test]
+    fn quota_changes_and_cancels_are_planned() {
+        let plan = Plan::from_seed(7, 3);
+        let applies = plan
+            .after
+            .iter()
+            .filter(|(_, a)| matches!(a, Action::Apply(_)))
+            .count();
+        assert_eq!(applies, WORKLOADS / 5);
+        assert!(
+            matches!(plan.at_end.first(), Some(Action::Apply(c)) if c.contains("nominalQuota: 8"))
+        );
+        assert!(config_with_quota(6).contains("nominalQuota: 6"));
+    }
+}
