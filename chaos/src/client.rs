@@ -56,14 +56,19 @@ fn violation(check: &'static str, detail: impl Into<String>) -> Violation {
 
 /// Codes after which the same call may succeed on another node or later.
 fn retryable(status: &Status) -> bool {
-    matches!(
-        status.code(),
-        Code::Unavailable
-            | Code::Unknown
-            | Code::DeadlineExceeded
-            | Code::Cancelled
-            | Code::Aborted
-    )
+    // tonic reports a connection the server closed mid-call (GOAWAY) as
+    // Internal with the h2 error: the call never reached a verdict.
+    let transport =
+        status.code() == Code::Internal && status.message().starts_with("h2 protocol error");
+    transport
+        || matches!(
+            status.code(),
+            Code::Unavailable
+                | Code::Unknown
+                | Code::DeadlineExceeded
+                | Code::Cancelled
+                | Code::Aborted
+        )
 }
 
 struct Api {

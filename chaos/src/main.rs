@@ -45,13 +45,19 @@ enum Command {
         /// them.
         #[arg(long, default_value = "random")]
         scenario: String,
+        /// `all` (the default): every fault kind a seed can draw; `basic`:
+        /// random plans keep only their leader partition or node crash and
+        /// their agent fault (the fault set CI gates on).
+        #[arg(long, default_value = "all", value_parser = ["all", "basic"])]
+        faults: String,
     },
     /// Run the real binaries on loopback (3 servers, 2 agents with the
     /// process executor) under named faults with clients submitting and
     /// cancelling throughout; then heal, quiesce and check.
     Live {
         /// Faults to inject, in order: leader-partition, leader-kill,
-        /// agent-partition, agent-kill, follower-pause, slow-network.
+        /// agent-partition, agent-kill, follower-pause, slow-network,
+        /// lossy-network, split-brain (comma-separated; run in order).
         #[arg(
             long,
             default_value = "leader-partition,leader-kill,agent-partition,agent-kill"
@@ -90,7 +96,9 @@ fn main() -> ExitCode {
             until_violation,
             nodes,
             scenario,
+            faults,
         } => {
+            let basic = faults == "basic";
             if nodes == 4 {
                 eprintln!("error: --nodes: 3 or 5 (an even group tolerates no more failures than the odd one below it)");
                 return ExitCode::from(2);
@@ -119,6 +127,7 @@ fn main() -> ExitCode {
                         scenario,
                         seed,
                         nodes,
+                        basic,
                     })
                 })
                 .collect();
@@ -220,13 +229,16 @@ struct Run {
     scenario: Option<&'static fleetq_chaos::regressions::Regression>,
     seed: u64,
     nodes: u64,
+    /// `--faults basic`.
+    basic: bool,
 }
 
 impl Run {
     fn plan(&self) -> fleetq_chaos::Plan {
-        match self.scenario {
-            Some(r) => r.plan(self.seed, self.nodes),
-            None => fleetq_chaos::Plan::from_seed(self.seed, self.nodes),
+        match (self.scenario, self.basic) {
+            (Some(r), _) => r.plan(self.seed, self.nodes),
+            (None, false) => fleetq_chaos::Plan::from_seed(self.seed, self.nodes),
+            (None, true) => fleetq_chaos::Plan::from_seed(self.seed, self.nodes).basic_faults(),
         }
     }
 }
@@ -348,6 +360,9 @@ fn sim_in_processes(runs: &[Run], jobs: usize, until_violation: bool) -> ExitCod
                 ];
                 if let Some(r) = run.scenario {
                     args.extend(["--scenario".to_string(), r.name.to_string()]);
+                }
+                if run.basic {
+                    args.extend(["--faults".to_string(), "basic".to_string()]);
                 }
                 let out = std::process::Command::new(exe)
                     .args(&args)

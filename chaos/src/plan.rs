@@ -337,6 +337,8 @@ pub struct Plan {
     pub quota_gpus: u64,
     /// Whether the configuration lets workloads preempt one another.
     pub may_preempt: bool,
+    /// Only the basic faults were kept ([`Plan::basic_faults`]).
+    pub basic: bool,
 }
 
 impl Plan {
@@ -354,7 +356,19 @@ impl Plan {
             agent_faults: Vec::new(),
             quota_gpus,
             may_preempt: false,
+            basic: false,
         }
+    }
+
+    /// The same plan with only the basic control-plane faults (a leader
+    /// partition, a crash of the leader or a follower) and the agent
+    /// faults: the rarer second faults are dropped. The draws are the
+    /// same, so the workloads, cancels and timings do not change.
+    pub fn basic_faults(mut self) -> Plan {
+        self.faults
+            .retain(|f| matches!(f, Fault::PartitionLeader { .. } | Fault::CrashNode { .. }));
+        self.basic = true;
+        self
     }
 
     /// The random plan of `seed` on `nodes` control-plane nodes: 30

@@ -10,7 +10,9 @@
 //! data, so no protocol could resume it); connections opened after the
 //! heal work normally. `block(ip)` cuts off one source address (give each
 //! process its own loopback address, `127.0.0.N`, to partition peers
-//! selectively); `set_delay` slows every chunk down.
+//! selectively); `set_delay` slows every chunk down; `set_drop` loses
+//! chunks at random, and since TCP cannot skip lost bytes, a connection
+//! that lost one is a black hole from then on (loss as RPCs see it).
 //!
 //! ```no_run
 //! let proxy = fleetq_chaos::proxy::FaultProxy::start("127.0.0.1:7400").unwrap();
@@ -43,6 +45,10 @@ struct Link {
     blocked: Mutex<HashSet<IpAddr>>,
     /// Added to every forwarded chunk.
     delay_ms: AtomicU64,
+    /// Chance, per mille, that a chunk is lost (killing its connection).
+    drop_per_mille: AtomicU64,
+    /// State of the xorshift generator the drops draw from.
+    dice: AtomicU64,
     conns: Mutex<Vec<Weak<Conn>>>,
     stopped: AtomicBool,
 }
@@ -56,6 +62,20 @@ impl Link {
 
     fn lock_blocked(&self) -> std::sync::MutexGuard<'_, HashSet<IpAddr>> {
         self.blocked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether the next chunk is lost.
+    fn drops(&self) -> bool {
+        let p = self.drop_per_mille.load(Ordering::SeqCst);
+        if p == 0 {
+            return false;
+        }
+        let mut x = self.dice.load(Ordering::SeqCst) | 1;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.dice.store(x, Ordering::SeqCst);
+        x % 1000 < p
     }
 
     /// Kills the open connections `which` selects.
@@ -92,7 +112,10 @@ impl FaultProxy {
         })?;
         let listener = TcpListener::bind(listen)?;
         let addr = listener.local_addr()?;
-        let link = Arc::new(Link::default());
+        let link = Arc::new(Link {
+            dice: AtomicU64::new(0x9e37_79b9_7f4a_7c15 ^ u64::from(addr.port())),
+            ..Link::default()
+        });
         let accept_link = link.clone();
         thread::spawn(move || accept_loop(listener, target, accept_link));
         Ok(FaultProxy { addr, link })
@@ -123,12 +146,21 @@ impl FaultProxy {
             .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
+    /// Loses each chunk from now on with probability `per_mille`/1000;
+    /// the connection that lost it carries nothing more.
+    pub fn set_drop(&self, per_mille: u64) {
+        self.link
+            .drop_per_mille
+            .store(per_mille.min(1000), Ordering::SeqCst);
+    }
+
     /// Lifts every fault: new connections get through (connections a
-    /// fault killed stay dead), no delay.
+    /// fault killed stay dead), no delay, no loss.
     pub fn heal(&self) {
         self.link.partitioned.store(false, Ordering::SeqCst);
         self.link.lock_blocked().clear();
         self.link.delay_ms.store(0, Ordering::SeqCst);
+        self.link.drop_per_mille.store(0, Ordering::SeqCst);
     }
 
     pub fn is_partitioned(&self) -> bool {
@@ -223,7 +255,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, link: Arc<Link>, conn: Arc<Conn>
         match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
-                if !link.forwards(&conn) {
+                if !link.forwards(&conn) || link.drops() {
                     conn.dead.store(true, Ordering::SeqCst);
                     continue;
                 }
@@ -294,6 +326,15 @@ mod tests {
         proxy.heal();
         open.write_all(b"b").unwrap();
         assert!(open.read_exact(&mut one).is_err(), "old connection is dead");
+        assert_eq!(round_trip(proxy.addr()).as_deref(), Some(&b"ping"[..]));
+    }
+
+    #[test]
+    fn dropping_every_chunk_kills_connections_until_the_heal() {
+        let proxy = FaultProxy::start(&echo_server().to_string()).unwrap();
+        proxy.set_drop(1000);
+        assert_eq!(round_trip(proxy.addr()), None, "every chunk is lost");
+        proxy.heal();
         assert_eq!(round_trip(proxy.addr()).as_deref(), Some(&b"ping"[..]));
     }
 

@@ -97,7 +97,7 @@ pub fn find(name: &str) -> Option<&'static Regression> {
 impl Regression {
     /// This scenario's plan for `seed` on `nodes` control-plane nodes.
     pub fn plan(&self, seed: u64, nodes: u64) -> Plan {
-        let mut rng = StdRng::seed_from_u64(seed ^ 0x5eed_0f_4e67);
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x005e_ed0f_4e67);
         let mut plan = (self.build)(&mut rng, Plan::empty(seed, nodes, CONFIG.to_string(), 8));
         plan.scenario = Some(self.name);
         plan

@@ -115,6 +115,9 @@ pub fn replay_command(plan: &Plan) -> String {
     if let Some(scenario) = plan.scenario {
         command.push_str(&format!(" --scenario {scenario}"));
     }
+    if plan.basic {
+        command.push_str(" --faults basic");
+    }
     command
 }
 
@@ -234,7 +237,12 @@ async fn node_host(
         state_machine,
         net::incoming(listener),
         Arc::new(SimConnector::new(Timeouts::default())),
-        Arc::new(TokioClock::new(ORIGIN_MS)),
+        // Every incarnation reads the same simulated wall clock: a node
+        // restarted after a crash must not come back with its clock
+        // behind by its downtime (a skew of seconds no deployment has).
+        Arc::new(TokioClock::new(
+            ORIGIN_MS + turmoil::sim_elapsed().unwrap_or_default().as_millis() as u64,
+        )),
     )
     .await?;
     registry.borrow_mut().insert(
@@ -417,6 +425,10 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
     if let Err(v) = agents::check_runs(&entries, &gpus, &succeeded, plan.quota_gpus) {
         if std::env::var_os("FLEETQ_CHAOS_DEBUG").is_some() {
             dump_history(&registry, &entries);
+            dump_log(&world.disks);
+            for line in &injected {
+                eprintln!("fault   {line}");
+            }
         }
         return Err(failure(&plan, v.check, v.detail));
     }
@@ -453,6 +465,33 @@ fn dump_history(
             eprintln!(
                 "journal {:>6}ms w{} e{} {cluster} {} {}",
                 e.at_ms, e.workload, e.epoch, e.event, e.detail
+            );
+        }
+    }
+}
+
+/// With `FLEETQ_CHAOS_DEBUG` set, a failed journal check also prints the
+/// Raft log of the first node (simulated ms, term, index, command), the
+/// cluster commands in full.
+fn dump_log(disks: &BTreeMap<NodeId, MemDisk>) {
+    let Some(disk) = disks.values().next() else {
+        return;
+    };
+    for entry in disk.entries() {
+        if let openraft::EntryPayload::Normal(request) = &entry.payload {
+            let ms = request.at.0.saturating_sub(ORIGIN_MS);
+            let text = format!("{:?}", request.command);
+            let shown = match &request.command {
+                fleetq_ledger::command::Command::AdmitBatch(_)
+                | fleetq_ledger::command::Command::SubmitWorkloads { .. }
+                | fleetq_ledger::command::Command::ApplyObjects { .. } => {
+                    text.chars().take(160).collect()
+                }
+                _ => text,
+            };
+            eprintln!(
+                "log     {ms:>6}ms t{} #{} {shown}",
+                entry.log_id.leader_id.term, entry.log_id.index
             );
         }
     }

@@ -5,7 +5,8 @@
 //!   through a [`crate::proxy::FaultProxy`].
 //! - [`load`]: clients submitting and cancelling throughout.
 //! - [`scenario`]: the named faults (`leader-partition`, `leader-kill`,
-//!   `agent-partition`, `agent-kill`, `follower-pause`, `slow-network`).
+//!   `agent-partition`, `agent-kill`, `follower-pause`, `slow-network`,
+//!   `lossy-network`, `split-brain`).
 //! - [`check`]: the checker, from the outside (API, state hashes,
 //!   executor journals).
 //!

@@ -23,15 +23,25 @@ pub enum Scenario {
     FollowerPause,
     /// 150 ms added to every chunk on every server link for 5 s.
     SlowNetwork,
+    /// 2% of the chunks on every server link lost for 8 s (a connection
+    /// that lost one carries nothing more, until keep-alive replaces it).
+    LossyNetwork,
+    /// Partition sets: the leader and one agent on one side, the other
+    /// two servers and the other agent on the other, for two leases:
+    /// the majority elects a leader and expires the minority's cluster;
+    /// the old leader and its agent are cut off together.
+    SplitBrain,
 }
 
-pub const ALL: [Scenario; 6] = [
+pub const ALL: [Scenario; 8] = [
     Scenario::LeaderPartition,
     Scenario::LeaderKill,
     Scenario::AgentPartition,
     Scenario::AgentKill,
     Scenario::FollowerPause,
     Scenario::SlowNetwork,
+    Scenario::LossyNetwork,
+    Scenario::SplitBrain,
 ];
 
 impl Scenario {
@@ -43,6 +53,8 @@ impl Scenario {
             Scenario::AgentKill => "agent-kill",
             Scenario::FollowerPause => "follower-pause",
             Scenario::SlowNetwork => "slow-network",
+            Scenario::LossyNetwork => "lossy-network",
+            Scenario::SplitBrain => "split-brain",
         }
     }
 
@@ -109,6 +121,18 @@ impl Scenario {
             Scenario::SlowNetwork => {
                 system.delay_all(Duration::from_millis(150));
                 std::thread::sleep(Duration::from_secs(5));
+                system.heal();
+            }
+            Scenario::LossyNetwork => {
+                system.drop_all(20);
+                std::thread::sleep(Duration::from_secs(8));
+                system.heal();
+            }
+            Scenario::SplitBrain => {
+                let l = leader()?;
+                let n = round % system.agents.len();
+                system.split(&[l], &[n]);
+                std::thread::sleep(LEASE_TTL * 2);
                 system.heal();
             }
         }

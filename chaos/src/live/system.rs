@@ -295,6 +295,37 @@ impl System {
         }
     }
 
+    /// Partition sets: servers `a_servers` and agents `a_agents` on one
+    /// side, everything else on the other; no message crosses, either way.
+    pub fn split(&self, a_servers: &[usize], a_agents: &[usize]) {
+        let side_a = |source: IpAddr| {
+            a_servers.iter().any(|&i| self.servers[i].source == source)
+                || a_agents.iter().any(|&n| self.agents[n].source == source)
+        };
+        let sources: Vec<IpAddr> = self
+            .servers
+            .iter()
+            .map(|s| s.source)
+            .chain(self.agents.iter().map(|a| a.source))
+            .collect();
+        for (i, s) in self.servers.iter().enumerate() {
+            let here = a_servers.contains(&i);
+            for &source in &sources {
+                if side_a(source) != here {
+                    s.proxy.block(source);
+                }
+            }
+        }
+    }
+
+    /// Loses each chunk on every server link with probability
+    /// `per_mille`/1000 (the connection that lost it is dead).
+    pub fn drop_all(&self, per_mille: u64) {
+        for s in &self.servers {
+            s.proxy.set_drop(per_mille);
+        }
+    }
+
     pub fn delay_all(&self, delay: Duration) {
         for s in &self.servers {
             s.proxy.set_delay(delay);

@@ -70,6 +70,18 @@ impl LeaseTable {
             .insert(cluster.to_string(), Instant::now());
     }
 
+    /// Time since the last heartbeat of every cluster heard from (on the
+    /// leader; a follower's entries are from when it last led).
+    pub fn ages(&self) -> Vec<(String, Duration)> {
+        let now = Instant::now();
+        self.last
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(c, t)| (c.clone(), now.saturating_duration_since(*t)))
+            .collect()
+    }
+
     fn last(&self, cluster: &str) -> Option<Instant> {
         self.last
             .lock()
@@ -126,6 +138,11 @@ pub async fn run(
 ) {
     let mut metrics = proposer.raft().metrics();
     let mut leading_since: Option<Instant> = None;
+    // Clusters seen Ready (or Draining) on the last pass. One that is Ready
+    // again after being expired has just re-registered: that is hearing
+    // from its agent, even when the registration reached this leader
+    // forwarded by another node (whose table got the agent's beats).
+    let mut live: std::collections::BTreeSet<String> = Default::default();
     loop {
         if *shutdown.borrow() {
             return;
@@ -140,7 +157,8 @@ pub async fn run(
             let now = Instant::now();
             let expired: Vec<String> = {
                 let sm = handle.read();
-                sm.ledger
+                let leased: Vec<&fleetq_ledger::record::ClusterRecord> = sm
+                    .ledger
                     .state()
                     .clusters
                     .values()
@@ -151,6 +169,15 @@ pub async fn run(
                             ClusterState::Ready | ClusterState::Draining
                         )
                     })
+                    .collect();
+                let now_live: std::collections::BTreeSet<String> =
+                    leased.iter().map(|c| c.cluster.name.clone()).collect();
+                for back in now_live.difference(&live) {
+                    table.beat(back);
+                }
+                live = now_live;
+                leased
+                    .into_iter()
                     .filter(|c| {
                         // Silence counts from the last beat or from taking
                         // office, whichever is later.

@@ -149,6 +149,12 @@ impl MemDisk {
         self.lock().current.logs.get(&index).cloned()
     }
 
+    /// Every log entry the node sees now, in index order (for debugging
+    /// dumps of a simulated run).
+    pub fn entries(&self) -> Vec<Entry> {
+        self.lock().current.logs.values().cloned().collect()
+    }
+
     pub fn durable_last_index(&self) -> Option<u64> {
         self.lock().durable.logs.keys().next_back().copied()
     }
