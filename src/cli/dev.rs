@@ -35,9 +35,51 @@ pub struct DevArgs {
     /// Start with an empty configuration.
     #[arg(long)]
     pub no_sample: bool,
+    /// HTTP address (/metrics, /healthz, /readyz) of node 1; nodes 2 and
+    /// 3 take the next two ports [default: 127.0.0.1:9464, or free ports
+    /// if those are taken].
+    #[arg(long, value_name = "ADDR")]
+    pub http_listen: Option<SocketAddr>,
+    /// Quota-leak canary threshold (fleetq_quota_reserved_not_running)
+    /// [default: 60s].
+    #[arg(long, value_name = "DURATION")]
+    pub reserved_not_running_after: Option<String>,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+/// Default HTTP port of node 1 (Prometheus exporters' customary range).
+pub const DEFAULT_HTTP_PORT: u16 = 9464;
+
+/// Binds node `id`'s HTTP listener: `--http-listen` shifted by `id - 1`,
+/// or the default, falling back to a free port when the default is taken
+/// (a dev loop must not fail because another exporter sits there).
+async fn bind_http(
+    explicit: Option<SocketAddr>,
+    id: u64,
+) -> Result<tokio::net::TcpListener, String> {
+    let offset = id as u16 - 1;
+    match explicit {
+        Some(base) => {
+            let mut addr = base;
+            if base.port() != 0 {
+                addr.set_port(base.port() + offset);
+            }
+            fleetq_server::http::bind(addr)
+                .await
+                .map_err(|e| format!("--http-listen: node {id}: {e}"))
+        }
+        None => {
+            let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, DEFAULT_HTTP_PORT + offset));
+            match fleetq_server::http::bind(addr).await {
+                Ok(l) => Ok(l),
+                Err(_) => fleetq_server::http::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+                    .await
+                    .map_err(|e| format!("node {id}: HTTP: {e}")),
+            }
+        }
+    }
 }
 
 pub fn run(args: &DevArgs) -> ExitCode {
@@ -65,6 +107,15 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
             args.port
         ));
     }
+    if let Some(h) = args.http_listen {
+        if h.port() > u16::MAX - 2 {
+            return Err(format!(
+                "--http-listen: port {} leaves no room for nodes 2 and 3",
+                h.port()
+            ));
+        }
+    }
+    let metrics = super::server::parse_not_running_after(args.reserved_not_running_after.as_ref())?;
     // Elections among nodes that start one after another log transient
     // errors; `fleetq dev` keeps its terminal for the tour (RUST_LOG shows them).
     init_logging(args.log_format, "warn,openraft=off,sled=warn");
@@ -90,7 +141,9 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
     let members: BTreeMap<u64, String> = addrs.iter().map(|(id, a)| (*id, a.to_string())).collect();
     runtime()?.block_on(async {
         let mut nodes = Vec::new();
+        let mut http = Vec::new();
         for (id, addr) in &addrs {
+            let listener = bind_http(args.http_listen, *id).await?;
             let config = NodeConfig {
                 id: *id,
                 advertise: addr.to_string(),
@@ -103,7 +156,9 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
                 lease: fleetq_server::leases::LeaseConfig::default(),
             };
             let dir = root.join(format!("node-{id}"));
-            nodes.push(fleetq_server::tcp::start_node(config, *addr, &dir, None).await?);
+            let node = fleetq_server::tcp::start_node(config, *addr, &dir, None).await?;
+            http.push(fleetq_server::http::serve(listener, &node, metrics)?);
+            nodes.push(node);
         }
         // One real agent per cluster (static inventory, simulated
         // executor), the same code `fleetq agent` runs.
@@ -143,8 +198,12 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
             }
         }
         println!("fleetq dev is running: a 3-node Raft group (sled, fsync on) with node {leader} leading");
-        for (id, a) in &addrs {
-            println!("  node {id}: {a}  data {}", root.join(format!("node-{id}")).display());
+        for ((id, a), h) in addrs.iter().zip(&http) {
+            println!(
+                "  node {id}: {a}  metrics http://{}/metrics  data {}",
+                h.local_addr(),
+                root.join(format!("node-{id}")).display()
+            );
         }
         for cl in &clusters {
             let inv: Vec<String> = cl
@@ -170,6 +229,9 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
         }
         for node in nodes {
             let _ = tokio::time::timeout(Duration::from_secs(5), node.shutdown()).await;
+        }
+        for h in http {
+            let _ = tokio::time::timeout(Duration::from_secs(3), h.join()).await;
         }
         Ok(())
     })

@@ -15,6 +15,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use fleetq_server::metrics::MetricsConfig;
 use fleetq_server::simulated::SimulatedCluster;
 use fleetq_server::{NodeConfig, RaftTiming};
 use serde::Deserialize;
@@ -85,6 +86,15 @@ pub struct ServerArgs {
     /// workloads requeued), e.g. 10s.
     #[arg(long, value_name = "DURATION")]
     pub lease_ttl: Option<String>,
+    /// Serve Prometheus /metrics, /healthz and /readyz over HTTP on this
+    /// address, e.g. 0.0.0.0:9464 (off unless set).
+    #[arg(long, value_name = "ADDR")]
+    pub http_listen: Option<SocketAddr>,
+    /// Quota-leak canary: fleetq_quota_reserved_not_running counts
+    /// reservations older than this that their agent has not reported
+    /// running (default 60s).
+    #[arg(long, value_name = "DURATION")]
+    pub reserved_not_running_after: Option<String>,
     /// Log format.
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
@@ -112,6 +122,8 @@ struct FileConfig {
     requeue_backoff_base: Option<String>,
     requeue_backoff_max: Option<String>,
     requeue_limit: Option<u32>,
+    http_listen: Option<SocketAddr>,
+    reserved_not_running_after: Option<String>,
     log_format: Option<LogFormat>,
 }
 
@@ -123,6 +135,23 @@ pub struct ServerSettings {
     pub source_address: Option<std::net::IpAddr>,
     pub data_dir: PathBuf,
     pub log_format: LogFormat,
+    /// Where /metrics, /healthz and /readyz are served, if anywhere.
+    pub http_listen: Option<SocketAddr>,
+    pub metrics: MetricsConfig,
+}
+
+/// `--reserved-not-running-after`: a duration longer than zero.
+pub fn parse_not_running_after(value: Option<&String>) -> Result<MetricsConfig, String> {
+    let mut config = MetricsConfig::default();
+    if let Some(v) = value {
+        let d = fleetq_model::time::parse_duration(v)
+            .map_err(|e| format!("--reserved-not-running-after {v:?}: {e}"))?;
+        if d.is_zero() {
+            return Err("--reserved-not-running-after: must be longer than 0s".into());
+        }
+        config.reserved_not_running_after = d;
+    }
+    Ok(config)
 }
 
 pub fn parse_peers(items: &[String]) -> Result<BTreeMap<u64, String>, String> {
@@ -251,6 +280,11 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
     {
         return Err("--requeue-backoff-base, --requeue-backoff-max and --requeue-limit need --wait-for-ready".into());
     }
+    let metrics = parse_not_running_after(
+        args.reserved_not_running_after
+            .as_ref()
+            .or(file.reserved_not_running_after.as_ref()),
+    )?;
     Ok(ServerSettings {
         node: NodeConfig {
             id,
@@ -266,6 +300,8 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
         source_address: args.source_address.or(file.source_address),
         data_dir,
         log_format: args.log_format.or(file.log_format).unwrap_or_default(),
+        http_listen: args.http_listen.or(file.http_listen),
+        metrics,
     })
 }
 
@@ -332,6 +368,17 @@ pub fn run(args: &ServerArgs) -> ExitCode {
     };
     runtime.block_on(async {
         let id = settings.node.id;
+        // Bound before the node starts, so that a taken port fails fast.
+        let http = match settings.http_listen {
+            Some(addr) => match fleetq_server::http::bind(addr).await {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    eprintln!("error: --http-listen: {e}");
+                    return ExitCode::FAILURE;
+                }
+            },
+            None => None,
+        };
         let node = match fleetq_server::tcp::start_node(settings.node, settings.listen, &settings.data_dir, settings.source_address).await {
             Ok(n) => n,
             Err(e) => {
@@ -341,9 +388,27 @@ pub fn run(args: &ServerArgs) -> ExitCode {
         };
         tracing::info!(node = id, listen = %settings.listen, data_dir = %settings.data_dir.display(), "fleetq server started");
         println!("fleetq server: node {id} listening on {}", settings.listen);
+        let http = match http.map(|l| fleetq_server::http::serve(l, &node, settings.metrics)) {
+            Some(Ok(h)) => {
+                println!(
+                    "fleetq server: node {id} serving http://{}/metrics, /healthz and /readyz",
+                    h.local_addr()
+                );
+                Some(h)
+            }
+            Some(Err(e)) => {
+                eprintln!("error: --http-listen: {e}");
+                let _ = tokio::time::timeout(Duration::from_secs(10), node.shutdown()).await;
+                return ExitCode::FAILURE;
+            }
+            None => None,
+        };
         termination().await;
         tracing::info!(node = id, "shutting down");
         let _ = tokio::time::timeout(Duration::from_secs(10), node.shutdown()).await;
+        if let Some(h) = http {
+            let _ = tokio::time::timeout(Duration::from_secs(3), h.join()).await;
+        }
         ExitCode::SUCCESS
     })
 }

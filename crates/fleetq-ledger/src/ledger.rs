@@ -563,6 +563,7 @@ impl Ledger {
             let n = batch.admissions.len() + batch.preemptions.len();
             self.counters.admissions_rejected += batch.admissions.len() as u64;
             self.counters.preemptions_rejected += batch.preemptions.len() as u64;
+            self.counters.rejected("StaleBatch", n as u64);
             outcome.rejected = batch
                 .admissions
                 .iter()
@@ -579,17 +580,34 @@ impl Ledger {
                     outcome.preempted += 1;
                     self.counters.preemptions += 1;
                 }
-                Err(e) => {
+                Err((reason, e)) => {
                     self.counters.preemptions_rejected += 1;
+                    self.counters.rejected(reason, 1);
                     outcome.rejected.push((p.victim, e));
                 }
             }
         }
         for a in &batch.admissions {
+            // Queued since submission or the last requeue (Kueue's
+            // admission wait), read before the record changes.
+            let queued_since = self.state.workloads.get(&a.workload).map(|r| {
+                r.history
+                    .iter()
+                    .rev()
+                    .find(|e| e.state == WorkloadState::Pending)
+                    .map_or(r.created_at, |e| e.at)
+            });
             match self.snapshot.admit(a, at) {
                 Ok(()) => {
                     outcome.admitted += 1;
                     self.counters.admissions += 1;
+                    if let Some(since) = queued_since {
+                        self.counters
+                            .admission_wait
+                            .entry(a.cluster_queue.clone())
+                            .or_default()
+                            .observe(at.since(since).as_millis() as u64);
+                    }
                     let epoch = self.state.next_epoch;
                     self.state.next_epoch += 1;
                     let (lq, priority) = self
@@ -624,6 +642,7 @@ impl Ledger {
                 }
                 Err(e) => {
                     self.counters.admissions_rejected += 1;
+                    self.counters.rejected(rejection_reason(&e), 1);
                     outcome.rejected.push((a.workload, e.to_string()));
                 }
             }
@@ -656,28 +675,40 @@ impl Ledger {
         preemptor: WorkloadId,
         reason: &fleetq_scheduler::PreemptionReason,
         at: Timestamp,
-    ) -> Result<(), String> {
+    ) -> Result<(), (&'static str, String)> {
         let Some(p) = self.snapshot.get_pending(preemptor) else {
-            return Err(format!("preemptor {preemptor} is not pending any more"));
+            return Err((
+                "PreemptorNotPending",
+                format!("preemptor {preemptor} is not pending any more"),
+            ));
         };
         let (p_cq, p_priority) = (p.cluster_queue.clone(), p.priority);
-        let record = self
-            .state
-            .workloads
-            .get(&victim)
-            .ok_or_else(|| format!("victim {victim} does not exist"))?;
-        let reservation = record
-            .reservation
-            .as_ref()
-            .ok_or_else(|| format!("victim {victim} holds no reservation"))?;
+        let record = self.state.workloads.get(&victim).ok_or_else(|| {
+            (
+                "VictimNotReserved",
+                format!("victim {victim} does not exist"),
+            )
+        })?;
+        let reservation = record.reservation.as_ref().ok_or_else(|| {
+            (
+                "VictimNotReserved",
+                format!("victim {victim} holds no reservation"),
+            )
+        })?;
         if reservation.stopping.is_some() {
-            return Err(format!("victim {victim} is already stopping"));
+            return Err((
+                "VictimAlreadyStopping",
+                format!("victim {victim} is already stopping"),
+            ));
         }
+        let victim_cq = reservation.cluster_queue.clone();
         self.check_preemption_scope(&p_cq, p_priority, reservation, *reason)
-            .map_err(|e| format!("victim {victim}: {e}"))?;
+            .map_err(|e| ("PreemptionNotAllowed", format!("victim {victim}: {e}")))?;
         self.snapshot
             .mark_evicting(victim)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ("VictimNotReserved", e.to_string()))?;
+        self.counters.evicted(&victim_cq, EVICTED_PREEMPTED);
+        self.counters.preempted_by(&p_cq, &format!("{reason:?}"));
         if let Some(record) = self.record_mut(victim) {
             let message = format!("preempted ({reason:?}) to admit workload {preemptor}");
             if let Some(r) = record.reservation.as_mut() {
@@ -967,6 +998,22 @@ impl Ledger {
         }
     }
 
+    /// Counts an eviction the workload did not ask for and no earlier
+    /// stop (preemption, cancel, wait-for-ready) already accounts for.
+    fn count_involuntary_stop(&mut self, id: WorkloadId, reason: &str) {
+        let cq = self
+            .state
+            .workloads
+            .get(&id)
+            .filter(|r| !r.cancel_requested)
+            .and_then(|r| r.reservation.as_ref())
+            .filter(|r| r.stopping.is_none())
+            .map(|r| r.cluster_queue.clone());
+        if let Some(cq) = cq {
+            self.counters.evicted(&cq, reason);
+        }
+    }
+
     fn reservations_on(&self, cluster: &str) -> Vec<WorkloadId> {
         self.state
             .workloads
@@ -1011,6 +1058,7 @@ impl Ledger {
                     }
                 }
             } else if record.state == WorkloadState::Running {
+                self.count_involuntary_stop(id, EVICTED_NOT_RUNNING);
                 // It ran there and is gone: release exactly once. (An
                 // admission never reported running is left alone: the
                 // reconcile may predate its assignment in this very
@@ -1045,6 +1093,7 @@ impl Ledger {
             LeasePolicy::Fence => {
                 self.set_cluster_state(cluster, ClusterState::Lost);
                 for id in self.reservations_on(cluster) {
+                    self.count_involuntary_stop(id, EVICTED_CLUSTER_LOST);
                     // Its agent fenced it: stopped, whatever stop was
                     // already asked of it.
                     self.settle_stopped(
@@ -1135,6 +1184,15 @@ impl Ledger {
                 (message, AfterStop::BackOff)
             };
             let _ = self.snapshot.mark_evicting(id);
+            if let Some(cq) = self
+                .state
+                .workloads
+                .get(&id)
+                .and_then(|r| r.reservation.as_ref())
+                .map(|r| r.cluster_queue.clone())
+            {
+                self.counters.evicted(&cq, EVICTED_PODS_READY_TIMEOUT);
+            }
             if let Some(r) = self.record_mut(id) {
                 r.requeue_count = count;
                 if let Some(res) = r.reservation.as_mut() {
@@ -1298,6 +1356,31 @@ pub struct Exported {
 impl Exported {
     pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
         serde_json::to_vec(self)
+    }
+}
+
+/// Eviction reasons of [`Counters::evictions`]: Kueue's where Kueue has
+/// one.
+pub const EVICTED_PREEMPTED: &str = "Preempted";
+pub const EVICTED_PODS_READY_TIMEOUT: &str = "PodsReadyTimeout";
+/// fleetq's own: the cluster's lease expired and its workloads were fenced.
+pub const EVICTED_CLUSTER_LOST: &str = "ClusterLost";
+/// fleetq's own: after a reconnect the agent no longer ran it.
+pub const EVICTED_NOT_RUNNING: &str = "NotRunningOnCluster";
+
+/// The reason label of an admission apply() refused.
+fn rejection_reason(e: &fleetq_scheduler::SnapshotError) -> &'static str {
+    use fleetq_scheduler::SnapshotError as E;
+    match e {
+        E::NotPending(_) => "NotPending",
+        E::NotAdmitted(_) => "NotAdmitted",
+        E::Duplicate(_) => "Duplicate",
+        E::UnknownClusterQueue(_) => "UnknownClusterQueue",
+        E::WrongClusterQueue { .. } => "WrongClusterQueue",
+        E::ClusterUnavailable(_) => "ClusterUnavailable",
+        E::UnknownCell(_) => "UnknownCell",
+        E::NoLongerFits { .. } => "NoLongerFits",
+        E::Inconsistent { .. } => "Inconsistent",
     }
 }
 

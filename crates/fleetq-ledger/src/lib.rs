@@ -57,5 +57,6 @@ pub use command::{
 };
 pub use ledger::{Ledger, LedgerState};
 pub use record::{
-    ClusterRecord, Counters, LeasePolicy, Reservation, WorkloadRecord, WorkloadState,
+    ClusterRecord, Counters, LeasePolicy, Reservation, WaitHistogram, WorkloadRecord,
+    WorkloadState, WAIT_BUCKETS_MS,
 };

@@ -174,4 +174,95 @@ pub struct Counters {
     pub stale_reports: u64,
     pub refused_commands: u64,
     pub by_command: BTreeMap<String, u64>,
+    /// Admission wait (from submission or the last requeue to admission,
+    /// on the leader's stamps) per ClusterQueue: Kueue's
+    /// `admission_wait_time_seconds`, identical on every replica.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub admission_wait: BTreeMap<String, WaitHistogram>,
+    /// Evictions per ClusterQueue and reason (Kueue's reasons where Kueue
+    /// has one: `Preempted`, `PodsReadyTimeout`; fleetq's own:
+    /// `ClusterLost`, `NotRunningOnCluster`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub evictions: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Preemptions per preempting ClusterQueue and reason
+    /// (`InClusterQueue`, `InCohortReclamation`, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub preemptions_by: BTreeMap<String, BTreeMap<String, u64>>,
+    /// AdmitBatch decisions (admissions and preemptions) that apply()
+    /// refused, per reason.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub rejected_decisions: BTreeMap<String, u64>,
+}
+
+impl Counters {
+    pub(crate) fn evicted(&mut self, cluster_queue: &str, reason: &str) {
+        bump(
+            self.evictions.entry(cluster_queue.to_string()).or_default(),
+            reason,
+        );
+    }
+
+    pub(crate) fn preempted_by(&mut self, cluster_queue: &str, reason: &str) {
+        bump(
+            self.preemptions_by
+                .entry(cluster_queue.to_string())
+                .or_default(),
+            reason,
+        );
+    }
+
+    pub(crate) fn rejected(&mut self, reason: &str, n: u64) {
+        *self
+            .rejected_decisions
+            .entry(reason.to_string())
+            .or_default() += n;
+    }
+}
+
+fn bump(map: &mut BTreeMap<String, u64>, key: &str) {
+    *map.entry(key.to_string()).or_default() += 1;
+}
+
+/// Upper bounds (milliseconds) of [`WaitHistogram`]'s buckets: Kueue's
+/// `generateExponentialBuckets(14)`, 1 s then 2.5 s doubling to 10240 s.
+pub const WAIT_BUCKETS_MS: [u64; 14] = [
+    1_000, 2_500, 5_000, 10_000, 20_000, 40_000, 80_000, 160_000, 320_000, 640_000, 1_280_000,
+    2_560_000, 5_120_000, 10_240_000,
+];
+
+/// A histogram of durations in exact milliseconds with the bounds of
+/// [`WAIT_BUCKETS_MS`]; `buckets[i]` counts the observations in bucket `i`
+/// alone (not cumulative), the last one those above every bound.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitHistogram {
+    pub buckets: Vec<u64>,
+    pub count: u64,
+    pub sum_ms: u64,
+}
+
+impl WaitHistogram {
+    pub fn observe(&mut self, ms: u64) {
+        if self.buckets.len() != WAIT_BUCKETS_MS.len() + 1 {
+            self.buckets.resize(WAIT_BUCKETS_MS.len() + 1, 0);
+        }
+        let i = WAIT_BUCKETS_MS
+            .iter()
+            .position(|&bound| ms <= bound)
+            .unwrap_or(WAIT_BUCKETS_MS.len());
+        self.buckets[i] += 1;
+        self.count += 1;
+        self.sum_ms = self.sum_ms.saturating_add(ms);
+    }
+
+    /// `(upper bound in seconds, count in that bucket)`, +Inf last, as a
+    /// Prometheus encoder takes them.
+    pub fn seconds_buckets(&self) -> Vec<(f64, u64)> {
+        WAIT_BUCKETS_MS
+            .iter()
+            .map(|&b| b as f64 / 1000.0)
+            .chain(std::iter::once(f64::INFINITY))
+            .enumerate()
+            .map(|(i, bound)| (bound, self.buckets.get(i).copied().unwrap_or(0)))
+            .collect()
+    }
 }

@@ -2163,3 +2163,65 @@ fn two_ledgers_fed_the_same_commands_agree() {
     };
     assert_eq!(run(), run());
 }
+
+// ----- metric counters -------------------------------------------------------
+
+/// The counters behind Kueue's eviction, preemption and wait-time series
+/// and fleetq's rejected-decision counter: kept by apply(), so every
+/// replica has the same values, and carried through export/import.
+#[test]
+fn counters_record_evictions_preemptions_wait_times_and_rejections() {
+    let mut h = Harness::new();
+    let low = h.submit("low", 8, Some("low"));
+    // Admitted in the cycle right after submission: one wait observation
+    // of one command's stamp step (1 s), within the first bucket.
+    let (batch, _) = h.cycle();
+    assert_eq!(admitted_ids(&batch), [low]);
+    h.report(low, Phase::Running);
+    let wait = h.ledger.counters().admission_wait["team-a"].clone();
+    assert_eq!((wait.count, wait.sum_ms), (1, 1_000));
+    assert_eq!(wait.buckets[0], 1, "{wait:?}");
+
+    // The same batch again: one admission refused as stale.
+    h.admit(batch);
+    assert_eq!(h.ledger.counters().rejected_decisions["StaleBatch"], 1);
+
+    // A higher priority workload preempts it: one eviction of team-a
+    // (Kueue's reason Preempted) and one preemption by team-a.
+    let high = h.submit("high", 8, Some("high"));
+    let (batch, outcome) = h.cycle();
+    assert_eq!(outcome.preempted, 1, "{batch:?}");
+    let c = h.ledger.counters();
+    assert_eq!(c.evictions["team-a"]["Preempted"], 1);
+    assert_eq!(c.preemptions_by["team-a"]["InClusterQueue"], 1);
+    // Preempting it again is refused with its own reason.
+    let mut again = batch.clone();
+    again.cycle.seq += 10;
+    h.admit(again);
+    assert_eq!(
+        h.ledger.counters().rejected_decisions["VictimAlreadyStopping"],
+        1
+    );
+
+    h.report(low, Phase::Stopped);
+    h.cycle();
+    assert_eq!(h.state_of(high), WorkloadState::Admitted);
+    // high waited from its submission (3 commands earlier at least).
+    let wait = &h.ledger.counters().admission_wait["team-a"];
+    assert_eq!(wait.count, 2);
+    assert!(wait.sum_ms >= 1_000 + 3_000, "{wait:?}");
+
+    // The cluster's lease expires: high (not stopping) counts as
+    // ClusterLost; nothing else is counted twice.
+    h.apply(Command::ExpireCluster {
+        cluster: "east".into(),
+    });
+    let c = h.ledger.counters();
+    assert_eq!(c.evictions["team-a"]["ClusterLost"], 1);
+    assert_eq!(c.evictions["team-a"]["Preempted"], 1);
+
+    // Snapshots carry the counters.
+    let bytes = h.ledger.export().expect("export");
+    let back = Ledger::import(&bytes, h.ledger.scheduler_config().clone()).expect("import");
+    assert_eq!(back.counters(), h.ledger.counters());
+}

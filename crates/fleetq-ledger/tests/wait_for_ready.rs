@@ -304,6 +304,12 @@ fn eviction_stops_first_then_frees_quota_once_backs_off_and_deactivates() {
         .last()
         .is_some_and(|e| e.message.contains("deactivated")));
     assert_eq!(h.used(), 0);
+    // Two evictions of ClusterQueue team-a with Kueue's reason
+    // PodsReadyTimeout; the repeated command counted nothing.
+    assert_eq!(
+        h.ledger.counters().evictions["team-a"],
+        [("PodsReadyTimeout".to_string(), 2)].into()
+    );
 }
 
 #[test]

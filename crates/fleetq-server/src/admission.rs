@@ -19,6 +19,7 @@ use openraft::ServerState;
 use tokio::sync::watch;
 
 use crate::clock::SharedClock;
+use crate::metrics::ServerMetrics;
 use crate::proposer::Proposer;
 
 /// Statistics of the last cycles, for status and benchmarks.
@@ -42,6 +43,7 @@ pub async fn run(
     proposer: Arc<Proposer>,
     clock: SharedClock,
     stats: watch::Sender<AdmissionStats>,
+    server_metrics: ServerMetrics,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let changed = handle.changed();
@@ -98,7 +100,14 @@ pub async fn run(
             seq += 1;
             next_batch(&sm.ledger, now, CycleId { term, seq })
         };
-        let elapsed = started.elapsed().as_micros() as u64;
+        // An admission attempt (Kueue's metric) is a cycle that decided
+        // something or found new reasons; the loop also wakes on every
+        // Raft metrics change, and a cycle that only confirms what the
+        // ledger already says is not counted.
+        let attempted = batch.is_some();
+        let took = started.elapsed();
+        let elapsed = took.as_micros() as u64;
+        let mut admitted = false;
         stats.send_modify(|s| {
             s.cycles += 1;
             s.last_cycle_micros = elapsed;
@@ -112,6 +121,7 @@ pub async fn run(
             {
                 Ok(w) => {
                     if let Outcome::Admitted(o) = w.response.outcome {
+                        admitted = o.admitted > 0;
                         stats.send_modify(|s| {
                             s.batches += 1;
                             s.admitted += u64::from(o.admitted);
@@ -129,6 +139,9 @@ pub async fn run(
             }
             // The batch's own apply may have woken us; look again at once
             // only if something else changed meanwhile.
+        }
+        if attempted {
+            server_metrics.admission_attempt(admitted, took);
         }
         tokio::select! {
             _ = changed.notified() => {}

@@ -9,6 +9,8 @@
 //! - [`api_service`], [`agent_service`], [`raft_service`]: the gRPC services.
 //! - [`simulated`]: simulated GPU clusters for `fleetq dev` and tests.
 //! - [`clock`]: the only clock the ledger path reads.
+//! - [`metrics`], [`http`]: Prometheus `/metrics` (Kueue's names where
+//!   Kueue has the series), `/healthz` and `/readyz` over HTTP.
 //! - [`tcp`]: helpers to run a node on real TCP with sled storage.
 
 //!
@@ -28,7 +30,9 @@ pub mod agent_service;
 pub mod api_service;
 pub mod batcher;
 pub mod clock;
+pub mod http;
 pub mod leases;
+pub mod metrics;
 pub mod network;
 pub mod node;
 pub mod proposer;

@@ -27,6 +27,7 @@ use crate::api_service::ApiService;
 use crate::batcher::SubmitBatcher;
 use crate::clock::SharedClock;
 use crate::leases::{LeaseConfig, LeaseTable};
+use crate::metrics::ServerMetrics;
 use crate::network::PeerNetwork;
 use crate::proposer::Proposer;
 use crate::raft_service::RaftService;
@@ -84,6 +85,12 @@ pub struct Node {
     pub handle: LedgerHandle,
     pub proposer: Arc<Proposer>,
     pub admission_stats: watch::Receiver<AdmissionStats>,
+    /// Last heartbeat per cluster (meaningful on the leader).
+    pub leases: LeaseTable,
+    pub clock: SharedClock,
+    /// This process's own instruments (the rest of `/metrics` is read
+    /// from the ledger at scrape time).
+    pub metrics: ServerMetrics,
     shutdown: watch::Sender<bool>,
     server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
 }
@@ -146,12 +153,16 @@ impl Node {
             }
         }
 
-        let proposer = Arc::new(Proposer::new(
-            raft.clone(),
-            Arc::clone(&clock),
-            Arc::clone(&connector),
-            handle.clone(),
-        ));
+        let metrics = ServerMetrics::default();
+        let proposer = Arc::new(
+            Proposer::new(
+                raft.clone(),
+                Arc::clone(&clock),
+                Arc::clone(&connector),
+                handle.clone(),
+            )
+            .with_metrics(metrics.clone()),
+        );
         let batcher = SubmitBatcher::start(Arc::clone(&proposer));
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (stats_tx, stats_rx) = watch::channel(AdmissionStats::default());
@@ -162,6 +173,7 @@ impl Node {
             Arc::clone(&proposer),
             Arc::clone(&clock),
             stats_tx,
+            metrics.clone(),
             shutdown_rx.clone(),
         ));
         tokio::spawn(simulated::run(
@@ -196,7 +208,7 @@ impl Node {
         let agent = AgentService {
             proposer: Arc::clone(&proposer),
             handle: handle.clone(),
-            leases,
+            leases: leases.clone(),
             lease: config.lease,
         };
         let peer = RaftService {
@@ -229,9 +241,18 @@ impl Node {
             handle,
             proposer,
             admission_stats: stats_rx,
+            leases,
+            clock,
+            metrics,
             shutdown,
             server,
         })
+    }
+
+    /// Becomes true when the node shuts down (for servers riding along,
+    /// such as [`crate::http`]).
+    pub fn stopping(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
     }
 
     /// Stops serving and shuts Raft down (graceful: in-flight RPCs finish).

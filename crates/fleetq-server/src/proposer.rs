@@ -15,6 +15,7 @@ use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::SharedClock;
+use crate::metrics::ServerMetrics;
 use crate::transport::SharedConnector;
 
 /// A command as applied: its log index and the ledger's response.
@@ -80,6 +81,7 @@ pub struct Proposer {
     handle: LedgerHandle,
     /// How long a command waits for a leader before giving up.
     pub deadline: Duration,
+    metrics: Option<ServerMetrics>,
 }
 
 impl Proposer {
@@ -95,7 +97,14 @@ impl Proposer {
             connector,
             handle,
             deadline: Duration::from_secs(10),
+            metrics: None,
         }
+    }
+
+    /// Records the latency of every write this node commits as leader.
+    pub fn with_metrics(mut self, metrics: ServerMetrics) -> Proposer {
+        self.metrics = Some(metrics);
+        self
     }
 
     pub fn raft(&self) -> &Raft {
@@ -148,11 +157,17 @@ impl Proposer {
             at: self.clock.now(),
             command,
         };
+        let started = std::time::Instant::now();
         match self.raft.client_write(request).await {
-            Ok(resp) => Local::Done(Written {
-                index: resp.log_id.index,
-                response: resp.data,
-            }),
+            Ok(resp) => {
+                if let Some(m) = &self.metrics {
+                    m.appended(started.elapsed());
+                }
+                Local::Done(Written {
+                    index: resp.log_id.index,
+                    response: resp.data,
+                })
+            }
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Local::NotLeader(
                 f.leader_id
                     .zip(f.leader_node)

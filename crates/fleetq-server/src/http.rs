@@ -1,0 +1,261 @@
+//! The node's small HTTP server (DESIGN.md §8): `/metrics` (Prometheus),
+//! `/healthz` and `/readyz`, on its own listen address (`--http-listen`).
+//!
+//! - `/metrics`: Prometheus text format 0.0.4, or OpenMetrics when the
+//!   scraper asks for it (`Accept: application/openmetrics-text`); see
+//!   [`crate::metrics`] for the series.
+//! - `/healthz`: 200 while the node's Raft core runs (the process is worth
+//!   keeping), 503 once it has stopped on a fatal error.
+//! - `/readyz`: 200 once the node can serve reads and forward writes: Raft
+//!   runs, a leader is known, this node is a member of the group and has
+//!   applied the log (a new leader: an entry of its own term); 503 with
+//!   the reason otherwise.
+//!
+//! Only GET and HEAD are served; the body is plain text.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use fleetq_ledger::raft::Raft;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use openraft::ServerState;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::metrics::{self, MetricsConfig, NodeCollector};
+use crate::node::Node;
+
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+const OPENMETRICS_TEXT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// A running HTTP server; it stops when its node shuts down.
+pub struct HttpServer {
+    local_addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl HttpServer {
+    /// The address it listens on (the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Waits until it has stopped.
+    pub async fn join(self) {
+        let _ = self.task.await;
+    }
+}
+
+/// Binds the HTTP listen address.
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("cannot listen on {addr}: {e}"))
+}
+
+struct State {
+    registry: Registry,
+    raft: Raft,
+    node_id: u64,
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` of `node` on `listener`
+/// until the node shuts down.
+pub fn serve(
+    listener: TcpListener,
+    node: &Node,
+    config: MetricsConfig,
+) -> Result<HttpServer, String> {
+    let local_addr = listener
+        .local_addr()
+        .map_err(|e| format!("HTTP listener has no address: {e}"))?;
+    let collector = NodeCollector {
+        raft: node.raft.clone(),
+        handle: node.handle.clone(),
+        leases: node.leases.clone(),
+        clock: Arc::clone(&node.clock),
+        config,
+    };
+    let state = Arc::new(State {
+        registry: metrics::registry(collector, &node.metrics),
+        raft: node.raft.clone(),
+        node_id: node.id,
+    });
+    let task = tokio::spawn(accept_loop(listener, state, node.stopping()));
+    Ok(HttpServer { local_addr, task })
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<State>, mut stop: watch::Receiver<bool>) {
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off.
+                    tracing::debug!(error = %e, "HTTP accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped(&mut stop) => return,
+        };
+        let state = Arc::clone(&state);
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let state = Arc::clone(&state);
+                async move { Ok::<_, Infallible>(handle(&state, &req)) }
+            });
+            let conn = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(10))
+                .serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                result = conn.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::debug!(error = %e, "HTTP connection");
+                    }
+                }
+                _ = stopped(&mut stop) => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+                }
+            }
+        });
+    }
+}
+
+/// Resolves once the node shuts down.
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(body.into()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn handle(state: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let head = req.method() == Method::HEAD;
+    if req.method() != Method::GET && !head {
+        let mut r = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET and HEAD are served\n",
+        );
+        r.headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let mut response = match req.uri().path() {
+        "/metrics" => {
+            let openmetrics = req
+                .headers()
+                .get_all(ACCEPT)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .any(|v| v.contains("application/openmetrics-text"));
+            scrape(&state.registry, openmetrics)
+        }
+        "/healthz" => match health(&state.raft.metrics().borrow()) {
+            Ok(m) => text(StatusCode::OK, m),
+            Err(m) => text(StatusCode::SERVICE_UNAVAILABLE, m),
+        },
+        "/readyz" => match readiness(&state.raft.metrics().borrow(), state.node_id) {
+            Ok(m) => text(StatusCode::OK, m),
+            Err(m) => text(StatusCode::SERVICE_UNAVAILABLE, m),
+        },
+        "/" => text(
+            StatusCode::OK,
+            "fleetq: /metrics (Prometheus), /healthz, /readyz\n",
+        ),
+        other => text(
+            StatusCode::NOT_FOUND,
+            format!("{other}: not found; try /metrics, /healthz or /readyz\n"),
+        ),
+    };
+    if head {
+        *response.body_mut() = Full::new(Bytes::new());
+    }
+    response
+}
+
+fn scrape(registry: &Registry, openmetrics: bool) -> Response<Full<Bytes>> {
+    let mut body = String::new();
+    let (encoded, content_type) = if openmetrics {
+        (
+            prometheus_client::encoding::text::encode(&mut body, registry),
+            OPENMETRICS_TEXT,
+        )
+    } else {
+        (
+            prometheus_client::encoding::prometheus_text::encode(&mut body, registry),
+            PROMETHEUS_TEXT,
+        )
+    };
+    if encoded.is_err() {
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "metrics could not be encoded\n",
+        );
+    }
+    let mut r = text(StatusCode::OK, body);
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+type RaftMetrics = openraft::RaftMetrics<u64, openraft::BasicNode>;
+
+/// `/healthz`: the Raft core still runs.
+pub fn health(m: &RaftMetrics) -> Result<String, String> {
+    match &m.running_state {
+        Ok(()) => Ok("ok\n".into()),
+        Err(e) => Err(format!("Raft stopped: {e}\n")),
+    }
+}
+
+/// `/readyz`: whether this node can serve (reads answer from an applied
+/// ledger, writes reach a leader).
+pub fn readiness(m: &RaftMetrics, id: u64) -> Result<String, String> {
+    if let Err(e) = &m.running_state {
+        return Err(format!("not ready: Raft stopped: {e}\n"));
+    }
+    let Some(leader) = m.current_leader else {
+        return Err("not ready: no Raft leader known\n".into());
+    };
+    if m.membership_config.membership().get_node(&id).is_none() {
+        return Err(format!(
+            "not ready: node {id} is not a member of the Raft group yet\n"
+        ));
+    }
+    let Some(applied) = m.last_applied else {
+        return Err("not ready: nothing applied yet\n".into());
+    };
+    if m.state == ServerState::Leader && applied.leader_id.term != m.current_term {
+        return Err(format!(
+            "not ready: leader of term {} has not applied an entry of its term yet\n",
+            m.current_term
+        ));
+    }
+    Ok(format!(
+        "ready: node {id}, leader {leader}, applied index {}\n",
+        applied.index
+    ))
+}

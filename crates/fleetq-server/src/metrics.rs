@@ -1,0 +1,1140 @@
+//! Prometheus metrics (DESIGN.md §8), served at `/metrics` by [`crate::http`].
+//!
+//! Series named after Kueue's (`kueue_*`) keep Kueue's names, labels and
+//! buckets so that existing dashboards work; fleetq's own are `fleetq_*`.
+//!
+//! Most series are computed from the replicated ledger at scrape time by
+//! [`NodeCollector`], so every replica at the same applied index reports
+//! the same values for them (scrape any node, or take `max by` over all):
+//! gauges from the ledger's records and scheduler snapshot, counters and
+//! the admission-wait histogram from the ledger's own [`Counters`], which
+//! apply() keeps and snapshots carry. Only what happens outside the state
+//! machine is counted per process in [`ServerMetrics`]: the leader's
+//! admission attempts and the Raft write latency (a follower reports them
+//! as zero), and the lease ages the leader keeps in memory.
+//!
+//! ## Where this deviates from Kueue
+//!
+//! - `kueue_pending_workloads{status}`: fleetq looks at every pending
+//!   workload in every cycle, so there is no "inadmissible set". A pending
+//!   workload counts as `inadmissible` when the last cycle gave it (or its
+//!   ClusterQueue) a reason that holds it back (WaitingForQuota,
+//!   ExceedsMaxQuota, NoClusterCapacity, Misconfigured, Suspended,
+//!   BackingOff, BudgetExhausted, BlockedByHead), as `active` otherwise
+//!   (not examined yet, NotYetConsidered, Preempting, freshly Evicted).
+//!   Workloads whose LocalQueue binds to no ClusterQueue are in neither.
+//! - `kueue_cluster_queue_resource_reservation` and
+//!   `kueue_cluster_queue_resource_usage` are equal: fleetq has no
+//!   admission checks, so a quota reservation is an admission. Quota is
+//!   charged until the executor confirms a stop (stopping workloads count).
+//! - `kueue_cluster_queue_borrowing_limit` / `_lending_limit` appear only
+//!   for cells that set the limit (Kueue reports 0 for "unlimited").
+//! - `kueue_cluster_queue_weighted_share` / `kueue_cohort_weighted_share`:
+//!   Kueue's scale (per mille of what the cohort tree can lend, divided by
+//!   the weight; 9223372036854775807 for a borrowing node of weight 0), but
+//!   computed per (flavor, resource) cell, as fleetq's scheduler does,
+//!   where Kueue sums a resource over its flavors; not truncated to an
+//!   integer.
+//! - `kueue_evicted_workloads_total{reason}`: `Preempted` and
+//!   `PodsReadyTimeout` as in Kueue (a deactivation past the requeue limit
+//!   counts as `PodsReadyTimeout`), plus fleetq's own `ClusterLost` (the
+//!   cluster's lease expired and its agent fenced the workload) and
+//!   `NotRunningOnCluster` (after a reconnect the agent no longer ran it).
+//!   Cancellations are not evictions.
+//! - `kueue_admission_attempts_total` / `_duration_seconds`: one attempt per
+//!   scheduling cycle of the leader that proposed something (admissions,
+//!   preemptions or new pending reasons; a cycle that finds the ledger
+//!   already says it all is not counted, as Kueue does not retry an
+//!   inadmissible workload until something changes); `success` when
+//!   apply() admitted at least one of its decisions. The duration is the
+//!   cycle's computation, without the Raft commit (that is
+//!   `fleetq_raft_append_latency_seconds`).
+//! - Resource values are in Kueue's units: counts, cores, bytes.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use fleetq_ledger::raft::Raft;
+use fleetq_ledger::store::LedgerHandle;
+use fleetq_ledger::{Counters, Ledger, WorkloadState};
+use fleetq_model::Timestamp;
+use fleetq_scheduler::quota::NodeKind;
+use fleetq_scheduler::{fair, ReasonKind};
+use openraft::ServerState;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use crate::clock::SharedClock;
+use crate::leases::LeaseTable;
+
+/// Settings of the metrics that take one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// `fleetq_quota_reserved_not_running` counts reservations older than
+    /// this that their agent has not reported running.
+    pub reserved_not_running_after: Duration,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            reserved_not_running_after: Duration::from_secs(60),
+        }
+    }
+}
+
+type ResultLabel = [(&'static str, &'static str); 1];
+type HistogramFamily = Family<ResultLabel, Histogram, fn() -> Histogram>;
+
+/// Kueue's `admission_attempt_duration_seconds` buckets (the Prometheus
+/// client's defaults).
+const ATTEMPT_BUCKETS: [f64; 11] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+fn attempt_histogram() -> Histogram {
+    Histogram::new(ATTEMPT_BUCKETS)
+}
+
+/// Instruments fed by this process's own events (cheap to clone: they
+/// share their values).
+#[derive(Clone, Debug)]
+pub struct ServerMetrics {
+    admission_attempts: Family<ResultLabel, Counter>,
+    admission_attempt_duration: HistogramFamily,
+    append_latency: Histogram,
+}
+
+impl Default for ServerMetrics {
+    fn default() -> Self {
+        ServerMetrics {
+            admission_attempts: Family::default(),
+            admission_attempt_duration: Family::new_with_constructor(
+                attempt_histogram as fn() -> Histogram,
+            ),
+            // 0.5 ms to about 16 s.
+            append_latency: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+        }
+    }
+}
+
+impl ServerMetrics {
+    /// One admission attempt (a scheduling cycle that proposed something)
+    /// of the leader: `admitted` when apply() accepted at least one
+    /// admission.
+    pub fn admission_attempt(&self, admitted: bool, took: Duration) {
+        let label = [("result", if admitted { "success" } else { "inadmissible" })];
+        self.admission_attempts.get_or_create(&label).inc();
+        self.admission_attempt_duration
+            .get_or_create(&label)
+            .observe(took.as_secs_f64());
+    }
+
+    /// A command proposed on this node (the leader) was committed and
+    /// applied after `took`.
+    pub fn appended(&self, took: Duration) {
+        self.append_latency.observe(took.as_secs_f64());
+    }
+
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "kueue_admission_attempts",
+            "The total number of admission attempts (scheduling cycles of this node as leader that proposed admissions, preemptions or new pending reasons); result: success (at least one workload admitted) or inadmissible",
+            self.admission_attempts.clone(),
+        );
+        registry.register(
+            "kueue_admission_attempt_duration_seconds",
+            "The latency of an admission attempt (the scheduling cycle's computation, without the Raft commit); result: success or inadmissible",
+            self.admission_attempt_duration.clone(),
+        );
+        registry.register(
+            "fleetq_raft_append_latency_seconds",
+            "Time from proposing a command on this node as leader until it was committed by a quorum and applied here",
+            self.append_latency.clone(),
+        );
+    }
+}
+
+/// The registry `/metrics` encodes: this node's own instruments plus the
+/// ledger and Raft series computed at each scrape.
+pub fn registry(collector: NodeCollector, own: &ServerMetrics) -> Registry {
+    let mut registry = Registry::default();
+    own.register(&mut registry);
+    registry.register_collector(Box::new(collector));
+    registry
+}
+
+/// Computes the ledger-derived and Raft series at scrape time.
+pub struct NodeCollector {
+    pub raft: Raft,
+    pub handle: LedgerHandle,
+    pub leases: LeaseTable,
+    pub clock: SharedClock,
+    pub config: MetricsConfig,
+}
+
+impl fmt::Debug for NodeCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeCollector")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Collector for NodeCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let raft = RaftSample::of(&self.raft.metrics().borrow());
+        let now = self.clock.now();
+        // Hold the read lock only while copying out what is reported.
+        let ledger = {
+            let sm = self.handle.read();
+            LedgerSample::of(&sm.ledger, now, self.config.reserved_not_running_after)
+        };
+        // Only the leader hears heartbeats; a follower's table is stale.
+        let leases: Vec<(String, f64)> = if raft.is_leader {
+            self.leases
+                .ages()
+                .into_iter()
+                .filter(|(c, _)| ledger.clusters.iter().any(|s| &s.name == c))
+                .map(|(c, age)| (c, age.as_secs_f64()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        raft.encode(&mut encoder)?;
+        ledger.encode(&mut encoder)?;
+        gauges(
+            &mut encoder,
+            "fleetq_cluster_lease_age_seconds",
+            "Seconds since the leader last heard a heartbeat from the cluster's agent (reported by the leader only; clusters simulated in the control plane hold no lease)",
+            leases.iter().map(|(c, age)| (vec![("cluster", c.as_str())], *age)),
+        )
+    }
+}
+
+/// What Raft reports about this node.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RaftSample {
+    pub term: u64,
+    pub leader: u64,
+    pub is_leader: bool,
+    pub last_log_index: u64,
+    pub commit_index: u64,
+    pub applied_index: u64,
+    pub snapshot_index: u64,
+}
+
+impl RaftSample {
+    pub fn of(m: &openraft::RaftMetrics<u64, openraft::BasicNode>) -> RaftSample {
+        let applied = m.last_applied.map_or(0, |l| l.index);
+        let last_log = m.last_log_index.unwrap_or(0);
+        let is_leader = m.state == ServerState::Leader;
+        // openraft 0.9 does not publish the commit index. On the leader it
+        // is the highest index a quorum of voters has stored; a follower
+        // can only report what it applied (which trails the commit).
+        let commit = match (&m.replication, is_leader) {
+            (Some(replication), true) => {
+                let mut matched: Vec<u64> = m
+                    .membership_config
+                    .voter_ids()
+                    .map(|id| {
+                        let theirs = replication.get(&id).and_then(|l| l.map(|l| l.index));
+                        if id == m.id {
+                            theirs.unwrap_or(last_log)
+                        } else {
+                            theirs.unwrap_or(0)
+                        }
+                    })
+                    .collect();
+                matched.sort_unstable_by(|a, b| b.cmp(a));
+                matched
+                    .get(matched.len() / 2)
+                    .copied()
+                    .unwrap_or(applied)
+                    .max(applied)
+            }
+            _ => applied,
+        };
+        RaftSample {
+            term: m.current_term,
+            leader: m.current_leader.unwrap_or(0),
+            is_leader,
+            last_log_index: last_log,
+            commit_index: commit,
+            applied_index: applied,
+            snapshot_index: m.snapshot.map_or(0, |l| l.index),
+        }
+    }
+
+    fn encode(&self, e: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
+        let one = |e: &mut DescriptorEncoder, name: &str, help: &str, v: u64| {
+            gauges(e, name, help, std::iter::once((Vec::new(), v as f64)))
+        };
+        one(
+            e,
+            "fleetq_raft_term",
+            "The node's current Raft term",
+            self.term,
+        )?;
+        one(
+            e,
+            "fleetq_raft_leader",
+            "Id of the Raft leader this node knows, 0 if none",
+            self.leader,
+        )?;
+        one(
+            e,
+            "fleetq_raft_is_leader",
+            "1 if this node is the Raft leader, else 0",
+            u64::from(self.is_leader),
+        )?;
+        one(
+            e,
+            "fleetq_raft_last_log_index",
+            "Index of the last entry in this node's Raft log",
+            self.last_log_index,
+        )?;
+        one(
+            e,
+            "fleetq_raft_commit_index",
+            "Highest log index known committed: on the leader, the highest index stored on a quorum of voters; on a follower, its applied index (openraft does not publish the follower's commit index)",
+            self.commit_index,
+        )?;
+        one(
+            e,
+            "fleetq_raft_applied_index",
+            "Highest log index applied to this node's ledger",
+            self.applied_index,
+        )?;
+        one(
+            e,
+            "fleetq_raft_snapshot_index",
+            "Last log index covered by this node's latest Raft snapshot, 0 if none",
+            self.snapshot_index,
+        )
+    }
+}
+
+/// One (flavor, resource) quota line of a ClusterQueue, in Kueue's units.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuotaSample {
+    pub flavor: String,
+    pub resource: String,
+    pub nominal: f64,
+    pub usage: f64,
+    pub borrowing_limit: Option<f64>,
+    pub lending_limit: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterQueueSample {
+    pub name: String,
+    /// Its cohort, "" if none (Kueue's `cohort` label).
+    pub cohort: String,
+    pub pending_active: u64,
+    pub pending_inadmissible: u64,
+    pub admitted_active: u64,
+    pub weighted_share: f64,
+    pub quota: Vec<QuotaSample>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClusterSample {
+    pub name: String,
+    /// (flavor, resource, capacity, allocated) in Kueue's units.
+    pub resources: Vec<(String, String, f64, f64)>,
+}
+
+/// Everything the ledger contributes to a scrape.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LedgerSample {
+    pub cluster_queues: Vec<ClusterQueueSample>,
+    pub cohorts: Vec<(String, f64)>,
+    pub clusters: Vec<ClusterSample>,
+    /// (ClusterQueue, cluster) -> reservations older than the threshold
+    /// that their agent has not reported running; every pair of a
+    /// ClusterQueue and a registered cluster is present.
+    pub reserved_not_running: BTreeMap<(String, String), u64>,
+    pub counters: Counters,
+}
+
+/// Milli-units to Kueue's float units (GPUs, cores, bytes).
+fn units(milli: u64) -> f64 {
+    milli as f64 / 1000.0
+}
+
+/// Kueue's weighted share from fleetq's dominant resource share (which is
+/// per million for weight 1, Kueue's per mille).
+fn kueue_share(drs: u64) -> f64 {
+    if drs == u64::MAX {
+        i64::MAX as f64
+    } else {
+        drs as f64 / 1000.0
+    }
+}
+
+/// Whether a pending reason means the last cycle could not admit it (as
+/// opposed to not having got to it yet).
+pub fn holds_back(kind: ReasonKind) -> bool {
+    match kind {
+        ReasonKind::WaitingForQuota
+        | ReasonKind::ExceedsMaxQuota
+        | ReasonKind::NoClusterCapacity
+        | ReasonKind::Misconfigured
+        | ReasonKind::Suspended
+        | ReasonKind::BackingOff
+        | ReasonKind::BudgetExhausted
+        | ReasonKind::BlockedByHead => true,
+        ReasonKind::Preempting | ReasonKind::NotYetConsidered | ReasonKind::Evicted => false,
+    }
+}
+
+impl LedgerSample {
+    /// Reads what a scrape reports from `ledger`; `now` is this node's
+    /// clock (the canary needs wall time: a quiet ledger's stamps stand
+    /// still).
+    pub fn of(ledger: &Ledger, now: Timestamp, not_running_after: Duration) -> LedgerSample {
+        let state = ledger.state();
+        let snapshot = ledger.snapshot();
+        let tree = snapshot.tree();
+        let usage = snapshot.usage();
+
+        let mut pending: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for p in snapshot.pending() {
+            let held = ledger
+                .workload(p.id)
+                .and_then(|r| ledger.reason_of(r))
+                .is_some_and(|r| holds_back(r.kind));
+            let e = pending.entry(p.cluster_queue.as_str()).or_default();
+            if held {
+                e.1 += 1;
+            } else {
+                e.0 += 1;
+            }
+        }
+        let mut admitted: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut reserved_not_running: BTreeMap<(String, String), u64> = BTreeMap::new();
+        for cq in state.config.cluster_queues.keys() {
+            for cluster in state.clusters.keys() {
+                reserved_not_running.insert((cq.clone(), cluster.clone()), 0);
+            }
+        }
+        for a in snapshot.admitted() {
+            *admitted
+                .entry(a.pending.cluster_queue.as_str())
+                .or_default() += 1;
+            let Some(record) = ledger.workload(a.pending.id) else {
+                continue;
+            };
+            let Some(r) = &record.reservation else {
+                continue;
+            };
+            if record.state == WorkloadState::Admitted
+                && now.since(r.admitted_at) >= not_running_after
+            {
+                *reserved_not_running
+                    .entry((r.cluster_queue.clone(), r.assignment.cluster.clone()))
+                    .or_default() += 1;
+            }
+        }
+
+        let mut cluster_queues = Vec::new();
+        for (name, cq) in &state.config.cluster_queues {
+            let Some(node) = tree.cluster_queue(name) else {
+                continue;
+            };
+            let mut quota = Vec::new();
+            for (fr, cell) in tree.cells.iter().enumerate() {
+                let Some(limits) = tree.nodes[node].limits.get(fr).and_then(|l| l.as_ref()) else {
+                    continue;
+                };
+                quota.push(QuotaSample {
+                    flavor: cell.flavor.clone(),
+                    resource: cell.resource.clone(),
+                    nominal: units(limits.nominal),
+                    usage: units(usage.get(node, fr)),
+                    borrowing_limit: limits.borrowing_limit.map(units),
+                    lending_limit: limits.lending_limit.map(units),
+                });
+            }
+            let (active, inadmissible) = pending.get(name.as_str()).copied().unwrap_or_default();
+            cluster_queues.push(ClusterQueueSample {
+                name: name.clone(),
+                cohort: cq.spec.cohort.clone().unwrap_or_default(),
+                pending_active: active,
+                pending_inadmissible: inadmissible,
+                admitted_active: admitted.get(name.as_str()).copied().unwrap_or(0),
+                weighted_share: kueue_share(fair::dominant_resource_share(
+                    tree,
+                    usage,
+                    node,
+                    cq.fair_sharing_weight(),
+                )),
+                quota,
+            });
+        }
+
+        let cohorts = tree
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.kind == NodeKind::Cohort)
+            .map(|(id, n)| {
+                let weight = state
+                    .config
+                    .cohorts
+                    .get(&n.name)
+                    .and_then(|c| c.spec.fair_sharing)
+                    .and_then(|f| f.weight)
+                    .unwrap_or(fleetq_model::Quantity::units(1));
+                let share = if n.parent.is_some() {
+                    fair::dominant_resource_share(tree, usage, id, weight)
+                } else {
+                    // A root has nobody to borrow from.
+                    0
+                };
+                (n.name.clone(), kueue_share(share))
+            })
+            .collect();
+
+        let table = snapshot.cluster_table();
+        let clusters = state
+            .clusters
+            .values()
+            .map(|record| {
+                let index = table.index_of(&record.cluster.name);
+                let mut resources = Vec::new();
+                for (flavor, list) in &record.cluster.capacity {
+                    for (resource, qty) in list {
+                        let allocated = match (index, tree.cell_of(flavor, resource)) {
+                            (Some(c), Some(fr)) => snapshot.cluster_usage().get(c, fr),
+                            _ => 0,
+                        };
+                        resources.push((
+                            flavor.clone(),
+                            resource.clone(),
+                            units(qty.milli()),
+                            units(allocated),
+                        ));
+                    }
+                }
+                ClusterSample {
+                    name: record.cluster.name.clone(),
+                    resources,
+                }
+            })
+            .collect();
+
+        LedgerSample {
+            cluster_queues,
+            cohorts,
+            clusters,
+            reserved_not_running,
+            counters: ledger.counters().clone(),
+        }
+    }
+
+    fn encode(&self, e: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
+        let cqs = &self.cluster_queues;
+        gauges(
+            e,
+            "kueue_pending_workloads",
+            "The number of pending workloads, per cluster_queue and status: active (not examined yet, or about to be admitted) or inadmissible (the last admission cycle found a reason that holds it back)",
+            cqs.iter().flat_map(|q| {
+                [
+                    (
+                        vec![("cluster_queue", q.name.as_str()), ("status", "active")],
+                        q.pending_active as f64,
+                    ),
+                    (
+                        vec![("cluster_queue", q.name.as_str()), ("status", "inadmissible")],
+                        q.pending_inadmissible as f64,
+                    ),
+                ]
+            }),
+        )?;
+        gauges(
+            e,
+            "kueue_admitted_active_workloads",
+            "The number of admitted workloads that hold quota (admitted or running, not finished), per cluster_queue",
+            cqs.iter()
+                .map(|q| (vec![("cluster_queue", q.name.as_str())], q.admitted_active as f64)),
+        )?;
+        let wait = &self.counters.admission_wait;
+        let mut me = e.encode_descriptor(
+            "kueue_admission_wait_time_seconds",
+            "The time between a workload was created or requeued until admission, per cluster_queue (leader stamps, replicated)",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (cq, h) in wait {
+            let labels = [("cluster_queue", cq.as_str())];
+            let mut m = me.encode_family(&labels)?;
+            m.encode_histogram::<NoLabelSet>(
+                h.sum_ms as f64 / 1000.0,
+                h.count,
+                &h.seconds_buckets(),
+                None,
+            )?;
+        }
+        counters(
+            e,
+            "kueue_evicted_workloads",
+            "The number of evicted workloads per cluster_queue and reason: Preempted, PodsReadyTimeout, ClusterLost (lease expired, fenced), NotRunningOnCluster (gone after its agent reconnected)",
+            self.counters.evictions.iter().flat_map(|(cq, reasons)| {
+                reasons.iter().map(move |(reason, n)| {
+                    (
+                        vec![("cluster_queue", cq.as_str()), ("reason", reason.as_str())],
+                        *n,
+                    )
+                })
+            }),
+        )?;
+        counters(
+            e,
+            "kueue_preempted_workloads",
+            "The number of preempted workloads per preempting_cluster_queue and reason: InClusterQueue, InCohortReclamation, InCohortFairSharing, InCohortReclaimWhileBorrowing",
+            self.counters.preemptions_by.iter().flat_map(|(cq, reasons)| {
+                reasons.iter().map(move |(reason, n)| {
+                    (
+                        vec![
+                            ("preempting_cluster_queue", cq.as_str()),
+                            ("reason", reason.as_str()),
+                        ],
+                        *n,
+                    )
+                })
+            }),
+        )?;
+        let quota_labels = |q: &'_ ClusterQueueSample| {
+            let (name, cohort) = (q.name.clone(), q.cohort.clone());
+            move |r: &QuotaSample| {
+                vec![
+                    ("cohort", cohort.clone()),
+                    ("cluster_queue", name.clone()),
+                    ("flavor", r.flavor.clone()),
+                    ("resource", r.resource.clone()),
+                ]
+            }
+        };
+        let per_quota = |e: &mut DescriptorEncoder,
+                         name: &str,
+                         help: &str,
+                         value: &dyn Fn(&QuotaSample) -> Option<f64>| {
+            gauges_owned(
+                e,
+                name,
+                help,
+                cqs.iter().flat_map(|q| {
+                    let labels = quota_labels(q);
+                    q.quota
+                        .iter()
+                        .filter_map(move |r| value(r).map(|v| (labels(r), v)))
+                        .collect::<Vec<_>>()
+                }),
+            )
+        };
+        per_quota(
+            e,
+            "kueue_cluster_queue_resource_reservation",
+            "Reports the cluster_queue's total resource reservation within all the flavors (equal to the usage: fleetq has no admission checks)",
+            &|r| Some(r.usage),
+        )?;
+        per_quota(
+            e,
+            "kueue_cluster_queue_resource_usage",
+            "Reports the cluster_queue's total resource usage within all the flavors (quota held by admitted and running workloads, stopping ones included)",
+            &|r| Some(r.usage),
+        )?;
+        per_quota(
+            e,
+            "kueue_cluster_queue_nominal_quota",
+            "Reports the cluster_queue's resource nominal quota within all the flavors",
+            &|r| Some(r.nominal),
+        )?;
+        per_quota(
+            e,
+            "kueue_cluster_queue_borrowing_limit",
+            "Reports the cluster_queue's resource borrowing limit within all the flavors (only where one is set)",
+            &|r| r.borrowing_limit,
+        )?;
+        per_quota(
+            e,
+            "kueue_cluster_queue_lending_limit",
+            "Reports the cluster_queue's resource lending limit within all the flavors (only where one is set)",
+            &|r| r.lending_limit,
+        )?;
+        gauges(
+            e,
+            "kueue_cluster_queue_weighted_share",
+            "The maximum over (flavor, resource) of usage above the cluster_queue's quota per mille of what its cohort tree can lend, divided by its fair-sharing weight; 0 when not borrowing, 9223372036854775807 when borrowing with weight 0",
+            cqs.iter()
+                .map(|q| (vec![("cluster_queue", q.name.as_str())], q.weighted_share)),
+        )?;
+        gauges(
+            e,
+            "kueue_cohort_weighted_share",
+            "The maximum over (flavor, resource) of usage above the cohort's own subtree quota per mille of what its cohort tree can lend, divided by its fair-sharing weight; 0 for root cohorts",
+            self.cohorts
+                .iter()
+                .map(|(c, share)| (vec![("cohort", c.as_str())], *share)),
+        )?;
+        gauges(
+            e,
+            "fleetq_cluster_capacity",
+            "Physical capacity the cluster's agent reported, per flavor and resource",
+            self.clusters.iter().flat_map(|c| {
+                c.resources.iter().map(move |(f, r, cap, _)| {
+                    (
+                        vec![
+                            ("cluster", c.name.as_str()),
+                            ("flavor", f.as_str()),
+                            ("resource", r.as_str()),
+                        ],
+                        *cap,
+                    )
+                })
+            }),
+        )?;
+        gauges(
+            e,
+            "fleetq_cluster_allocated",
+            "Capacity assigned to admitted workloads on the cluster, per flavor and resource",
+            self.clusters.iter().flat_map(|c| {
+                c.resources.iter().map(move |(f, r, _, used)| {
+                    (
+                        vec![
+                            ("cluster", c.name.as_str()),
+                            ("flavor", f.as_str()),
+                            ("resource", r.as_str()),
+                        ],
+                        *used,
+                    )
+                })
+            }),
+        )?;
+        counters(
+            e,
+            "fleetq_admit_batch_rejected_decisions",
+            "Admission and preemption decisions of AdmitBatch commands that apply() refused, per reason (StaleBatch, NoLongerFits, NotPending, ClusterUnavailable, VictimAlreadyStopping, ...)",
+            self.counters
+                .rejected_decisions
+                .iter()
+                .map(|(reason, n)| (vec![("reason", reason.as_str())], *n)),
+        )?;
+        gauges(
+            e,
+            "fleetq_quota_reserved_not_running",
+            "Quota-leak canary: reservations held on the cluster for longer than the threshold (--reserved-not-running-after) that its agent has not reported running",
+            self.reserved_not_running.iter().map(|((cq, cluster), n)| {
+                (
+                    vec![("cluster_queue", cq.as_str()), ("cluster", cluster.as_str())],
+                    *n as f64,
+                )
+            }),
+        )
+    }
+}
+
+/// A gauge family from (labels, value) rows.
+fn gauges<'a>(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: impl Iterator<Item = (Vec<(&'a str, &'a str)>, f64)>,
+) -> Result<(), fmt::Error> {
+    let mut me = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, value) in rows {
+        ConstGauge::new(value).encode(me.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+fn gauges_owned(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: impl Iterator<Item = (Vec<(&'static str, String)>, f64)>,
+) -> Result<(), fmt::Error> {
+    let mut me = e.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, value) in rows {
+        ConstGauge::new(value).encode(me.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// A counter family (`_total` is appended to `name`).
+fn counters<'a>(
+    e: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: impl Iterator<Item = (Vec<(&'a str, &'a str)>, u64)>,
+) -> Result<(), fmt::Error> {
+    let mut me = e.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, value) in rows {
+        ConstCounter::new(value).encode(me.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use fleetq_ledger::{
+        AdmitBatch, Command, CycleId, LeasePolicy, Phase, Request, StatusReport, Submission,
+    };
+    use fleetq_model::kueue::import_manifests;
+    use fleetq_model::workload::{PodSet, WorkloadSpec};
+    use fleetq_model::{Cluster, ClusterState, Quantity};
+    use fleetq_scheduler::schedule;
+    use prometheus_client::encoding::prometheus_text;
+
+    use super::*;
+
+    const GPU: &str = "nvidia.com/gpu";
+
+    /// team-a and team-b (8 GPUs each, team-b with a borrowing limit) in
+    /// cohort research.
+    const CONFIG: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata:
+  name: h100-80gb
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: team-a
+spec:
+  cohortName: research
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: 8
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: team-b
+spec:
+  cohortName: research
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: 8
+        borrowingLimit: 2
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  namespace: default
+  name: team-a
+spec:
+  clusterQueue: team-a
+"#;
+
+    struct Harness {
+        ledger: Ledger,
+        now: u64,
+        seq: u64,
+    }
+
+    impl Harness {
+        fn new() -> Harness {
+            let mut h = Harness {
+                ledger: Ledger::default(),
+                now: 1_000_000,
+                seq: 0,
+            };
+            let objects = import_manifests(CONFIG)
+                .unwrap_or_else(|e| panic!("{e:?}"))
+                .into_iter()
+                .map(|d| d.object)
+                .collect();
+            h.apply(Command::ApplyObjects { objects });
+            let capacity = BTreeMap::from([(
+                "h100-80gb".to_string(),
+                BTreeMap::from([(GPU.to_string(), Quantity::units(16))]),
+            )]);
+            h.apply(Command::RegisterCluster {
+                cluster: Cluster {
+                    name: "east".into(),
+                    labels: BTreeMap::new(),
+                    capacity,
+                    state: ClusterState::Ready,
+                },
+                lease_policy: LeasePolicy::Fence,
+            });
+            h
+        }
+
+        fn apply(&mut self, command: Command) {
+            self.now += 1_000;
+            let r = self.ledger.apply(&Request {
+                at: Timestamp(self.now),
+                command,
+            });
+            assert!(r.is_ok(), "{r:?}");
+        }
+
+        fn submit(&mut self, name: &str, gpus: u64) {
+            let workload = fleetq_model::Workload {
+                namespace: "default".into(),
+                name: name.into(),
+                labels: BTreeMap::new(),
+                spec: WorkloadSpec {
+                    queue_name: "team-a".into(),
+                    pod_sets: vec![PodSet {
+                        name: "main".into(),
+                        count: 1,
+                        min_count: None,
+                        requests: BTreeMap::from([(GPU.to_string(), Quantity::units(gpus))]),
+                    }],
+                    ..WorkloadSpec::default()
+                },
+            };
+            self.apply(Command::SubmitWorkloads {
+                submissions: vec![Submission {
+                    request_id: None,
+                    workload,
+                }],
+            });
+        }
+
+        fn cycle(&mut self) {
+            let d = schedule(
+                self.ledger.snapshot(),
+                Timestamp(self.now),
+                self.ledger.scheduler_config(),
+            );
+            self.seq += 1;
+            self.apply(Command::AdmitBatch(AdmitBatch {
+                cycle: CycleId {
+                    term: 0,
+                    seq: self.seq,
+                },
+                admissions: d.admissions,
+                preemptions: d.preemptions,
+                reasons: d.pending.into_iter().collect(),
+                queue_reasons: d.queue_reasons.into_iter().collect(),
+            }));
+        }
+
+        fn running(&mut self, name: &str) {
+            let r = self
+                .ledger
+                .workload_by_name("default", name)
+                .and_then(|w| w.reservation.clone().map(|r| (w.id, r)));
+            let Some((id, r)) = r else {
+                panic!("{name} holds no reservation");
+            };
+            self.apply(Command::ReportStatus {
+                reports: vec![StatusReport {
+                    cluster: r.assignment.cluster,
+                    workload: id,
+                    epoch: r.epoch,
+                    phase: Phase::Running,
+                    message: String::new(),
+                }],
+            });
+        }
+    }
+
+    /// a (4) runs, b (8) is admitted by borrowing 4 from team-b and never
+    /// reported running, c (8) waits for quota, d (1) was submitted after
+    /// the last cycle.
+    fn busy() -> Harness {
+        let mut h = Harness::new();
+        h.submit("a", 4);
+        h.submit("b", 8);
+        h.cycle();
+        h.running("a");
+        h.submit("c", 8);
+        h.cycle();
+        h.submit("d", 1);
+        h
+    }
+
+    fn cq<'a>(s: &'a LedgerSample, name: &str) -> &'a ClusterQueueSample {
+        s.cluster_queues
+            .iter()
+            .find(|q| q.name == name)
+            .unwrap_or_else(|| panic!("no sample for {name}"))
+    }
+
+    #[test]
+    fn the_sample_reads_queues_quota_clusters_and_the_canary_from_the_ledger() {
+        let h = busy();
+        let admitted_b = h
+            .ledger
+            .workload_by_name("default", "b")
+            .and_then(|w| w.reservation.as_ref())
+            .map(|r| r.admitted_at)
+            .expect("b is admitted");
+        let later = admitted_b.saturating_add(Duration::from_secs(61));
+        let s = LedgerSample::of(&h.ledger, later, Duration::from_secs(60));
+
+        let a = cq(&s, "team-a");
+        assert_eq!(a.cohort, "research");
+        assert_eq!((a.pending_active, a.pending_inadmissible), (1, 1));
+        assert_eq!(a.admitted_active, 2);
+        assert_eq!(a.quota.len(), 1);
+        assert_eq!(a.quota[0].nominal, 8.0);
+        assert_eq!(a.quota[0].usage, 12.0);
+        assert_eq!(a.quota[0].borrowing_limit, None);
+        // Borrows 4 of the 16 the cohort holds: 250 per mille, weight 1.
+        assert_eq!(a.weighted_share, 250.0);
+        let b = cq(&s, "team-b");
+        assert_eq!((b.pending_active, b.pending_inadmissible), (0, 0));
+        assert_eq!(b.admitted_active, 0);
+        assert_eq!(b.quota[0].borrowing_limit, Some(2.0));
+        assert_eq!(b.weighted_share, 0.0);
+        assert_eq!(s.cohorts, vec![("research".to_string(), 0.0)]);
+
+        assert_eq!(
+            s.clusters,
+            vec![ClusterSample {
+                name: "east".into(),
+                resources: vec![("h100-80gb".into(), GPU.into(), 16.0, 12.0)],
+            }]
+        );
+        // b has not been reported running for over a minute; a runs.
+        let key = |cq: &str| (cq.to_string(), "east".to_string());
+        assert_eq!(s.reserved_not_running[&key("team-a")], 1);
+        assert_eq!(s.reserved_not_running[&key("team-b")], 0);
+        let s = LedgerSample::of(&h.ledger, later, Duration::from_secs(120));
+        assert_eq!(s.reserved_not_running[&key("team-a")], 0);
+
+        // The wait-time histogram saw a and b.
+        assert_eq!(s.counters.admission_wait["team-a"].count, 2);
+    }
+
+    #[derive(Debug)]
+    struct Fixed(RaftSample, LedgerSample);
+
+    impl Collector for Fixed {
+        fn encode(&self, mut e: DescriptorEncoder) -> Result<(), fmt::Error> {
+            self.0.encode(&mut e)?;
+            self.1.encode(&mut e)
+        }
+    }
+
+    fn render(raft: RaftSample, ledger: LedgerSample) -> String {
+        let own = ServerMetrics::default();
+        own.admission_attempt(true, Duration::from_millis(3));
+        own.admission_attempt(false, Duration::from_millis(30));
+        let mut registry = Registry::default();
+        own.register(&mut registry);
+        registry.register_collector(Box::new(Fixed(raft, ledger)));
+        let mut text = String::new();
+        prometheus_text::encode(&mut text, &registry).expect("encodes");
+        text
+    }
+
+    fn has(text: &str, line: &str) -> bool {
+        text.lines().any(|l| l == line)
+    }
+
+    #[test]
+    fn rendering_uses_kueue_names_labels_and_buckets() {
+        let h = busy();
+        let s = LedgerSample::of(&h.ledger, Timestamp(h.now), Duration::from_secs(60));
+        let raft = RaftSample {
+            term: 3,
+            leader: 2,
+            is_leader: true,
+            last_log_index: 40,
+            commit_index: 39,
+            applied_index: 38,
+            snapshot_index: 20,
+        };
+        let text = render(raft, s);
+        for line in [
+            r#"kueue_pending_workloads{cluster_queue="team-a",status="active"} 1.0"#,
+            r#"kueue_pending_workloads{cluster_queue="team-a",status="inadmissible"} 1.0"#,
+            r#"kueue_pending_workloads{cluster_queue="team-b",status="active"} 0.0"#,
+            r#"kueue_admitted_active_workloads{cluster_queue="team-a"} 2.0"#,
+            r#"kueue_cluster_queue_nominal_quota{cohort="research",cluster_queue="team-a",flavor="h100-80gb",resource="nvidia.com/gpu"} 8.0"#,
+            r#"kueue_cluster_queue_resource_usage{cohort="research",cluster_queue="team-a",flavor="h100-80gb",resource="nvidia.com/gpu"} 12.0"#,
+            r#"kueue_cluster_queue_resource_reservation{cohort="research",cluster_queue="team-a",flavor="h100-80gb",resource="nvidia.com/gpu"} 12.0"#,
+            r#"kueue_cluster_queue_borrowing_limit{cohort="research",cluster_queue="team-b",flavor="h100-80gb",resource="nvidia.com/gpu"} 2.0"#,
+            r#"kueue_cluster_queue_weighted_share{cluster_queue="team-a"} 250.0"#,
+            r#"kueue_cohort_weighted_share{cohort="research"} 0.0"#,
+            r#"kueue_admission_wait_time_seconds_bucket{cluster_queue="team-a",le="1"} 1"#,
+            r#"kueue_admission_wait_time_seconds_bucket{cluster_queue="team-a",le="2.5"} 2"#,
+            r#"kueue_admission_wait_time_seconds_bucket{cluster_queue="team-a",le="+Inf"} 2"#,
+            r#"kueue_admission_wait_time_seconds_count{cluster_queue="team-a"} 2"#,
+            r#"kueue_admission_attempts_total{result="success"} 1"#,
+            r#"kueue_admission_attempts_total{result="inadmissible"} 1"#,
+            r#"kueue_admission_attempt_duration_seconds_bucket{result="success",le="0.005"} 1"#,
+            r#"kueue_admission_attempt_duration_seconds_bucket{result="inadmissible",le="0.025"} 0"#,
+            r#"kueue_admission_attempt_duration_seconds_bucket{result="inadmissible",le="0.05"} 1"#,
+            r#"fleetq_cluster_capacity{cluster="east",flavor="h100-80gb",resource="nvidia.com/gpu"} 16.0"#,
+            r#"fleetq_cluster_allocated{cluster="east",flavor="h100-80gb",resource="nvidia.com/gpu"} 12.0"#,
+            r#"fleetq_quota_reserved_not_running{cluster_queue="team-a",cluster="east"} 0.0"#,
+            "fleetq_raft_term 3.0",
+            "fleetq_raft_leader 2.0",
+            "fleetq_raft_is_leader 1.0",
+            "fleetq_raft_commit_index 39.0",
+            "fleetq_raft_applied_index 38.0",
+            "fleetq_raft_snapshot_index 20.0",
+            "# TYPE kueue_evicted_workloads_total counter",
+            "# TYPE kueue_admission_wait_time_seconds histogram",
+        ] {
+            assert!(has(&text, line), "missing {line:?} in\n{text}");
+        }
+        // No borrowing limit on team-a: no series rather than a false 0.
+        assert!(
+            !text.contains(
+                r#"kueue_cluster_queue_borrowing_limit{cohort="research",cluster_queue="team-a""#
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn counters_render_with_their_reasons() {
+        let mut s = LedgerSample::default();
+        s.counters
+            .evictions
+            .entry("team-a".into())
+            .or_default()
+            .insert("Preempted".into(), 3);
+        s.counters
+            .preemptions_by
+            .entry("team-b".into())
+            .or_default()
+            .insert("InCohortReclamation".into(), 2);
+        s.counters
+            .rejected_decisions
+            .insert("NoLongerFits".into(), 5);
+        let text = render(RaftSample::default(), s);
+        for line in [
+            r#"kueue_evicted_workloads_total{cluster_queue="team-a",reason="Preempted"} 3"#,
+            r#"kueue_preempted_workloads_total{preempting_cluster_queue="team-b",reason="InCohortReclamation"} 2"#,
+            r#"fleetq_admit_batch_rejected_decisions_total{reason="NoLongerFits"} 5"#,
+        ] {
+            assert!(has(&text, line), "missing {line:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_borrowing_queue_of_weight_zero_reports_kueues_maximum() {
+        assert_eq!(kueue_share(u64::MAX), 9223372036854775807.0);
+        assert_eq!(kueue_share(250_000), 250.0);
+    }
+}
