@@ -51,6 +51,11 @@ pub struct Agent {
     last_ack: Option<Instant>,
     lease_ttl: Option<Duration>,
     fenced: bool,
+    /// Assignments received while this cluster's lease was not live
+    /// (fenced, or no acknowledgement yet): started on the next ack,
+    /// dropped if the agent fences or the session ends first (the leader
+    /// has expired them then, or pushes them again to the next session).
+    deferred: Vec<(u64, u64, Workload, Assignment)>,
     /// How sessions reach a server: fresh TCP by default; the simulator
     /// supplies its own network.
     connector: Option<SharedConnector>,
@@ -103,6 +108,7 @@ impl Agent {
             last_ack: None,
             lease_ttl: None,
             fenced: false,
+            deferred: Vec::new(),
             connector: None,
             rng: StdRng::from_entropy(),
         })
@@ -220,12 +226,26 @@ impl Agent {
         Some(ack + ttl.saturating_sub(ttl / 4))
     }
 
+    /// Whether this agent may start work now: under policy `fence`, only
+    /// with a lease a leader acknowledged and that is not about to run
+    /// out. An assignment started after the leader may have expired the
+    /// cluster would run beside the same workload's next admission.
+    fn lease_live(&self) -> bool {
+        if self.config.lease_policy != "fence"
+            || fleetq_model::mutants::active(fleetq_model::mutants::Mutant::AgentIgnoresFence)
+        {
+            return true;
+        }
+        !self.fenced && self.fence_deadline().is_some_and(|at| Instant::now() < at)
+    }
+
     /// Fences when the lease is about to run out: stop everything before
     /// the leader may hand the quota to someone else.
     fn check_fence(&mut self) {
         if self.fence_deadline().is_some_and(|at| Instant::now() >= at) {
             let n = self.executor.stop_all();
             self.fenced = true;
+            self.deferred.clear();
             tracing::warn!(
                 stopped = n,
                 "no heartbeat acknowledged in time: fenced this cluster's workloads"
@@ -243,6 +263,7 @@ impl Agent {
         let cluster = self.config.cluster.clone();
         let (tx, rx) = mpsc::channel::<pb::AgentMessage>(1024);
         self.collect_events();
+        self.deferred.clear();
         let running: Vec<pb::RunningWorkload> = self
             .executor
             .running()
@@ -335,18 +356,30 @@ impl Agent {
     /// Acts on one message from the leader; returns a leader address to
     /// move to.
     fn on_control(&mut self, m: pb::ControlMessage) -> Option<String> {
-        match m.body? {
+        let body = m.body?;
+        if let Down::Stop(s) = &body {
+            // A deferred assignment that is stopped never starts.
+            self.deferred
+                .retain(|(w, e, ..)| (*w, *e) != (s.workload_id, s.epoch));
+        }
+        match body {
             Down::Ack(ack) => {
                 self.last_ack = Some(Instant::now());
                 self.lease_ttl = Some(Duration::from_millis(ack.lease_ttl_ms));
                 self.fenced = false;
+                for (workload, epoch, w, asg) in std::mem::take(&mut self.deferred) {
+                    self.executor.start(workload, epoch, &w, &asg);
+                }
             }
             Down::Assign(a) => {
                 let parsed = serde_json::from_str::<Workload>(&a.workload_json).and_then(|w| {
                     serde_json::from_str::<Assignment>(&a.assignment_json).map(|asg| (w, asg))
                 });
                 match parsed {
-                    Ok((w, asg)) => self.executor.start(a.workload_id, a.epoch, &w, &asg),
+                    Ok((w, asg)) if self.lease_live() => {
+                        self.executor.start(a.workload_id, a.epoch, &w, &asg)
+                    }
+                    Ok((w, asg)) => self.deferred.push((a.workload_id, a.epoch, w, asg)),
                     Err(e) => {
                         tracing::error!(workload = a.workload_id, error = %e, "unreadable assignment")
                     }
