@@ -397,20 +397,33 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
         .chain(agent_injectors.iter().filter_map(|i| i.done.clone()))
         .collect();
 
-    let panics = PANICS.with(|p| std::mem::take(&mut *p.borrow_mut()));
-    if !panics.is_empty() {
-        return Err(failure(&plan, "no panics", panics.join(" | ")));
-    }
-    let summary = match verdict.borrow_mut().take() {
-        Some(Ok(summary)) => summary,
-        Some(Err(v)) => return Err(failure(&plan, v.check, v.detail)),
-        None => return Err(failure(&plan, "client", "finished without a verdict")),
-    };
-    check_replicas(&registry, nodes, &summary).map_err(|v| failure(&plan, v.check, v.detail))?;
     let entries: BTreeMap<String, Vec<fleetq_agent::executor::JournalEntry>> = journals
         .iter()
         .map(|(n, j)| (agents::cluster_name(*n), j.entries()))
         .collect();
+    // With FLEETQ_CHAOS_DEBUG set, any failure prints both accounts (the
+    // ledger's and the executors'), the first node's log, and the faults.
+    let fail = |check: &str, detail: String| {
+        if std::env::var_os("FLEETQ_CHAOS_DEBUG").is_some() {
+            dump_history(&registry, &entries);
+            dump_log(&world.disks);
+            for line in &injected {
+                eprintln!("fault   {line}");
+            }
+        }
+        failure(&plan, check, detail)
+    };
+
+    let panics = PANICS.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    if !panics.is_empty() {
+        return Err(fail("no panics", panics.join(" | ")));
+    }
+    let summary = match verdict.borrow_mut().take() {
+        Some(Ok(summary)) => summary,
+        Some(Err(v)) => return Err(fail(v.check, v.detail)),
+        None => return Err(fail("client", "finished without a verdict".into())),
+    };
+    check_replicas(&registry, nodes, &summary).map_err(|v| fail(v.check, v.detail))?;
     let gpus: BTreeMap<u64, u64> = plan
         .workloads
         .iter()
@@ -423,14 +436,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
         .filter_map(|w| summary.acknowledged.get(&w.name).copied())
         .collect();
     if let Err(v) = agents::check_runs(&entries, &gpus, &succeeded, plan.quota_gpus) {
-        if std::env::var_os("FLEETQ_CHAOS_DEBUG").is_some() {
-            dump_history(&registry, &entries);
-            dump_log(&world.disks);
-            for line in &injected {
-                eprintln!("fault   {line}");
-            }
-        }
-        return Err(failure(&plan, v.check, v.detail));
+        return Err(fail(v.check, v.detail));
     }
     let trace = trace_digest(sim_elapsed, &summary, &injected, &registry, &entries);
 
@@ -444,7 +450,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
     })
 }
 
-/// With `FLEETQ_CHAOS_DEBUG` set, a failed journal check prints every
+/// With `FLEETQ_CHAOS_DEBUG` set, a failed run prints every
 /// workload's ledger history and every journal entry (simulated ms) to
 /// stderr: the two accounts side by side.
 fn dump_history(
@@ -470,7 +476,7 @@ fn dump_history(
     }
 }
 
-/// With `FLEETQ_CHAOS_DEBUG` set, a failed journal check also prints the
+/// With `FLEETQ_CHAOS_DEBUG` set, a failed run also prints the
 /// Raft log of the first node (simulated ms, term, index, command), the
 /// cluster commands in full.
 fn dump_log(disks: &BTreeMap<NodeId, MemDisk>) {

@@ -48,8 +48,12 @@ pub struct Agent {
     /// Reports not yet delivered (kept across reconnects; every report is
     /// idempotent upstream).
     outbox: VecDeque<Report>,
+    /// When this agent sent the last heartbeat a leader acknowledged: the
+    /// lease runs from there (the leader heard it later still).
     last_ack: Option<Instant>,
     lease_ttl: Option<Duration>,
+    /// What heartbeats' `sent_at_ms` counts from.
+    clock_origin: Instant,
     fenced: bool,
     /// Assignments received while this cluster's lease was not live
     /// (fenced, or no acknowledgement yet): started on the next ack,
@@ -107,6 +111,7 @@ impl Agent {
             outbox: VecDeque::new(),
             last_ack: None,
             lease_ttl: None,
+            clock_origin: Instant::now(),
             fenced: false,
             deferred: Vec::new(),
             connector: None,
@@ -226,6 +231,15 @@ impl Agent {
         Some(ack + ttl.saturating_sub(ttl / 4))
     }
 
+    /// A heartbeat stamped with when it is sent, in milliseconds since
+    /// this agent started, plus one (0 means "not stamped"), floored so
+    /// the stamp never postdates the send.
+    fn heartbeat(&self) -> pb::Heartbeat {
+        pb::Heartbeat {
+            sent_at_ms: self.clock_origin.elapsed().as_millis() as u64 + 1,
+        }
+    }
+
     /// Whether this agent may start work now: under policy `fence`, only
     /// with a lease a leader acknowledged and that is not about to run
     /// out. An assignment started after the leader may have expired the
@@ -274,7 +288,7 @@ impl Agent {
         let inventory = self.inventory.current();
         send(up(&cluster, Up::Inventory(self.registration(inventory))))?;
         send(up(&cluster, Up::Reconcile(pb::Reconcile { running })))?;
-        send(up(&cluster, Up::Heartbeat(pb::Heartbeat { sent_at_ms: 0 })))?;
+        send(up(&cluster, Up::Heartbeat(self.heartbeat())))?;
         // A black-holed server must not hold the agent here past its fence
         // deadline: opening is bounded by it.
         let open_by = Instant::now() + SESSION_OPEN_TIMEOUT;
@@ -336,7 +350,7 @@ impl Agent {
                 }
                 _ = beat.tick() => {
                     self.check_fence();
-                    if tx.try_send(up(&cluster, Up::Heartbeat(pb::Heartbeat { sent_at_ms: 0 }))).is_err() {
+                    if tx.try_send(up(&cluster, Up::Heartbeat(self.heartbeat()))).is_err() {
                         return Err("outbound queue full".into());
                     }
                 }
@@ -364,17 +378,44 @@ impl Agent {
         }
         match body {
             Down::Ack(ack) => {
-                self.last_ack = Some(Instant::now());
+                // From the send of the acknowledged heartbeat: an ack that
+                // sat in a slow stream must not stretch the lease past the
+                // leader's view of it. (An ack without the echo, from an
+                // older server, counts from now.)
+                let sent = match ack.heartbeat_sent_at_ms {
+                    0 => Instant::now(),
+                    ms => (self.clock_origin + Duration::from_millis(ms - 1)).min(Instant::now()),
+                };
+                self.last_ack = Some(self.last_ack.map_or(sent, |prev| prev.max(sent)));
                 self.lease_ttl = Some(Duration::from_millis(ack.lease_ttl_ms));
-                self.fenced = false;
-                for (workload, epoch, w, asg) in std::mem::take(&mut self.deferred) {
-                    self.executor.start(workload, epoch, &w, &asg);
+                // A stale ack (its heartbeat sent too long ago) renews
+                // nothing: stay fenced, keep the deferred work waiting.
+                let ttl = Duration::from_millis(ack.lease_ttl_ms);
+                tracing::debug!(
+                    heartbeat_age_ms =
+                        Instant::now().saturating_duration_since(sent).as_millis() as u64,
+                    deferred = self.deferred.len(),
+                    term = ack.leader_term,
+                    "ack"
+                );
+                if sent + ttl.saturating_sub(ttl / 4) > Instant::now() {
+                    self.fenced = false;
+                    for (workload, epoch, w, asg) in std::mem::take(&mut self.deferred) {
+                        self.executor.start(workload, epoch, &w, &asg);
+                    }
                 }
             }
             Down::Assign(a) => {
                 let parsed = serde_json::from_str::<Workload>(&a.workload_json).and_then(|w| {
                     serde_json::from_str::<Assignment>(&a.assignment_json).map(|asg| (w, asg))
                 });
+                tracing::debug!(
+                    workload = a.workload_id,
+                    epoch = a.epoch,
+                    live = self.lease_live(),
+                    fenced = self.fenced,
+                    "assignment"
+                );
                 match parsed {
                     Ok((w, asg)) if self.lease_live() => {
                         self.executor.start(a.workload_id, a.epoch, &w, &asg)

@@ -233,7 +233,7 @@ impl Session {
     }
 
     async fn run(mut self, mut inbound: Streaming<pb::AgentMessage>) {
-        let (leading, leader, _) = self.leader();
+        let (leading, leader, term) = self.leader();
         if !leading {
             let _ = self.send(Down::RedirectLeader(leader)).await;
             return;
@@ -260,8 +260,12 @@ impl Session {
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
                 _ = metrics.changed() => {
-                    let (leading, leader, _) = self.leader();
-                    if !leading {
+                    // A new term ends the session even when this node
+                    // leads it again (the watch may skip the step-down in
+                    // between): the agent registers afresh with the
+                    // leader of the term, whose lease table is its own.
+                    let (leading, leader, now_term) = self.leader();
+                    if !leading || now_term != term {
                         let _ = self.send(Down::RedirectLeader(leader)).await;
                         return;
                     }
@@ -287,13 +291,28 @@ impl Session {
             Some(_) => {}
         }
         let cluster = m.cluster.clone();
-        self.leases.beat(&cluster);
+        let ackable = self.leases.beat(&cluster);
         match m.body {
             None => Err(Status::invalid_argument("body: empty message")),
-            Some(Up::Heartbeat(_)) => {
+            Some(Up::Heartbeat(heartbeat)) => {
+                let lost = self
+                    .handle
+                    .read()
+                    .ledger
+                    .state()
+                    .clusters
+                    .get(&cluster)
+                    .is_some_and(|c| c.cluster.state == fleetq_model::ClusterState::Lost);
+                if lost {
+                    // Its lease ran out while this session stayed open:
+                    // only a new registration makes it Ready again.
+                    return Err(Status::failed_precondition(format!(
+                        "cluster {cluster:?}: its lease expired; register again"
+                    )));
+                }
                 let (leading, _, term) = self.leader();
                 let fresh = crate::leases::ack_freshness(&self.lease);
-                if !leading || !self.leases.leadership_fresh(fresh) {
+                if !ackable || !leading || !self.leases.leadership_fresh(fresh) {
                     // Not (provably) the leader now: no ack, so a lease
                     // granted here cannot outlive this node's leadership.
                     return Ok(());
@@ -301,6 +320,7 @@ impl Session {
                 self.send(Down::Ack(pb::HeartbeatAck {
                     lease_ttl_ms: self.lease.ttl.as_millis() as u64,
                     leader_term: term,
+                    heartbeat_sent_at_ms: heartbeat.sent_at_ms,
                 }))
                 .await;
                 Ok(())

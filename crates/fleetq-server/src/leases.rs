@@ -42,8 +42,20 @@ impl Default for LeaseConfig {
 /// when a quorum last confirmed this node's leadership.
 #[derive(Clone, Default)]
 pub struct LeaseTable {
-    last: Arc<Mutex<BTreeMap<String, Instant>>>,
+    beats: Arc<Mutex<Beats>>,
     confirmed: Arc<Mutex<Option<Instant>>>,
+}
+
+/// Beats and expiries share one lock: a heartbeat is either heard before
+/// the leader decides to expire its cluster (and postpones the expiry) or
+/// after (and is not acknowledged), never acknowledged by a leader that is
+/// expiring the cluster anyway.
+#[derive(Default)]
+struct Beats {
+    last: BTreeMap<String, Instant>,
+    /// Clusters whose expiry this leader decided and has not finished
+    /// proposing.
+    expiring: std::collections::BTreeSet<String>,
 }
 
 impl LeaseTable {
@@ -63,31 +75,52 @@ impl LeaseTable {
         *self.confirmed.lock().unwrap_or_else(|p| p.into_inner()) = at;
     }
 
-    pub fn beat(&self, cluster: &str) {
-        self.last
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(cluster.to_string(), Instant::now());
+    fn lock_beats(&self) -> std::sync::MutexGuard<'_, Beats> {
+        self.beats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a message from `cluster`'s agent. Returns whether its
+    /// heartbeat may be acknowledged: not while this leader is expiring
+    /// the cluster.
+    pub fn beat(&self, cluster: &str) -> bool {
+        let mut beats = self.lock_beats();
+        beats.last.insert(cluster.to_string(), Instant::now());
+        !beats.expiring.contains(cluster)
+    }
+
+    /// Decides, atomically with [`Self::beat`], whether `cluster` has been
+    /// silent for `ttl` (counting from `since` at the earliest); if so,
+    /// marks it expiring until [`Self::expiry_done`].
+    fn claim_expiry(&self, cluster: &str, since: Instant, ttl: Duration) -> bool {
+        let now = Instant::now();
+        let mut beats = self.lock_beats();
+        let last = beats.last.get(cluster).copied();
+        let heard =
+            if fleetq_model::mutants::active(fleetq_model::mutants::Mutant::ExpireWithoutWaiting) {
+                last.unwrap_or_else(|| now.checked_sub(ttl).unwrap_or(now))
+            } else {
+                last.map_or(since, |t| t.max(since))
+            };
+        let silent = now.duration_since(heard) >= ttl;
+        if silent {
+            beats.expiring.insert(cluster.to_string());
+        }
+        silent
+    }
+
+    fn expiry_done(&self, cluster: &str) {
+        self.lock_beats().expiring.remove(cluster);
     }
 
     /// Time since the last heartbeat of every cluster heard from (on the
     /// leader; a follower's entries are from when it last led).
     pub fn ages(&self) -> Vec<(String, Duration)> {
         let now = Instant::now();
-        self.last
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.lock_beats()
+            .last
             .iter()
             .map(|(c, t)| (c.clone(), now.saturating_duration_since(*t)))
             .collect()
-    }
-
-    fn last(&self, cluster: &str) -> Option<Instant> {
-        self.last
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(cluster)
-            .copied()
     }
 }
 
@@ -154,7 +187,6 @@ pub async fn run(
             _ => {}
         }
         if let Some(since) = leading_since {
-            let now = Instant::now();
             let expired: Vec<String> = {
                 let sm = handle.read();
                 let leased: Vec<&fleetq_ledger::record::ClusterRecord> = sm
@@ -176,34 +208,26 @@ pub async fn run(
                     table.beat(back);
                 }
                 live = now_live;
+                // Silence counts from the last beat or from taking office,
+                // whichever is later.
                 leased
                     .into_iter()
-                    .filter(|c| {
-                        // Silence counts from the last beat or from taking
-                        // office, whichever is later.
-                        let heard = if fleetq_model::mutants::active(
-                            fleetq_model::mutants::Mutant::ExpireWithoutWaiting,
-                        ) {
-                            table
-                                .last(&c.cluster.name)
-                                .unwrap_or_else(|| now.checked_sub(config.ttl).unwrap_or(now))
-                        } else {
-                            table.last(&c.cluster.name).map_or(since, |t| t.max(since))
-                        };
-                        now.duration_since(heard) >= config.ttl
-                    })
+                    .filter(|c| table.claim_expiry(&c.cluster.name, since, config.ttl))
                     .map(|c| c.cluster.name.clone())
                     .collect()
             };
             for cluster in expired {
                 tracing::warn!(cluster = %cluster, ttl = ?config.ttl, "lease expired");
                 if let Err(e) = proposer
-                    .write_local(Command::ExpireCluster { cluster })
+                    .write_local(Command::ExpireCluster {
+                        cluster: cluster.clone(),
+                    })
                     .await
                     .written()
                 {
                     tracing::debug!(error = %e, "expiry not applied");
                 }
+                table.expiry_done(&cluster);
             }
         }
         tokio::select! {
