@@ -47,7 +47,7 @@ enum Command {
         scenario: String,
         /// `all` (the default): every fault kind a seed can draw; `basic`:
         /// random plans keep only their leader partition or node crash and
-        /// their agent fault (the fault set CI gates on).
+        /// their agent fault (the fault set of earlier soaks).
         #[arg(long, default_value = "all", value_parser = ["all", "basic"])]
         faults: String,
     },
