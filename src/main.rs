@@ -72,6 +72,13 @@ enum Command {
     /// latency through a 3-node group (started in this process unless
     /// --target names one).
     Bench(cli::bench::BenchArgs),
+    /// A live view of the ClusterQueues (usage against nominal quota per
+    /// flavor and resource, pending, admitted) and the clusters (state,
+    /// running, assigned against capacity), with the Raft leader and term;
+    /// redrawn every second until Ctrl-C.
+    Top(cli::top::TopArgs),
+    /// Print a shell completion script for bash, zsh or fish.
+    Completion(cli::completion::CompletionArgs),
 }
 
 fn main() -> ExitCode {
@@ -97,6 +104,10 @@ fn main() -> ExitCode {
         Command::Status(args) => cli::status::run(&cli.server, &args),
         Command::Bench(args) => cli::bench::run(&args),
         Command::Members(args) => cli::members::run(&cli.server, &args),
+        Command::Top(args) => cli::top::run(&cli.server, &args),
+        Command::Completion(args) => {
+            cli::completion::run(&args, <Cli as clap::CommandFactory>::command())
+        }
     }
 }
 

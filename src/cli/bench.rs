@@ -137,7 +137,7 @@ fn cpu_seconds() -> f64 {
 pub fn run(args: &BenchArgs) -> ExitCode {
     match super::server::runtime().and_then(|rt| rt.block_on(bench(args))) {
         Ok(report) => {
-            if args.output == Output::Table {
+            if args.output.is_table() {
                 print_report(&report);
             } else if let Err(e) = view::print_structured(&report, args.output) {
                 eprintln!("error: {e}");

@@ -35,9 +35,9 @@ pub struct DevArgs {
     /// Start with an empty configuration.
     #[arg(long)]
     pub no_sample: bool,
-    /// HTTP address (/metrics, /healthz, /readyz) of node 1; nodes 2 and
-    /// 3 take the next two ports [default: 127.0.0.1:9464, or free ports
-    /// if those are taken].
+    /// HTTP address (/ui dashboard, /metrics, /healthz, /readyz) of node
+    /// 1; nodes 2 and 3 take the next two ports [default: 127.0.0.1:9464,
+    /// or free ports if those are taken].
     #[arg(long, value_name = "ADDR")]
     pub http_listen: Option<SocketAddr>,
     /// Quota-leak canary threshold (fleetq_quota_reserved_not_running)
@@ -204,6 +204,9 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
                 h.local_addr(),
                 root.join(format!("node-{id}")).display()
             );
+        }
+        if let Some(h) = http.first() {
+            println!("  dashboard: http://{}/ui (every node serves it)", h.local_addr());
         }
         for cl in &clusters {
             let inv: Vec<String> = cl

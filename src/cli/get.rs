@@ -13,7 +13,8 @@ use super::view::{self, Output, WorkloadView};
 pub struct GetArgs {
     /// What to list: cq (clusterqueues), cohort, flavor (resourceflavors),
     /// lq (localqueues), pc (workloadpriorityclasses), workloads (wl),
-    /// clusters.
+    /// clusters, pending (pending workloads in admission order: needs
+    /// --cluster-queue or --local-queue).
     pub kind: String,
     /// One object by name (LocalQueues and workloads: in the namespace).
     pub name: Option<String>,
@@ -29,10 +30,13 @@ pub struct GetArgs {
     /// Workloads only: just those in this state (Pending, Admitted, ...).
     #[arg(long)]
     pub state: Option<String>,
+    #[command(flatten)]
+    pub pending: super::pending::PendingArgs,
 }
 
 pub fn run(server: &str, args: &GetArgs) -> ExitCode {
     let result = client::block_on(async {
+        super::pending::check_flags(args)?;
         let mut c = client::connect(server).await?;
         get(&mut c, args).await
     })
@@ -49,8 +53,9 @@ pub fn run(server: &str, args: &GetArgs) -> ExitCode {
 async fn get(c: &mut Client, args: &GetArgs) -> Result<(), String> {
     let status = |s: tonic::Status| client::status_line(&s);
     match args.kind.to_ascii_lowercase().as_str() {
+        kind if super::pending::is_pending(kind) => super::pending::get(c, args).await,
         "workloads" | "workload" | "wl" | "wls" => {
-            let list = if let Some(name) = &args.name {
+            let mut list = if let Some(name) = &args.name {
                 let w = c
                     .get_workload(pb::WorkloadRef {
                         namespace: args.namespace.clone(),
@@ -73,6 +78,9 @@ async fn get(c: &mut Client, args: &GetArgs) -> Result<(), String> {
                 .into_inner()
                 .workloads
             };
+            if args.output == Output::Wide {
+                fill_positions(c, &mut list).await;
+            }
             print_workloads(&list, args.output, args.name.is_some())
         }
         "clusters" | "cluster" => {
@@ -96,7 +104,7 @@ async fn get(c: &mut Client, args: &GetArgs) -> Result<(), String> {
         kind => {
             let kind = fleetq_server::api_service::canonical_kind(kind).ok_or_else(|| {
                 format!(
-                    "unknown kind {:?}; use cq, cohort, flavor, lq, pc, workloads or clusters",
+                    "unknown kind {:?}; use cq, cohort, flavor, lq, pc, workloads, clusters or pending",
                     args.kind
                 )
             })?;
@@ -183,6 +191,10 @@ fn print_workloads(
             );
             Ok(())
         }
+        Output::Wide => {
+            print_workloads_wide(list);
+            Ok(())
+        }
         _ => {
             let views: Vec<WorkloadView> = list.iter().map(WorkloadView::from).collect();
             if single {
@@ -190,6 +202,107 @@ fn print_workloads(
             } else {
                 view::print_structured(&views, output)
             }
+        }
+    }
+}
+
+/// `-o wide`: the table plus priority class, position, epoch, flavors,
+/// requests and the whole reason.
+fn print_workloads_wide(list: &[pb::WorkloadStatus]) {
+    let dash = |s: &str| {
+        if s.is_empty() {
+            "-".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|w| {
+            let flavors: Vec<String> = w
+                .flavors
+                .iter()
+                .map(|p| {
+                    let f: Vec<String> =
+                        p.flavors.iter().map(|(r, f)| format!("{r}={f}")).collect();
+                    format!("{}: {}", p.name, f.join(","))
+                })
+                .collect();
+            let reason = match (w.reason_kind.as_str(), w.reason.as_str()) {
+                (_, "") => "-".to_string(),
+                ("", r) => r.to_string(),
+                (k, r) => format!("{k}: {r}"),
+            };
+            vec![
+                w.namespace.clone(),
+                w.name.clone(),
+                w.queue.clone(),
+                w.cluster_queue.clone(),
+                w.priority.to_string(),
+                dash(&w.priority_class),
+                w.state.clone(),
+                if w.position == 0 {
+                    "-".into()
+                } else {
+                    w.position.to_string()
+                },
+                dash(&w.cluster),
+                if w.epoch == 0 {
+                    "-".into()
+                } else {
+                    w.epoch.to_string()
+                },
+                dash(&flavors.join("; ")),
+                dash(&w.requests),
+                view::age(w.created_at_ms),
+                reason,
+            ]
+        })
+        .collect();
+    view::print_table(
+        &[
+            "NAMESPACE",
+            "NAME",
+            "QUEUE",
+            "CLUSTERQUEUE",
+            "PRIORITY",
+            "PRIORITYCLASS",
+            "STATE",
+            "POSITION",
+            "CLUSTER",
+            "EPOCH",
+            "FLAVORS",
+            "REQUESTS",
+            "AGE",
+            "REASON",
+        ],
+        &rows,
+    );
+}
+
+/// Listing leaves queue positions out (each costs its ClusterQueue's
+/// admission order); `-o wide` asks PendingWorkloads for them, once per
+/// ClusterQueue with a pending workload listed.
+async fn fill_positions(c: &mut Client, list: &mut [pb::WorkloadStatus]) {
+    let queues: std::collections::BTreeSet<String> = list
+        .iter()
+        .filter(|w| w.state == "Pending" && w.position == 0)
+        .map(|w| w.cluster_queue.clone())
+        .collect();
+    let mut positions = std::collections::HashMap::new();
+    for cluster_queue in queues {
+        let request = pb::PendingWorkloadsRequest {
+            cluster_queue,
+            ..Default::default()
+        };
+        // Without an answer the column just shows "-".
+        if let Ok(r) = c.pending_workloads(request).await {
+            positions.extend(r.into_inner().workloads.iter().map(|w| (w.id, w.position)));
+        }
+    }
+    for w in list.iter_mut().filter(|w| w.position == 0) {
+        if let Some(p) = positions.get(&w.id) {
+            w.position = *p;
         }
     }
 }
@@ -218,6 +331,10 @@ fn print_clusters(list: &[pb::ClusterStatus], output: Output) -> Result<(), Stri
             view::print_table(&["NAME", "STATE", "WORKLOADS", "ASSIGNED/CAPACITY"], &rows);
             Ok(())
         }
+        Output::Wide => {
+            print_clusters_wide(list);
+            Ok(())
+        }
         _ => {
             let values: Vec<Value> = list
                 .iter()
@@ -238,6 +355,73 @@ fn print_clusters(list: &[pb::ClusterStatus], output: Output) -> Result<(), Stri
             view::print_structured(&values, output)
         }
     }
+}
+
+/// `-o wide`: lease policy, labels and one ASSIGNED/CAPACITY column per
+/// flavor and resource.
+fn print_clusters_wide(list: &[pb::ClusterStatus]) {
+    let columns: std::collections::BTreeSet<(&str, &str)> = list
+        .iter()
+        .flat_map(|c| c.capacity.iter())
+        .map(|f| (f.flavor.as_str(), f.resource.as_str()))
+        .collect();
+    let mut header: Vec<String> = ["NAME", "STATE", "WORKLOADS", "LEASE-POLICY", "LABELS"]
+        .map(String::from)
+        .to_vec();
+    header.extend(columns.iter().map(|(f, r)| format!("{f}/{r}")));
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|c| {
+            let labels: Vec<String> = c.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let mut row = vec![
+                c.name.clone(),
+                c.state.clone(),
+                c.workloads.to_string(),
+                c.lease_policy.clone(),
+                if labels.is_empty() {
+                    "-".into()
+                } else {
+                    labels.join(",")
+                },
+            ];
+            row.extend(columns.iter().map(|(flavor, resource)| {
+                c.capacity
+                    .iter()
+                    .find(|f| f.flavor == *flavor && f.resource == *resource)
+                    .map(|f| format!("{}/{}", f.assigned, f.capacity))
+                    .unwrap_or_else(|| "-".into())
+            }));
+            row
+        })
+        .collect();
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    view::print_table(&header, &rows);
+}
+
+/// `get cq -o wide`: usage/nominal, borrowed and lent per flavor and
+/// resource (zero amounts left out).
+fn cluster_queue_wide_cells(status: Option<&pb::ClusterQueueStatus>) -> Vec<String> {
+    let Some(s) = status else {
+        return vec!["-".into(), "-".into(), "-".into()];
+    };
+    let list = |cell: &dyn Fn(&pb::ResourceUsage) -> Option<String>| {
+        let parts: Vec<String> = s
+            .resources
+            .iter()
+            .filter_map(|r| cell(r).map(|v| format!("{}/{}: {v}", r.flavor, r.resource)))
+            .collect();
+        if parts.is_empty() {
+            "-".to_string()
+        } else {
+            parts.join(", ")
+        }
+    };
+    let nonzero = |q: &str| (!q.is_empty() && q != "0").then(|| q.to_string());
+    vec![
+        list(&|r| Some(format!("{}/{}", r.usage, r.nominal))),
+        list(&|r| nonzero(&r.borrowed)),
+        list(&|r| nonzero(&r.lent)),
+    ]
 }
 
 fn text(v: &Value, path: &[&str]) -> String {
@@ -262,7 +446,7 @@ async fn print_objects(
     output: Output,
     single: bool,
 ) -> Result<(), String> {
-    if output != Output::Table {
+    if !output.is_table() {
         return if single && values.len() == 1 {
             view::print_structured(&values[0], output)
         } else {
@@ -279,7 +463,7 @@ async fn print_objects(
                     .await
                     .map(|r| r.into_inner())
                     .ok();
-                rows.push(vec![
+                let mut row = vec![
                     name,
                     text(v, &["spec", "cohortName"]),
                     text(v, &["spec", "queueingStrategy"]),
@@ -291,12 +475,17 @@ async fn print_objects(
                         .as_ref()
                         .map(|s| s.admitted.to_string())
                         .unwrap_or_default(),
-                ]);
+                ];
+                if output == Output::Wide {
+                    row.extend(cluster_queue_wide_cells(status.as_ref()));
+                }
+                rows.push(row);
             }
-            (
-                vec!["NAME", "COHORT", "STRATEGY", "PENDING", "ADMITTED"],
-                rows,
-            )
+            let mut header = vec!["NAME", "COHORT", "STRATEGY", "PENDING", "ADMITTED"];
+            if output == Output::Wide {
+                header.extend(["USAGE/NOMINAL", "BORROWED", "LENT"]);
+            }
+            (header, rows)
         }
         "Cohort" => (
             vec!["NAME", "PARENT"],

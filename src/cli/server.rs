@@ -86,8 +86,8 @@ pub struct ServerArgs {
     /// workloads requeued), e.g. 10s.
     #[arg(long, value_name = "DURATION")]
     pub lease_ttl: Option<String>,
-    /// Serve Prometheus /metrics, /healthz and /readyz over HTTP on this
-    /// address, e.g. 0.0.0.0:9464 (off unless set).
+    /// Serve Prometheus /metrics, /healthz, /readyz and the /ui dashboard
+    /// over HTTP on this address, e.g. 0.0.0.0:9464 (off unless set).
     #[arg(long, value_name = "ADDR")]
     pub http_listen: Option<SocketAddr>,
     /// Quota-leak canary: fleetq_quota_reserved_not_running counts
@@ -135,7 +135,7 @@ pub struct ServerSettings {
     pub source_address: Option<std::net::IpAddr>,
     pub data_dir: PathBuf,
     pub log_format: LogFormat,
-    /// Where /metrics, /healthz and /readyz are served, if anywhere.
+    /// Where /metrics, /healthz, /readyz and /ui are served, if anywhere.
     pub http_listen: Option<SocketAddr>,
     pub metrics: MetricsConfig,
 }
@@ -391,7 +391,7 @@ pub fn run(args: &ServerArgs) -> ExitCode {
         let http = match http.map(|l| fleetq_server::http::serve(l, &node, settings.metrics)) {
             Some(Ok(h)) => {
                 println!(
-                    "fleetq server: node {id} serving http://{}/metrics, /healthz and /readyz",
+                    "fleetq server: node {id} serving http://{0}/metrics, /healthz, /readyz and the dashboard http://{0}/ui",
                     h.local_addr()
                 );
                 Some(h)

@@ -25,7 +25,7 @@ pub fn run(server: &str, args: &StatusArgs) -> ExitCode {
     .and_then(|r| r);
     match result {
         Ok(s) => {
-            if args.output == Output::Table {
+            if args.output.is_table() {
                 println!("Node:          {} ({})", s.node_id, s.server_state);
                 println!("Leader:        {} {}", s.leader_id, s.leader_addr);
                 println!("Term:          {}", s.term);

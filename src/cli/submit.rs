@@ -4,12 +4,14 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
 use fleetq_model::config::Object;
 use fleetq_model::workload::{PodSet, RunSpec, WorkloadSpec};
 use fleetq_model::{Quantity, Workload};
 use fleetq_proto::v1 as pb;
+use indicatif::{ProgressBar, ProgressStyle};
 
 use super::client::{self, field_error_line, Client};
 use super::input::read_sources;
@@ -45,9 +47,17 @@ pub struct SubmitArgs {
     /// WorkloadPriorityClass name.
     #[arg(long)]
     pub priority_class: Option<String>,
-    /// Wait, showing position and state, until it is admitted (or ends).
+    /// Wait until it is admitted (or ends), showing its state, place in
+    /// the ClusterQueue and pending reason: a spinner on a terminal, a line
+    /// on stderr per change otherwise. Exits 0 once it is Admitted, Running
+    /// or Succeeded; non-zero with the reason when it fails, is cancelled
+    /// or --timeout passes.
     #[arg(long)]
     pub wait: bool,
+    /// With --wait: give up after this long (e.g. 30s, 5m, 1h30m); the
+    /// workload stays queued.
+    #[arg(long, value_name = "DURATION", requires = "wait", value_parser = fleetq_model::time::parse_duration)]
+    pub timeout: Option<Duration>,
     /// The command to run, after `--`.
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -155,12 +165,11 @@ pub fn run(server: &str, args: &SubmitArgs) -> ExitCode {
     };
     let result = client::block_on(async {
         let mut c = client::connect(server).await?;
-        submit(&mut c, workloads, args.wait).await
+        submit(&mut c, workloads, args).await
     })
     .and_then(|r| r);
     match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::FAILURE,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
@@ -168,7 +177,12 @@ pub fn run(server: &str, args: &SubmitArgs) -> ExitCode {
     }
 }
 
-async fn submit(c: &mut Client, workloads: Vec<Workload>, wait: bool) -> Result<bool, String> {
+/// Exit status of a `--wait` interrupted by Ctrl-C (128 + SIGINT).
+const INTERRUPTED: u8 = 130;
+
+/// Submits, then with `--wait` follows each accepted workload; returns the
+/// exit status.
+async fn submit(c: &mut Client, workloads: Vec<Workload>, args: &SubmitArgs) -> Result<u8, String> {
     let workloads_json = workloads
         .iter()
         .map(|w| serde_json::to_string(w).map_err(|e| e.to_string()))
@@ -192,12 +206,12 @@ async fn submit(c: &mut Client, workloads: Vec<Workload>, wait: bool) -> Result<
                 if attempt < 3
                     && matches!(s.code(), tonic::Code::Unavailable | tonic::Code::Unknown) =>
             {
-                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                tokio::time::sleep(Duration::from_millis(300)).await;
             }
             Err(s) => return Err(client::status_line(&s)),
         }
     };
-    let mut ok = true;
+    let mut code = 0;
     let mut accepted = Vec::new();
     for r in &response.results {
         if r.errors.is_empty() {
@@ -209,61 +223,205 @@ async fn submit(c: &mut Client, workloads: Vec<Workload>, wait: bool) -> Result<
             println!("workload {}/{} {what} (id {})", r.namespace, r.name, r.id);
             accepted.push((r.namespace.clone(), r.name.clone()));
         } else {
-            ok = false;
+            code = 1;
             for e in &r.errors {
                 eprintln!("error: {}", field_error_line(e));
             }
         }
     }
-    if wait {
+    if args.wait {
+        let deadline = args.timeout.map(|t| tokio::time::Instant::now() + t);
         for (namespace, name) in accepted {
-            wait_admitted(c, &namespace, &name).await?;
+            let waited = tokio::select! {
+                w = wait_admitted(c, &namespace, &name, deadline, args.timeout) => w?,
+                _ = tokio::signal::ctrl_c() => Waited::Interrupted,
+            };
+            match waited {
+                Waited::Holds(line) => println!("{line}"),
+                Waited::Ended(why) => {
+                    eprintln!("error: {why}");
+                    code = 1;
+                }
+                Waited::Interrupted => {
+                    eprintln!(
+                        "interrupted: {namespace}/{name} stays queued (`fleetq cancel {name} -n {namespace}` withdraws it)"
+                    );
+                    return Ok(INTERRUPTED);
+                }
+            }
         }
     }
-    Ok(ok)
+    Ok(code)
 }
 
-/// Follows one workload's state until it holds quota or ends.
-async fn wait_admitted(c: &mut Client, namespace: &str, name: &str) -> Result<(), String> {
-    let mut last = String::new();
+/// How a wait ended.
+enum Waited {
+    /// Admitted, running or succeeded: the line to print.
+    Holds(String),
+    /// Failed, cancelled or timed out: why.
+    Ended(String),
+    Interrupted,
+}
+
+/// What `--wait` shows while it waits: a spinner on a terminal, else one
+/// line on stderr whenever the state, position or reason changes. Clears
+/// the spinner when dropped (also when the wait is cut short).
+struct Progress {
+    spinner: Option<ProgressBar>,
+    last: String,
+}
+
+impl Progress {
+    fn new(first: &str) -> Progress {
+        use std::io::IsTerminal;
+        let spinner = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new_spinner();
+            // wide_msg: cut to the terminal's width, so the line never wraps.
+            if let Ok(style) = ProgressStyle::with_template("{spinner} {elapsed:>4} {wide_msg}") {
+                bar.set_style(style);
+            }
+            bar.set_message(first.to_string());
+            bar.enable_steady_tick(Duration::from_millis(100));
+            bar
+        });
+        Progress {
+            spinner,
+            last: String::new(),
+        }
+    }
+
+    fn show(&mut self, line: String) {
+        if line == self.last {
+            return;
+        }
+        match &self.spinner {
+            Some(bar) => bar.set_message(line.clone()),
+            None => eprintln!("{line}"),
+        }
+        self.last = line;
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.spinner {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// "position 2 of 5 in ClusterQueue team-a: <reason>", for a pending workload.
+fn pending_text(w: &pb::WorkloadStatus, queued: Option<u64>) -> String {
+    let position = match (w.position, queued) {
+        (0, _) => "not yet in the admission order".to_string(),
+        (p, Some(n)) if n >= p => format!("position {p} of {n}"),
+        (p, _) => format!("position {p}"),
+    };
+    let reason = match (w.reason_kind.as_str(), w.reason.as_str()) {
+        (_, "") => "waiting for the scheduler".to_string(),
+        ("", r) => r.to_string(),
+        (k, r) => format!("{k}: {r}"),
+    };
+    format!("{position} in ClusterQueue {}: {reason}", w.cluster_queue)
+}
+
+/// Follows one workload until it holds quota, ends, or `deadline` passes.
+async fn wait_admitted(
+    c: &mut Client,
+    namespace: &str,
+    name: &str,
+    deadline: Option<tokio::time::Instant>,
+    timeout: Option<Duration>,
+) -> Result<Waited, String> {
+    let mut progress = Progress::new(&format!("{namespace}/{name}: asking for its state"));
+    let mut last_pending = String::from("its state is not known yet");
+    let timed_out = |last_pending: &str| {
+        Waited::Ended(format!(
+            "timed out after {}: {namespace}/{name} is still Pending, {last_pending}",
+            timeout.map_or_else(String::new, fleetq_model::time::format_duration)
+        ))
+    };
     loop {
-        let w = c
-            .get_workload(pb::WorkloadRef {
-                namespace: namespace.into(),
-                name: name.into(),
-            })
-            .await
-            .map_err(|s| client::status_line(&s))?
-            .into_inner();
-        let line = if w.state == "Pending" {
-            format!(
-                "{namespace}/{name}: Pending, position {} in ClusterQueue {}{}",
-                w.position,
-                w.cluster_queue,
-                if w.reason.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", w.reason)
-                }
-            )
-        } else {
-            format!(
-                "{namespace}/{name}: {}{}",
-                w.state,
-                if w.cluster.is_empty() {
+        let ask = c.get_workload(pb::WorkloadRef {
+            namespace: namespace.into(),
+            name: name.into(),
+        });
+        let reply = match deadline {
+            None => ask.await,
+            Some(d) => match tokio::time::timeout_at(d, ask).await {
+                Ok(reply) => reply,
+                Err(_) => return Ok(timed_out(&last_pending)),
+            },
+        };
+        match reply {
+            Ok(w) => {
+                let w = w.into_inner();
+                let on = if w.cluster.is_empty() {
                     String::new()
                 } else {
                     format!(" on cluster {}", w.cluster)
+                };
+                match w.state.as_str() {
+                    "Pending" => {
+                        // The queue's length, for "position 2 of 5"; the
+                        // workload's own position is enough without it.
+                        let ask = c.pending_workloads(pb::PendingWorkloadsRequest {
+                            cluster_queue: w.cluster_queue.clone(),
+                            limit: 1,
+                            ..Default::default()
+                        });
+                        let queued = tokio::time::timeout(Duration::from_secs(2), ask)
+                            .await
+                            .ok()
+                            .and_then(|r| r.ok())
+                            .map(|r| r.into_inner().total);
+                        last_pending = pending_text(&w, queued);
+                        progress.show(format!("{namespace}/{name}: Pending, {last_pending}"));
+                    }
+                    "Admitted" | "Running" | "Succeeded" => {
+                        let line = format!("{namespace}/{name}: {}{on}", w.state);
+                        progress.show(line.clone());
+                        return Ok(Waited::Holds(line));
+                    }
+                    state => {
+                        // Failed or Cancelled: the reason, or the last event.
+                        let why = if w.reason.is_empty() {
+                            w.history
+                                .last()
+                                .map(|e| e.message.clone())
+                                .unwrap_or_default()
+                        } else {
+                            w.reason.clone()
+                        };
+                        progress.show(format!("{namespace}/{name}: {state}{on}"));
+                        return Ok(Waited::Ended(if why.is_empty() {
+                            format!("{namespace}/{name} {state}{on}")
+                        } else {
+                            format!("{namespace}/{name} {state}{on}: {why}")
+                        }));
+                    }
                 }
-            )
-        };
-        if line != last {
-            println!("{line}");
-            last = line;
+            }
+            // The group may be electing a leader: keep asking.
+            Err(s)
+                if matches!(
+                    s.code(),
+                    tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::DeadlineExceeded
+                ) =>
+            {
+                progress.show(format!(
+                    "{namespace}/{name}: asking again ({})",
+                    client::status_line(&s)
+                ));
+            }
+            Err(s) => return Err(client::status_line(&s)),
         }
-        if w.state != "Pending" {
-            return Ok(());
+        let now = tokio::time::Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return Ok(timed_out(&last_pending));
         }
-        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        let pause = Duration::from_millis(250);
+        let pause = deadline.map_or(pause, |d| pause.min(d.saturating_duration_since(now)));
+        tokio::time::sleep(pause).await;
     }
 }

@@ -7,12 +7,25 @@ use clap::ValueEnum;
 use fleetq_proto::v1 as pb;
 use serde::Serialize;
 
+/// `-o`: how a command prints what it got.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum Output {
+    /// An aligned table (or a short report).
     #[default]
     Table,
+    /// JSON, pretty-printed.
     Json,
+    /// YAML.
     Yaml,
+    /// The table with extra columns (where a command has any).
+    Wide,
+}
+
+impl Output {
+    /// Table or wide: text for people rather than JSON or YAML.
+    pub fn is_table(self) -> bool {
+        matches!(self, Output::Table | Output::Wide)
+    }
 }
 
 /// A workload as `get workloads -o json|yaml` prints it.
@@ -74,6 +87,11 @@ impl From<&pb::WorkloadStatus> for WorkloadView {
 
 /// Prints rows as an aligned table with a header.
 pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    print!("{}", format_table(header, rows));
+}
+
+/// Rows as an aligned table with a header, one line each.
+pub fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -82,28 +100,32 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
             }
         }
     }
-    let line = |cells: Vec<&str>| {
+    let mut text = String::new();
+    let mut line = |cells: Vec<&str>| {
         let mut out = String::new();
         for (i, cell) in cells.iter().enumerate() {
             if i + 1 == cells.len() {
                 out.push_str(cell);
             } else {
-                out.push_str(&format!("{cell:<w$}   ", w = widths[i]));
+                let w = widths.get(i).copied().unwrap_or(0);
+                out.push_str(&format!("{cell:<w$}   "));
             }
         }
-        println!("{}", out.trim_end());
+        text.push_str(out.trim_end());
+        text.push('\n');
     };
     line(header.to_vec());
     for row in rows {
         line(row.iter().map(String::as_str).collect());
     }
+    text
 }
 
 /// Prints `value` as JSON or YAML.
 pub fn print_structured<T: Serialize>(value: &T, output: Output) -> Result<(), String> {
     let text = match output {
         Output::Json => serde_json::to_string_pretty(value).map_err(|e| e.to_string())?,
-        Output::Yaml | Output::Table => {
+        Output::Yaml | Output::Table | Output::Wide => {
             serde_norway::to_string(value).map_err(|e| e.to_string())?
         }
     };

@@ -22,6 +22,7 @@ use tonic::{Request, Status};
 use crate::batcher::SubmitBatcher;
 use crate::proposer::Proposer;
 use crate::status;
+use crate::visibility;
 
 pub struct ApiService {
     pub node_id: u64,
@@ -409,6 +410,7 @@ impl FleetQ for ApiService {
             })?;
         let mut s = status::workload_status(ledger, record);
         s.position = status::position(ledger, record.id);
+        s.local_queue_position = status::local_queue_position(ledger, record.id);
         Ok(tonic::Response::new(s))
     }
 
@@ -488,40 +490,17 @@ impl FleetQ for ApiService {
         request: Request<pb::PendingWorkloadsRequest>,
     ) -> Reply<pb::WorkloadList> {
         let req = request.into_inner();
+        let selector =
+            visibility::Selector::from_request(&req).map_err(Status::invalid_argument)?;
         self.barrier().await?;
         let sm = self.handle.read();
-        let ledger = &sm.ledger;
-        if !ledger
-            .state()
-            .config
-            .cluster_queues
-            .contains_key(&req.cluster_queue)
-        {
-            return Err(Status::not_found(format!(
-                "cluster_queue: ClusterQueue {:?} does not exist",
-                req.cluster_queue
-            )));
-        }
-        let order = status::pending_order(ledger, &req.cluster_queue);
-        let total = order.len() as u64;
-        let limit = if req.limit == 0 {
-            usize::MAX
-        } else {
-            req.limit as usize
-        };
-        let workloads = order
-            .into_iter()
-            .take(limit)
-            .enumerate()
-            .filter_map(|(i, id)| {
-                ledger.workload(id).map(|r| {
-                    let mut s = status::workload_status(ledger, r);
-                    s.position = i as u64 + 1;
-                    s
-                })
-            })
-            .collect();
-        Ok(tonic::Response::new(pb::WorkloadList { workloads, total }))
+        let limit = (req.limit != 0).then_some(u64::from(req.limit));
+        let page = visibility::pending_page(&sm.ledger, &selector, u64::from(req.offset), limit)
+            .map_err(|u| Status::not_found(u.grpc_message()))?;
+        Ok(tonic::Response::new(pb::WorkloadList {
+            workloads: page.items,
+            total: page.total,
+        }))
     }
 
     async fn describe_cluster_queue(

@@ -10,8 +10,14 @@
 //!   runs, a leader is known, this node is a member of the group and has
 //!   applied the log (a new leader: an entry of its own term); 503 with
 //!   the reason otherwise.
+//! - `/apis/visibility.kueue.x-k8s.io/...`: pending workloads of a
+//!   ClusterQueue or LocalQueue, as Kueue's visibility API (JSON, reads
+//!   pass the read barrier); see [`crate::visibility`].
+//! - `/ui`: the web dashboard, fed by `/api/v1/overview` (JSON); see
+//!   [`crate::ui`].
 //!
-//! Only GET and HEAD are served; the body is plain text.
+//! Only GET and HEAD are served; the body is plain text (but for the
+//! dashboard's page and JSON).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -68,6 +74,8 @@ struct State {
     registry: Registry,
     raft: Raft,
     node_id: u64,
+    visibility: crate::visibility::Visibility,
+    ui: crate::ui::Dashboard,
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` of `node` on `listener`
@@ -91,6 +99,8 @@ pub fn serve(
         registry: metrics::registry(collector, &node.metrics),
         raft: node.raft.clone(),
         node_id: node.id,
+        visibility: crate::visibility::Visibility::new(node),
+        ui: crate::ui::Dashboard::new(node),
     });
     let task = tokio::spawn(accept_loop(listener, state, node.stopping()));
     Ok(HttpServer { local_addr, task })
@@ -115,7 +125,15 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, mut stop: watch::
         tokio::spawn(async move {
             let service = service_fn(move |req| {
                 let state = Arc::clone(&state);
-                async move { Ok::<_, Infallible>(handle(&state, &req)) }
+                async move {
+                    // /apis/visibility.kueue.x-k8s.io/...: see crate::visibility.
+                    let visibility =
+                        crate::visibility::respond(&state.visibility, req.method(), req.uri());
+                    if let Some(r) = visibility.await {
+                        return Ok(r);
+                    }
+                    Ok::<_, Infallible>(handle(&state, &req))
+                }
             });
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -181,9 +199,12 @@ fn handle(state: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
             Ok(m) => text(StatusCode::OK, m),
             Err(m) => text(StatusCode::SERVICE_UNAVAILABLE, m),
         },
+        // The dashboard: see crate::ui.
+        "/ui" | "/ui/" => crate::ui::page(),
+        crate::ui::OVERVIEW_PATH => state.ui.overview_response(),
         "/" => text(
             StatusCode::OK,
-            "fleetq: /metrics (Prometheus), /healthz, /readyz\n",
+            "fleetq: /ui (dashboard), /metrics (Prometheus), /healthz, /readyz\n",
         ),
         other => text(
             StatusCode::NOT_FOUND,

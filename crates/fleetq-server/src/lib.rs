@@ -11,6 +11,9 @@
 //! - [`clock`]: the only clock the ledger path reads.
 //! - [`metrics`], [`http`]: Prometheus `/metrics` (Kueue's names where
 //!   Kueue has the series), `/healthz` and `/readyz` over HTTP.
+//! - [`visibility`]: pending workloads of a ClusterQueue or LocalQueue in
+//!   admission order (gRPC, and HTTP shaped like Kueue's visibility API).
+//! - [`ui`]: the web dashboard at `/ui` and its JSON, `/api/v1/overview`.
 //! - [`tcp`]: helpers to run a node on real TCP with sled storage.
 
 //!
@@ -40,6 +43,8 @@ pub mod raft_service;
 pub mod simulated;
 pub mod status;
 pub mod tcp;
+pub mod ui;
+pub mod visibility;
 /// Channels with timeouts and keep-alive (shared with the agent).
 pub use fleetq_proto::transport;
 

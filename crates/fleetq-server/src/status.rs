@@ -116,6 +116,7 @@ pub fn workload_status(ledger: &Ledger, record: &WorkloadRecord) -> pb::Workload
             .collect(),
         requests: requests_summary(record),
         position: 0,
+        local_queue_position: 0,
     }
 }
 
@@ -146,16 +147,92 @@ pub fn position(ledger: &Ledger, id: WorkloadId) -> u64 {
         .count() as u64
 }
 
+/// 1-based position of a pending workload among those of its LocalQueue,
+/// in its ClusterQueue's admission order; 0 if not pending.
+pub fn local_queue_position(ledger: &Ledger, id: WorkloadId) -> u64 {
+    let Some(p) = ledger.snapshot().get_pending(id) else {
+        return 0;
+    };
+    let key = (Reverse(p.priority), p.created_at, p.id);
+    1 + ledger
+        .snapshot()
+        .pending()
+        .filter(|o| o.cluster_queue == p.cluster_queue && o.local_queue == p.local_queue)
+        .filter(|o| (Reverse(o.priority), o.created_at, o.id) < key)
+        .count() as u64
+}
+
 pub fn matches_state(record: &WorkloadRecord, state: &str) -> bool {
     state.is_empty() || record.state.as_str().eq_ignore_ascii_case(state)
+}
+
+/// One (flavor, resource) quota cell of a ClusterQueue, in milli-units.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QuotaCell {
+    pub flavor: String,
+    pub resource: String,
+    pub nominal: u64,
+    /// Quota charged to the queue (stopping workloads included).
+    pub usage: u64,
+    /// Usage beyond the nominal quota: taken from the cohort.
+    pub borrowed: u64,
+    /// Unused nominal quota its cohort siblings are borrowing (within the
+    /// lending limit).
+    pub lent: u64,
+    /// What a workload of this queue could still get now.
+    pub available: u64,
+    pub borrowing_limit: Option<u64>,
+    pub lending_limit: Option<u64>,
+}
+
+/// The quota cells of ClusterQueue `name` (those it has a quota line
+/// for), in cell order; `None` if there is no such ClusterQueue.
+pub fn quota_cells(ledger: &Ledger, name: &str) -> Option<Vec<QuotaCell>> {
+    let snapshot = ledger.snapshot();
+    let tree = snapshot.tree();
+    let node = tree.cluster_queue(name)?;
+    let usage = snapshot.usage();
+    // Quota the siblings borrow, which this queue may be lending.
+    let siblings: Vec<_> = tree.nodes[node]
+        .parent
+        .map(|parent| tree.cluster_queues_under(parent))
+        .unwrap_or_default();
+    let mut cells = Vec::new();
+    for (fr_id, fr) in tree.cells.iter().enumerate() {
+        let Some(limits) = tree.nodes[node].limits.get(fr_id).and_then(|l| l.as_ref()) else {
+            continue;
+        };
+        let nominal = tree.nominal(node, fr_id);
+        let used = usage.get(node, fr_id);
+        let borrowed = used.saturating_sub(nominal);
+        let others_borrow: u64 = siblings
+            .iter()
+            .filter(|&&s| s != node)
+            .map(|&s| usage.get(s, fr_id).saturating_sub(tree.nominal(s, fr_id)))
+            .sum();
+        let lending_limit = limits.lending_limit.unwrap_or(nominal);
+        let lent = nominal
+            .saturating_sub(used)
+            .min(lending_limit)
+            .min(others_borrow);
+        cells.push(QuotaCell {
+            flavor: fr.flavor.clone(),
+            resource: fr.resource.clone(),
+            nominal,
+            usage: used,
+            borrowed,
+            lent,
+            available: tree.available(usage, node, fr_id),
+            borrowing_limit: limits.borrowing_limit,
+            lending_limit: limits.lending_limit,
+        });
+    }
+    Some(cells)
 }
 
 pub fn cluster_queue_status(ledger: &Ledger, name: &str) -> Option<pb::ClusterQueueStatus> {
     let cq = ledger.state().config.cluster_queues.get(name)?;
     let snapshot = ledger.snapshot();
-    let tree = snapshot.tree();
-    let node = tree.cluster_queue(name)?;
-    let usage = snapshot.usage();
     // What pending workloads ask for, per resource (any flavor).
     let mut pending: BTreeMap<String, Quantity> = BTreeMap::new();
     let mut pending_count = 0;
@@ -168,52 +245,24 @@ pub fn cluster_queue_status(ledger: &Ledger, name: &str) -> Option<pb::ClusterQu
             }
         }
     }
-    // Quota the siblings borrow, which this queue may be lending.
-    let siblings: Vec<_> = tree.nodes[node]
-        .parent
-        .map(|parent| tree.cluster_queues_under(parent))
-        .unwrap_or_default();
-    let mut resources = Vec::new();
-    for (fr_id, fr) in tree.cells.iter().enumerate() {
-        if tree.nodes[node]
-            .limits
-            .get(fr_id)
-            .is_none_or(|l| l.is_none())
-        {
-            continue;
-        }
-        let nominal = tree.nominal(node, fr_id);
-        let used = usage.get(node, fr_id);
-        let borrowed = used.saturating_sub(nominal);
-        let others_borrow: u64 = siblings
-            .iter()
-            .filter(|&&s| s != node)
-            .map(|&s| usage.get(s, fr_id).saturating_sub(tree.nominal(s, fr_id)))
-            .sum();
-        let lending_limit = tree.nodes[node].limits[fr_id]
-            .as_ref()
-            .and_then(|l| l.lending_limit)
-            .unwrap_or(nominal);
-        let lent = nominal
-            .saturating_sub(used)
-            .min(lending_limit)
-            .min(others_borrow);
-        let q = Quantity::from_milli;
-        resources.push(pb::ResourceUsage {
-            flavor: fr.flavor.clone(),
-            resource: fr.resource.clone(),
-            nominal: q(nominal).to_string(),
-            usage: q(used).to_string(),
-            borrowed: q(borrowed).to_string(),
-            lent: q(lent).to_string(),
+    let q = Quantity::from_milli;
+    let resources = quota_cells(ledger, name)?
+        .into_iter()
+        .map(|c| pb::ResourceUsage {
             pending: pending
-                .get(&fr.resource)
+                .get(&c.resource)
                 .copied()
                 .unwrap_or_default()
                 .to_string(),
-            available: q(tree.available(usage, node, fr_id)).to_string(),
-        });
-    }
+            flavor: c.flavor,
+            resource: c.resource,
+            nominal: q(c.nominal).to_string(),
+            usage: q(c.usage).to_string(),
+            borrowed: q(c.borrowed).to_string(),
+            lent: q(c.lent).to_string(),
+            available: q(c.available).to_string(),
+        })
+        .collect();
     let admitted = ledger
         .state()
         .workloads
