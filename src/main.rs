@@ -45,7 +45,7 @@ enum Command {
     /// Kueue configuration. The CLI's default server is node 1.
     Dev(cli::dev::DevArgs),
     /// Run one control-plane node (Raft over gRPC, sled storage).
-    Server(cli::server::ServerArgs),
+    Server(Box<cli::server::ServerArgs>),
     /// Run a cluster's agent: registers its inventory, keeps a lease with
     /// the leader, runs what the ledger admitted there.
     Agent(cli::agent::AgentArgs),

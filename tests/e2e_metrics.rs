@@ -173,7 +173,9 @@ fn replicated(m: &BTreeMap<Series, f64>) -> BTreeMap<Series, f64> {
         .filter(|((name, _), _)| {
             let leader_only = name.starts_with("kueue_admission_attempt")
                 || name.starts_with("fleetq_raft_")
-                || name.starts_with("fleetq_cluster_lease_age");
+                || name.starts_with("fleetq_cluster_lease_age")
+                // Refusals are counted by the node that refused.
+                || name.starts_with("fleetq_requests_refused");
             (name.starts_with("kueue_") || name.starts_with("fleetq_")) && !leader_only
         })
         .map(|(k, v)| (k.clone(), *v))

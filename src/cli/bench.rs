@@ -215,6 +215,11 @@ async fn start_group() -> Result<(Vec<Node>, Vec<String>, tempfile::TempDir), St
         nodes.push(
             fleetq_server::tcp::start_node(
                 config,
+                // Every workload may wait at once, however many there are.
+                fleetq_server::Limits {
+                    max_pending_per_local_queue: 0,
+                    ..fleetq_server::Limits::default()
+                },
                 *addr,
                 &dir.path().join(format!("node-{id}")),
                 None,

@@ -71,6 +71,8 @@ pub fn status_line(status: &tonic::Status) -> String {
         tonic::Code::FailedPrecondition => "refused",
         tonic::Code::PermissionDenied => "denied",
         tonic::Code::DeadlineExceeded => "timed out",
+        tonic::Code::ResourceExhausted => "limit exceeded",
+        tonic::Code::OutOfRange => "out of range",
         _ => "error",
     };
     format!("{code}: {}", status.message())

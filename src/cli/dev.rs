@@ -14,6 +14,7 @@ use fleetq_server::simulated::{self, SimulatedCluster};
 use fleetq_server::{NodeConfig, RaftTiming};
 
 use super::client;
+use super::limits::{FileLimits, LimitArgs};
 use super::server::{init_logging, runtime, termination, LogFormat};
 
 /// The sample configuration loaded unless `--no-sample`.
@@ -47,6 +48,9 @@ pub struct DevArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Limits against abuse, the same on every node.
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 /// Default HTTP port of node 1 (Prometheus exporters' customary range).
@@ -116,6 +120,7 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
         }
     }
     let metrics = super::server::parse_not_running_after(args.reserved_not_running_after.as_ref())?;
+    let limits = args.limits.resolve(&FileLimits::default())?;
     // Elections among nodes that start one after another log transient
     // errors; `fleetq dev` keeps its terminal for the tour (RUST_LOG shows them).
     init_logging(args.log_format, "warn,openraft=off,sled=warn");
@@ -156,7 +161,7 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
                 lease: fleetq_server::leases::LeaseConfig::default(),
             };
             let dir = root.join(format!("node-{id}"));
-            let node = fleetq_server::tcp::start_node(config, *addr, &dir, None).await?;
+            let node = fleetq_server::tcp::start_node(config, limits, *addr, &dir, None).await?;
             http.push(fleetq_server::http::serve(listener, &node, metrics)?);
             nodes.push(node);
         }

@@ -11,6 +11,7 @@ pub mod describe;
 pub mod dev;
 pub mod get;
 pub mod input;
+pub mod limits;
 pub mod members;
 pub mod pending;
 pub mod server;

@@ -17,8 +17,10 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use fleetq_server::metrics::MetricsConfig;
 use fleetq_server::simulated::SimulatedCluster;
-use fleetq_server::{NodeConfig, RaftTiming};
+use fleetq_server::{Limits, NodeConfig, RaftTiming};
 use serde::Deserialize;
+
+use super::limits::{Bytes, FileLimits, LimitArgs};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -98,6 +100,8 @@ pub struct ServerArgs {
     /// Log format.
     #[arg(long, value_enum)]
     pub log_format: Option<LogFormat>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 /// The TOML file's shape.
@@ -125,6 +129,11 @@ struct FileConfig {
     http_listen: Option<SocketAddr>,
     reserved_not_running_after: Option<String>,
     log_format: Option<LogFormat>,
+    max_request_bytes: Option<Bytes>,
+    client_write_rate: Option<f64>,
+    client_write_burst: Option<u32>,
+    max_pending_per_local_queue: Option<u64>,
+    max_agent_sessions: Option<usize>,
 }
 
 /// Everything a node needs, resolved and checked.
@@ -138,6 +147,8 @@ pub struct ServerSettings {
     /// Where /metrics, /healthz, /readyz and /ui are served, if anywhere.
     pub http_listen: Option<SocketAddr>,
     pub metrics: MetricsConfig,
+    /// Limits against abuse (request size, write rate, pending, agents).
+    pub limits: Limits,
 }
 
 /// `--reserved-not-running-after`: a duration longer than zero.
@@ -285,6 +296,13 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
             .as_ref()
             .or(file.reserved_not_running_after.as_ref()),
     )?;
+    let limits = args.limits.resolve(&FileLimits {
+        max_request_bytes: file.max_request_bytes,
+        client_write_rate: file.client_write_rate,
+        client_write_burst: file.client_write_burst,
+        max_pending_per_local_queue: file.max_pending_per_local_queue,
+        max_agent_sessions: file.max_agent_sessions,
+    })?;
     Ok(ServerSettings {
         node: NodeConfig {
             id,
@@ -302,6 +320,7 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
         log_format: args.log_format.or(file.log_format).unwrap_or_default(),
         http_listen: args.http_listen.or(file.http_listen),
         metrics,
+        limits,
     })
 }
 
@@ -379,7 +398,7 @@ pub fn run(args: &ServerArgs) -> ExitCode {
             },
             None => None,
         };
-        let node = match fleetq_server::tcp::start_node(settings.node, settings.listen, &settings.data_dir, settings.source_address).await {
+        let node = match fleetq_server::tcp::start_node(settings.node, settings.limits, settings.listen, &settings.data_dir, settings.source_address).await {
             Ok(n) => n,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -387,6 +406,14 @@ pub fn run(args: &ServerArgs) -> ExitCode {
             }
         };
         tracing::info!(node = id, listen = %settings.listen, data_dir = %settings.data_dir.display(), "fleetq server started");
+        let l = settings.limits;
+        tracing::info!(
+            max_request_bytes = l.max_request_bytes,
+            client_write_rate = l.client_write_rate,
+            max_pending_per_local_queue = l.max_pending_per_local_queue,
+            max_agent_sessions = l.max_agent_sessions,
+            "limits (0: unlimited)"
+        );
         println!("fleetq server: node {id} listening on {}", settings.listen);
         let http = match http.map(|l| fleetq_server::http::serve(l, &node, settings.metrics)) {
             Some(Ok(h)) => {

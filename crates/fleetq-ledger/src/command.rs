@@ -39,6 +39,14 @@ pub enum Command {
     /// Queues workloads; idempotent by request id and by namespace/name.
     SubmitWorkloads {
         submissions: Vec<Submission>,
+        /// The most pending workloads one LocalQueue may hold: a
+        /// submission that finds its LocalQueue that full is refused
+        /// ([`SubmitResult::QueueFull`]). The leader stamps its setting
+        /// into the command, as it stamps its clock, so every replica
+        /// (and a replay after the setting changed) decides alike. None:
+        /// no limit (and entries written before the limit existed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_pending_per_local_queue: Option<u64>,
     },
     CancelWorkload {
         namespace: String,
@@ -259,6 +267,12 @@ pub enum SubmitResult {
         id: WorkloadId,
     },
     Refused {
+        errors: Vec<FieldError>,
+    },
+    /// Refused because its LocalQueue already holds the most pending
+    /// workloads allowed (the command's `max_pending_per_local_queue`);
+    /// nothing was queued. The error names the LocalQueue and the limit.
+    QueueFull {
         errors: Vec<FieldError>,
     },
 }

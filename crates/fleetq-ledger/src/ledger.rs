@@ -169,7 +169,10 @@ impl Ledger {
         let response = match &request.command {
             Command::ApplyObjects { objects } => self.apply_objects(objects),
             Command::DeleteObject { kind, name } => self.delete_object(kind, name),
-            Command::SubmitWorkloads { submissions } => self.submit(submissions, at),
+            Command::SubmitWorkloads {
+                submissions,
+                max_pending_per_local_queue,
+            } => self.submit(submissions, *max_pending_per_local_queue, at),
             Command::CancelWorkload { namespace, name } => self.cancel(namespace, name, at),
             Command::AdmitBatch(batch) => self.admit_batch(batch, term, at),
             Command::RegisterCluster {
@@ -422,12 +425,25 @@ impl Ledger {
 
     // ----- workloads -----------------------------------------------------
 
-    fn submit(&mut self, submissions: &[Submission], at: Timestamp) -> Response {
-        let results = submissions.iter().map(|s| self.submit_one(s, at)).collect();
+    fn submit(
+        &mut self,
+        submissions: &[Submission],
+        max_pending: Option<u64>,
+        at: Timestamp,
+    ) -> Response {
+        let results = submissions
+            .iter()
+            .map(|s| self.submit_one(s, max_pending, at))
+            .collect();
         Response::ok(Outcome::Submitted { results })
     }
 
-    fn submit_one(&mut self, submission: &Submission, at: Timestamp) -> SubmitResult {
+    fn submit_one(
+        &mut self,
+        submission: &Submission,
+        max_pending: Option<u64>,
+        at: Timestamp,
+    ) -> SubmitResult {
         if let Some(id) = submission
             .request_id
             .as_ref()
@@ -444,6 +460,21 @@ impl Ledger {
             Ok(b) => b,
             Err(errors) => return SubmitResult::Refused { errors },
         };
+        if let Some(limit) = max_pending.filter(|l| *l > 0) {
+            let queued = self.snapshot.pending_in_local_queue(&binding.local_queue);
+            if queued as u64 >= limit {
+                return SubmitResult::QueueFull {
+                    errors: vec![FieldError::new(
+                        format!("Workload/{key}"),
+                        "spec.queueName",
+                        format!(
+                            "LocalQueue {:?} is full: it already holds {queued} pending workloads and the limit is {limit} (max_pending_per_local_queue); wait until some are admitted, or cancel some",
+                            binding.local_queue
+                        ),
+                    )],
+                };
+            }
+        }
         let id = self.state.next_id;
         let workload = Arc::new(workload.clone());
         if let Err(e) = self.snapshot.add_pending(PendingWorkload {
@@ -1324,7 +1355,23 @@ impl Ledger {
                 text.join("; ")
             )
         })?;
+        // Queue the pending workloads again without touching their records:
+        // requeue_binding drops a Misconfigured reason once the binding
+        // holds, but that reason may be the scheduler's (an AdmitBatch
+        // carried it), which the replicas that applied the log still show
+        // (found by fuzz/ command_apply).
+        let reasons: Vec<(WorkloadId, Option<PendingReason>)> = ledger
+            .state
+            .workloads
+            .values()
+            .map(|w| (w.id, w.reason.clone()))
+            .collect();
         ledger.requeue_all_pending();
+        for (id, reason) in reasons {
+            if let Some(record) = ledger.state.workloads.get_mut(&id) {
+                record.reason = reason;
+            }
+        }
         let violations = ledger.violations();
         if !violations.is_empty() {
             return Err(format!(

@@ -177,7 +177,10 @@ impl Harness {
     }
 
     fn submit_all(&mut self, submissions: Vec<Submission>) -> Vec<SubmitResult> {
-        let r = self.apply(Command::SubmitWorkloads { submissions });
+        let r = self.apply(Command::SubmitWorkloads {
+            submissions,
+            max_pending_per_local_queue: None,
+        });
         assert!(r.is_ok(), "{r:?}");
         match r.outcome {
             Outcome::Submitted { results } => results,
@@ -684,6 +687,107 @@ fn a_refused_submission_does_not_block_the_others_of_its_command() {
     assert_eq!(
         h.ledger.snapshot().get_pending(id).map(|p| p.priority),
         Some(1000)
+    );
+}
+
+/// Submits under a pending limit stamped into the command.
+fn submit_limited(h: &mut Harness, limit: Option<u64>, names: &[&str]) -> Vec<SubmitResult> {
+    let submissions = names
+        .iter()
+        .map(|n| Submission {
+            request_id: Some(format!("req-{n}")),
+            workload: workload(n, 4, None),
+        })
+        .collect();
+    let r = h.apply(Command::SubmitWorkloads {
+        submissions,
+        max_pending_per_local_queue: limit,
+    });
+    assert!(r.is_ok(), "{r:?}");
+    match r.outcome {
+        Outcome::Submitted { results } => results,
+        other => panic!("unexpected outcome {other:?}"),
+    }
+}
+
+fn created(results: &[SubmitResult]) -> Vec<WorkloadId> {
+    results
+        .iter()
+        .filter_map(|r| match r {
+            SubmitResult::Created { id } => Some(*id),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_full_local_queue_refuses_submissions_naming_it_and_the_limit() {
+    let mut h = Harness::new();
+    // Three pending fill a limit of 3 (one command may fill it up).
+    let results = submit_limited(&mut h, Some(3), &["a", "b", "c"]);
+    let ids = created(&results);
+    assert_eq!(ids.len(), 3, "{results:?}");
+    let before = h.hash();
+
+    // The fourth is refused, naming the LocalQueue and the limit; nothing
+    // is recorded, not even its request id.
+    let results = submit_limited(&mut h, Some(3), &["d"]);
+    let [SubmitResult::QueueFull { errors }] = results.as_slice() else {
+        panic!("{results:?}");
+    };
+    assert_eq!(paths(errors), ["spec.queueName"], "{errors:?}");
+    assert_eq!(errors[0].object, "Workload/default/d");
+    let message = &errors[0].message;
+    assert!(message.contains("\"default/team-a\""), "{message}");
+    assert!(message.contains("limit is 3"), "{message}");
+    assert!(message.contains("max_pending_per_local_queue"), "{message}");
+    assert_eq!(h.hash(), before, "a refused submission changed the ledger");
+    assert!(h.ledger.workload_by_name("default", "d").is_none());
+    assert!(!h.ledger.state().by_request.contains_key("req-d"));
+
+    // A retry of one already queued is answered as before, not refused.
+    let results = submit_limited(&mut h, Some(3), &["a"]);
+    assert_eq!(results, [SubmitResult::Existing { id: ids[0] }]);
+
+    // Commands without a limit (or with 0) are not limited.
+    let results = submit_limited(&mut h, None, &["e"]);
+    assert_eq!(created(&results).len(), 1, "{results:?}");
+    let results = submit_limited(&mut h, Some(0), &["f"]);
+    assert_eq!(created(&results).len(), 1, "{results:?}");
+    assert_eq!(
+        h.ledger.snapshot().pending_in_local_queue("default/team-a"),
+        5
+    );
+
+    // Admission and cancellation make room: the queue's 8 GPUs admit the
+    // two oldest 4-GPU workloads.
+    let (batch, _) = h.cycle();
+    assert_eq!(admitted_ids(&batch).len(), 2, "{batch:?}");
+    assert_eq!(
+        h.ledger.snapshot().pending_in_local_queue("default/team-a"),
+        3
+    );
+    let r = h.apply(Command::CancelWorkload {
+        namespace: "default".into(),
+        name: "f".into(),
+    });
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(
+        h.ledger.snapshot().pending_in_local_queue("default/team-a"),
+        2
+    );
+    // One slot under a limit of 3: of two in one command, the first fits.
+    let results = submit_limited(&mut h, Some(3), &["g", "h"]);
+    assert!(
+        matches!(
+            results.as_slice(),
+            [SubmitResult::Created { .. }, SubmitResult::QueueFull { .. }]
+        ),
+        "{results:?}"
+    );
+    assert_eq!(
+        h.ledger.snapshot().pending_in_local_queue("default/team-a"),
+        3
     );
 }
 
@@ -2146,6 +2250,7 @@ fn apply_uses_the_stamp_and_time_never_goes_backwards() {
                 request_id: None,
                 workload: workload("b", 1, None),
             }],
+            max_pending_per_local_queue: None,
         },
     });
     assert!(r.is_ok());

@@ -307,6 +307,7 @@ impl Replicas {
             Op::Submit { .. } => {
                 let response = self.apply(Command::SubmitWorkloads {
                     submissions: vec![workload(op)],
+                    max_pending_per_local_queue: None,
                 });
                 assert!(response.is_ok());
             }

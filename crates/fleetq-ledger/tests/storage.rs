@@ -136,6 +136,7 @@ fn setup_commands() -> Vec<Request> {
             12,
             Command::SubmitWorkloads {
                 submissions: vec![submission("a", 4), submission("b", 4), submission("c", 4)],
+                max_pending_per_local_queue: None,
             },
         ),
     ]

@@ -121,6 +121,7 @@ impl Harness {
                 request_id: None,
                 workload,
             }],
+            max_pending_per_local_queue: None,
         });
         self.ledger
             .workload_by_name("default", name)

@@ -49,6 +49,16 @@ impl fmt::Display for Timestamp {
 #[error("duration {0:?} is malformed: expected e.g. 90s, 30m, 1h30m, 500ms or a number of seconds")]
 pub struct DurationError(pub String);
 
+/// The longest duration fleetq holds: its text form (and so the Raft log)
+/// counts milliseconds in a `u64`.
+pub const MAX_DURATION_SECS: u64 = u64::MAX / 1000;
+
+/// `secs` seconds, or `None` beyond [`MAX_DURATION_SECS`] (such a duration
+/// would not survive its own text form: fuzz/ command_decode).
+pub fn duration_from_secs(secs: u64) -> Option<Duration> {
+    (secs <= MAX_DURATION_SECS).then(|| Duration::from_secs(secs))
+}
+
 /// Parses `1h30m`, `90s`, `500ms`, `2d` or a bare number of seconds.
 pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
     let s = input.trim();
@@ -57,7 +67,11 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
         return Err(err());
     }
     if s.bytes().all(|b| b.is_ascii_digit()) {
-        return s.parse::<u64>().map(Duration::from_secs).map_err(|_| err());
+        return s
+            .parse::<u64>()
+            .ok()
+            .and_then(duration_from_secs)
+            .ok_or_else(err);
     }
     let mut total_ms: u64 = 0;
     let mut rest = s;
@@ -141,13 +155,17 @@ pub mod duration_opt {
                 parse_duration(v).map(Some).map_err(E::custom)
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                Ok(Some(Duration::from_secs(v)))
+                duration_from_secs(v).map(Some).ok_or_else(|| {
+                    E::custom(format!(
+                        "duration {v}s is too large (at most {MAX_DURATION_SECS}s)"
+                    ))
+                })
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
                 if v < 0 {
                     return Err(E::custom(format!("duration {v} is negative")));
                 }
-                Ok(Some(Duration::from_secs(v as u64)))
+                self.visit_u64(v as u64)
             }
         }
         d.deserialize_option(V)
@@ -166,7 +184,15 @@ mod tests {
         assert_eq!(parse_duration("120").unwrap(), Duration::from_secs(120));
         assert_eq!(format_duration(Duration::from_secs(5400)), "1h30m");
         assert_eq!(format_duration(Duration::from_millis(1500)), "1s500ms");
-        for bad in ["", "5x", "h", "1.5h", "-3s", "99999999999999999999d"] {
+        for bad in [
+            "",
+            "5x",
+            "h",
+            "1.5h",
+            "-3s",
+            "99999999999999999999d",
+            "18446744073709552",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }

@@ -130,6 +130,9 @@ pub struct Snapshot {
     pub(crate) admitted: BTreeMap<WorkloadId, AdmittedWorkload>,
     pub(crate) admitted_by_node: Vec<BTreeSet<VictimKey>>,
     pub(crate) local_queues: BTreeMap<String, LocalQueueState>,
+    /// How many pending workloads each LocalQueue (`namespace/name`) has
+    /// queued, for the ledger's limit on them.
+    pub(crate) pending_by_local_queue: BTreeMap<String, usize>,
     /// Workloads being evicted that hold each cell, for the preemption
     /// search's "already freed" shortcut.
     pub(crate) evicting: BTreeSet<WorkloadId>,
@@ -154,6 +157,7 @@ impl Snapshot {
             admitted: BTreeMap::new(),
             admitted_by_node: vec![BTreeSet::new(); nodes],
             local_queues: BTreeMap::new(),
+            pending_by_local_queue: BTreeMap::new(),
             evicting: BTreeSet::new(),
         }
     }
@@ -184,6 +188,11 @@ impl Snapshot {
 
     pub fn pending_count(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Pending workloads queued in LocalQueue `key` (`namespace/name`).
+    pub fn pending_in_local_queue(&self, key: &str) -> usize {
+        self.pending_by_local_queue.get(key).copied().unwrap_or(0)
     }
 
     pub fn get_pending(&self, id: WorkloadId) -> Option<&PendingWorkload> {
@@ -326,6 +335,10 @@ impl Snapshot {
             workload.id,
         ));
         queue.len += 1;
+        *self
+            .pending_by_local_queue
+            .entry(workload.local_queue.clone())
+            .or_default() += 1;
         self.pending.insert(workload.id, workload);
         Ok(())
     }
@@ -333,6 +346,12 @@ impl Snapshot {
     /// Takes a workload out of its queue (cancelled, or about to be admitted).
     pub fn remove_pending(&mut self, id: WorkloadId) -> Option<PendingWorkload> {
         let workload = self.pending.remove(&id)?;
+        if let Some(n) = self.pending_by_local_queue.get_mut(&workload.local_queue) {
+            *n -= 1;
+            if *n == 0 {
+                self.pending_by_local_queue.remove(&workload.local_queue);
+            }
+        }
         if let Some(node) = self.tree.cluster_queue(&workload.cluster_queue) {
             let sub = self.sub_queue_key(node, &workload);
             let queue = &mut self.queues[node];
@@ -598,6 +617,17 @@ impl Snapshot {
         }
         if cluster_usage != self.cluster_usage {
             out.push("cluster usage differs from the sum over reservations".into());
+        }
+        let mut per_local_queue: BTreeMap<&str, usize> = BTreeMap::new();
+        for p in self.pending.values() {
+            *per_local_queue.entry(p.local_queue.as_str()).or_default() += 1;
+        }
+        if !per_local_queue.into_iter().eq(self
+            .pending_by_local_queue
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v)))
+        {
+            out.push("pending counts per LocalQueue differ from the pending workloads".into());
         }
         out
     }

@@ -17,6 +17,8 @@ use futures::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::leases::{LeaseConfig, LeaseTable};
+use crate::limits::{client_key, reason, size, SessionSlot, SessionSlots};
+use crate::metrics::ServerMetrics;
 use crate::proposer::Proposer;
 use crate::status;
 use fleetq_ledger::store::{Change, LedgerHandle};
@@ -32,6 +34,9 @@ pub struct AgentService {
     pub handle: LedgerHandle,
     pub leases: LeaseTable,
     pub lease: LeaseConfig,
+    /// At most `max_agent_sessions` clusters with a session at once.
+    pub sessions: Arc<SessionSlots>,
+    pub metrics: ServerMetrics,
 }
 
 fn cluster_of(req: &pb::RegisterRequest) -> Result<(Cluster, LeasePolicy), Vec<FieldError>> {
@@ -137,6 +142,12 @@ impl Agent for AgentService {
         &self,
         request: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
+        let client = client_key(&request);
+        let slot = self.sessions.open().map_err(|refusal| {
+            tracing::warn!(client = %client, reason = reason::AGENT_SESSIONS, "refused: {refusal}");
+            self.metrics.refused(reason::AGENT_SESSIONS);
+            Status::resource_exhausted(refusal)
+        })?;
         let inbound = request.into_inner();
         let (tx, rx) = mpsc::channel(1024);
         let session = Session {
@@ -144,6 +155,9 @@ impl Agent for AgentService {
             handle: self.handle.clone(),
             leases: self.leases.clone(),
             lease: self.lease,
+            slot,
+            client,
+            metrics: self.metrics.clone(),
             tx,
             cluster: None,
             assigned: BTreeSet::new(),
@@ -200,6 +214,12 @@ struct Session {
     handle: LedgerHandle,
     leases: LeaseTable,
     lease: LeaseConfig,
+    /// This session's place under `max_agent_sessions` (given back when
+    /// the session ends).
+    slot: SessionSlot,
+    /// The agent's source address, for the log.
+    client: String,
+    metrics: ServerMetrics,
     tx: Outbound,
     cluster: Option<String>,
     /// Assignments and stops already pushed, by (workload, epoch).
@@ -249,7 +269,16 @@ impl Session {
                             return;
                         }
                     }
-                    Ok(None) | Err(_) => return,
+                    Ok(None) => return,
+                    Err(status) => {
+                        if size::is_too_large(&status) {
+                            let status = size::explain(&status, "/fleetq.v1.Agent/Session");
+                            tracing::warn!(client = %self.client, cluster = ?self.cluster, reason = reason::REQUEST_TOO_LARGE, "refused: {}", status.message());
+                            self.metrics.refused(reason::REQUEST_TOO_LARGE);
+                            let _ = self.tx.send(Err(status)).await;
+                        }
+                        return;
+                    }
                 },
                 change = changes.recv() => match change {
                     Ok(Change::Workloads(_) | Change::All) | Err(broadcast::error::RecvError::Lagged(_)) => {
@@ -281,7 +310,14 @@ impl Session {
             ));
         }
         match &self.cluster {
-            None => self.cluster = Some(m.cluster.clone()),
+            None => {
+                if let Err(refusal) = self.slot.name(&m.cluster) {
+                    tracing::warn!(client = %self.client, cluster = %m.cluster, reason = reason::AGENT_SESSIONS, "refused: {refusal}");
+                    self.metrics.refused(reason::AGENT_SESSIONS);
+                    return Err(Status::resource_exhausted(refusal));
+                }
+                self.cluster = Some(m.cluster.clone());
+            }
             Some(c) if *c != m.cluster => {
                 return Err(Status::invalid_argument(format!(
                     "cluster: this session belongs to {c:?}, not {:?}",

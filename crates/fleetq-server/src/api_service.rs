@@ -20,6 +20,7 @@ use tokio::sync::broadcast;
 use tonic::{Request, Status};
 
 use crate::batcher::SubmitBatcher;
+use crate::limits::WriteGate;
 use crate::proposer::Proposer;
 use crate::status;
 use crate::visibility;
@@ -30,6 +31,8 @@ pub struct ApiService {
     pub handle: LedgerHandle,
     pub batcher: SubmitBatcher,
     pub debug_endpoints: bool,
+    /// The write rate per client, and the count of refusals.
+    pub writes: WriteGate,
 }
 
 type Reply<T> = Result<tonic::Response<T>, Status>;
@@ -126,7 +129,11 @@ impl ApiService {
                 })
                 .collect();
             match self
-                .propose(Command::SubmitWorkloads { submissions })
+                .propose(Command::SubmitWorkloads {
+                    submissions,
+                    // The leader stamps its limit (Proposer::write_local).
+                    max_pending_per_local_queue: None,
+                })
                 .await?
                 .outcome
             {
@@ -150,6 +157,14 @@ impl ApiService {
                         out.existing = true;
                     }
                     SubmitResult::Refused { errors } => out.errors = status::field_errors(&errors),
+                    SubmitResult::QueueFull { errors } => {
+                        let text = status::describe_errors(&errors);
+                        self.writes.pending_limit_refused(
+                            &format!("{}/{}", out.namespace, out.name),
+                            &text,
+                        );
+                        out.errors = status::field_errors(&errors);
+                    }
                 }
                 out
             })
@@ -202,6 +217,7 @@ fn parse_workload(json: &str, index: usize) -> Result<Workload, FieldError> {
 #[tonic::async_trait]
 impl FleetQ for ApiService {
     async fn apply(&self, request: Request<pb::ApplyRequest>) -> Reply<pb::ApplyResponse> {
+        self.writes.admit("Apply", &request)?;
         let req = request.into_inner();
         let documents = match import_manifests(&req.manifests) {
             Ok(d) => d,
@@ -290,6 +306,7 @@ impl FleetQ for ApiService {
     }
 
     async fn delete(&self, request: Request<pb::DeleteRequest>) -> Reply<pb::DeleteResponse> {
+        self.writes.admit("Delete", &request)?;
         let req = request.into_inner();
         let kind = parse_kind(&req.kind)?;
         let response = self
@@ -352,6 +369,7 @@ impl FleetQ for ApiService {
     }
 
     async fn submit(&self, request: Request<pb::SubmitRequest>) -> Reply<pb::SubmitResponse> {
+        self.writes.admit("Submit", &request)?;
         let req = request.into_inner();
         let mut texts: Vec<&str> = req.workloads_json.iter().map(String::as_str).collect();
         if !req.workload_json.is_empty() {
@@ -376,6 +394,7 @@ impl FleetQ for ApiService {
     }
 
     async fn cancel(&self, request: Request<pb::CancelRequest>) -> Reply<pb::CancelResponse> {
+        self.writes.admit("Cancel", &request)?;
         let req = request.into_inner();
         let response = self
             .propose(Command::CancelWorkload {

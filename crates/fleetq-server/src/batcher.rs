@@ -58,7 +58,11 @@ async fn run(proposer: Arc<Proposer>, mut rx: mpsc::Receiver<(Submission, Reply)
         tokio::spawn(async move {
             let (submissions, replies): (Vec<Submission>, Vec<Reply>) = batch.into_iter().unzip();
             let result = proposer
-                .propose(Command::SubmitWorkloads { submissions })
+                .propose(Command::SubmitWorkloads {
+                    submissions,
+                    // The leader stamps its limit (Proposer::write_local).
+                    max_pending_per_local_queue: None,
+                })
                 .await;
             drop(permit);
             match result {

@@ -15,6 +15,8 @@
 //!   admission order (gRPC, and HTTP shaped like Kueue's visibility API).
 //! - [`ui`]: the web dashboard at `/ui` and its JSON, `/api/v1/overview`.
 //! - [`tcp`]: helpers to run a node on real TCP with sled storage.
+//! - [`limits`]: limits against abuse (request size, write rate per
+//!   client, pending workloads per LocalQueue, agent sessions).
 
 //!
 //! ## Where this deviates from DESIGN.md
@@ -35,6 +37,7 @@ pub mod batcher;
 pub mod clock;
 pub mod http;
 pub mod leases;
+pub mod limits;
 pub mod metrics;
 pub mod network;
 pub mod node;
@@ -48,4 +51,5 @@ pub mod visibility;
 /// Channels with timeouts and keep-alive (shared with the agent).
 pub use fleetq_proto::transport;
 
+pub use limits::Limits;
 pub use node::{Node, NodeConfig, RaftTiming};

@@ -11,7 +11,9 @@
 //! apply() keeps and snapshots carry. Only what happens outside the state
 //! machine is counted per process in [`ServerMetrics`]: the leader's
 //! admission attempts and the Raft write latency (a follower reports them
-//! as zero), and the lease ages the leader keeps in memory.
+//! as zero), the lease ages the leader keeps in memory, and the requests
+//! this node refused under its limits (`fleetq_requests_refused_total`,
+//! counted by the node that answered the client: sum over nodes).
 //!
 //! ## Where this deviates from Kueue
 //!
@@ -110,18 +112,30 @@ pub struct ServerMetrics {
     admission_attempts: Family<ResultLabel, Counter>,
     admission_attempt_duration: HistogramFamily,
     append_latency: Histogram,
+    requests_refused: Family<ResultLabel, Counter>,
 }
 
 impl Default for ServerMetrics {
     fn default() -> Self {
-        ServerMetrics {
+        let metrics = ServerMetrics {
             admission_attempts: Family::default(),
             admission_attempt_duration: Family::new_with_constructor(
                 attempt_histogram as fn() -> Histogram,
             ),
             // 0.5 ms to about 16 s.
             append_latency: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            requests_refused: Family::default(),
+        };
+        // Every reason from the start, at 0, so that a rate() over it
+        // works before the first refusal.
+        for reason in crate::limits::reason::ALL {
+            drop(
+                metrics
+                    .requests_refused
+                    .get_or_create(&[("reason", reason)]),
+            );
         }
+        metrics
     }
 }
 
@@ -143,7 +157,27 @@ impl ServerMetrics {
         self.append_latency.observe(took.as_secs_f64());
     }
 
+    /// A request this node refused under one of its limits
+    /// ([`crate::limits::reason`]).
+    pub fn refused(&self, reason: &'static str) {
+        self.requests_refused
+            .get_or_create(&[("reason", reason)])
+            .inc();
+    }
+
+    /// Requests refused so far for `reason`.
+    pub fn refused_count(&self, reason: &'static str) -> u64 {
+        self.requests_refused
+            .get_or_create(&[("reason", reason)])
+            .get()
+    }
+
     fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "fleetq_requests_refused",
+            "Requests this node refused under its limits against abuse; reason: request_too_large (max_request_bytes), rate_limit (client_write_rate), pending_limit (max_pending_per_local_queue), agent_sessions (max_agent_sessions)",
+            self.requests_refused.clone(),
+        );
         registry.register(
             "kueue_admission_attempts",
             "The total number of admission attempts (scheduling cycles of this node as leader that proposed admissions, preemptions or new pending reasons); result: success (at least one workload admitted) or inadmissible",
@@ -912,6 +946,7 @@ spec:
                     request_id: None,
                     workload,
                 }],
+                max_pending_per_local_queue: None,
             });
         }
 

@@ -27,6 +27,7 @@ use crate::api_service::ApiService;
 use crate::batcher::SubmitBatcher;
 use crate::clock::SharedClock;
 use crate::leases::{LeaseConfig, LeaseTable};
+use crate::limits::{Limits, RequestSizeLayer, SessionSlots, WriteGate};
 use crate::metrics::ServerMetrics;
 use crate::network::PeerNetwork;
 use crate::proposer::Proposer;
@@ -96,7 +97,7 @@ pub struct Node {
 }
 
 impl Node {
-    /// Starts a node serving on `incoming`.
+    /// Starts a node serving on `incoming`, with the default [`Limits`].
     pub async fn start<LS, SS, I, IO, IE>(
         config: NodeConfig,
         log_store: LS,
@@ -112,6 +113,36 @@ impl Node {
         IO: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static,
         IE: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
     {
+        Node::start_with_limits(
+            config,
+            Limits::default(),
+            log_store,
+            state_machine,
+            incoming,
+            connector,
+            clock,
+        )
+        .await
+    }
+
+    /// Starts a node serving on `incoming` under `limits`.
+    pub async fn start_with_limits<LS, SS, I, IO, IE>(
+        config: NodeConfig,
+        limits: Limits,
+        log_store: LS,
+        state_machine: StateMachineStore<SS>,
+        incoming: I,
+        connector: SharedConnector,
+        clock: SharedClock,
+    ) -> Result<Node, String>
+    where
+        LS: RaftLogStorage<fleetq_ledger::raft::TypeConfig>,
+        SS: SnapshotStore,
+        I: Stream<Item = Result<IO, IE>> + Send + 'static,
+        IO: AsyncRead + AsyncWrite + Connected + Unpin + Send + 'static,
+        IE: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+    {
+        limits.check()?;
         let raft_config = openraft::Config {
             cluster_name: "fleetq".into(),
             heartbeat_interval: config.timing.heartbeat.as_millis() as u64,
@@ -161,7 +192,8 @@ impl Node {
                 Arc::clone(&connector),
                 handle.clone(),
             )
-            .with_metrics(metrics.clone()),
+            .with_metrics(metrics.clone())
+            .with_pending_limit(limits.pending_limit()),
         );
         let batcher = SubmitBatcher::start(Arc::clone(&proposer));
         let (shutdown, shutdown_rx) = watch::channel(false);
@@ -190,6 +222,7 @@ impl Node {
             handle: handle.clone(),
             batcher,
             debug_endpoints: config.debug_endpoints,
+            writes: WriteGate::new(&limits, metrics.clone())?,
         };
         let leases = LeaseTable::default();
         tokio::spawn(crate::leases::confirm_leadership(
@@ -210,26 +243,39 @@ impl Node {
             handle: handle.clone(),
             leases: leases.clone(),
             lease: config.lease,
+            sessions: SessionSlots::new(limits.max_agent_sessions),
+            metrics: metrics.clone(),
         };
         let peer = RaftService {
             raft: raft.clone(),
             proposer: Arc::clone(&proposer),
         };
         let mut stop = shutdown_rx.clone();
+        // Limits (crate::limits): message sizes per service; per
+        // connection, streams open and requests in flight; oversized
+        // requests explained, logged and counted.
+        let raft_bytes = limits.raft_message_bytes();
         let server = tonic::transport::Server::builder()
             .http2_keepalive_interval(Some(Duration::from_secs(1)))
             .http2_keepalive_timeout(Some(Duration::from_secs(2)))
+            .max_concurrent_streams(limits.max_concurrent_streams)
+            .concurrency_limit_per_connection(limits.concurrency_per_connection)
+            .layer(RequestSizeLayer::new(metrics.clone()))
             .add_service(
                 RaftServer::new(peer)
-                    .max_decoding_message_size(256 << 20)
-                    .max_encoding_message_size(256 << 20),
+                    .max_decoding_message_size(raft_bytes)
+                    .max_encoding_message_size(raft_bytes),
             )
             .add_service(
                 FleetQServer::new(api)
-                    .max_decoding_message_size(64 << 20)
+                    .max_decoding_message_size(limits.max_request_bytes)
                     .max_encoding_message_size(256 << 20),
             )
-            .add_service(AgentServer::new(agent))
+            .add_service(
+                AgentServer::new(agent)
+                    .max_decoding_message_size(limits.max_request_bytes)
+                    .max_encoding_message_size(256 << 20),
+            )
             .serve_with_incoming_shutdown(incoming, async move {
                 let _ = stop.wait_for(|s| *s).await;
             });

@@ -82,6 +82,8 @@ pub struct Proposer {
     /// How long a command waits for a leader before giving up.
     pub deadline: Duration,
     metrics: Option<ServerMetrics>,
+    /// Stamped into every submission this node proposes as leader.
+    pending_limit: Option<u64>,
 }
 
 impl Proposer {
@@ -98,7 +100,17 @@ impl Proposer {
             handle,
             deadline: Duration::from_secs(10),
             metrics: None,
+            pending_limit: None,
         }
+    }
+
+    /// The most pending workloads per LocalQueue, which this node stamps
+    /// into the submissions it writes as leader (as it stamps its clock):
+    /// apply() enforces the limit carried in the log entry, so every
+    /// replica, and a replay, decides alike. None: no limit.
+    pub fn with_pending_limit(mut self, limit: Option<u64>) -> Proposer {
+        self.pending_limit = limit;
+        self
     }
 
     /// Records the latency of every write this node commits as leader.
@@ -152,7 +164,14 @@ impl Proposer {
     }
 
     /// Writes on this node if it is the leader; never forwards.
-    pub async fn write_local(&self, command: Command) -> LocalWrite {
+    pub async fn write_local(&self, mut command: Command) -> LocalWrite {
+        if let Command::SubmitWorkloads {
+            max_pending_per_local_queue: limit @ None,
+            ..
+        } = &mut command
+        {
+            *limit = self.pending_limit;
+        }
         let request = Request {
             at: self.clock.now(),
             command,

@@ -8,13 +8,16 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tokio_stream::StreamExt;
 
 use crate::clock::SystemClock;
+use crate::limits::Limits;
 use crate::node::{Node, NodeConfig};
 use crate::transport::{TcpConnector, Timeouts};
 
 /// Binds `listen`, opens the sled database in `data_dir` and starts the
-/// node; connections to peers go out from `source` where one is given.
+/// node under `limits`; connections to peers go out from `source` where
+/// one is given.
 pub async fn start_node(
     config: NodeConfig,
+    limits: Limits,
     listen: SocketAddr,
     data_dir: &Path,
     source: Option<IpAddr>,
@@ -39,5 +42,14 @@ pub async fn start_node(
         })
     });
     let connector = Arc::new(TcpConnector::new(Timeouts::default()).with_source(source));
-    Node::start(config, log, sm, incoming, connector, Arc::new(SystemClock)).await
+    Node::start_with_limits(
+        config,
+        limits,
+        log,
+        sm,
+        incoming,
+        connector,
+        Arc::new(SystemClock),
+    )
+    .await
 }

@@ -899,6 +899,7 @@ spec:
                     request_id: None,
                     workload,
                 }],
+                max_pending_per_local_queue: None,
             });
         }
 

@@ -846,6 +846,7 @@ value: 10
                         request_id: None,
                         workload,
                     }],
+                    max_pending_per_local_queue: None,
                 },
             );
         }

@@ -168,7 +168,19 @@ fn maximum_execution_time(
 ) -> Option<Duration> {
     let deadline = match spec.active_deadline_seconds {
         None => None,
-        Some(seconds) if seconds > 0 => Some(Duration::from_secs(seconds.unsigned_abs())),
+        Some(seconds) if seconds > 0 => {
+            let deadline = crate::time::duration_from_secs(seconds.unsigned_abs());
+            if deadline.is_none() {
+                errors.push(at.error(
+                    "spec.activeDeadlineSeconds",
+                    format!(
+                        "must be at most {}, got {seconds}",
+                        crate::time::MAX_DURATION_SECS
+                    ),
+                ));
+            }
+            deadline
+        }
         Some(seconds) => {
             errors.push(at.error(
                 "spec.activeDeadlineSeconds",

@@ -1,0 +1,217 @@
+//! The limits flags shared by `fleetq server` and `fleetq dev` (and the
+//! server's TOML keys of the same names): see `fleetq_server::limits`.
+
+use clap::Args;
+use fleetq_server::limits::{MAX_REQUEST_BYTES, MIN_REQUEST_BYTES};
+use fleetq_server::Limits;
+use serde::Deserialize;
+
+#[derive(Clone, Debug, Default, Args)]
+pub struct LimitArgs {
+    /// Largest request message the API and agent services accept, in
+    /// bytes or with Ki, Mi or Gi (larger ones are refused with
+    /// OUT_OF_RANGE) [default: 16Mi].
+    #[arg(long, value_name = "BYTES")]
+    pub max_request_bytes: Option<String>,
+    /// Writes (Submit, Cancel, Apply, Delete) per second allowed to one
+    /// client, by source IP address, per node; more are refused with
+    /// RESOURCE_EXHAUSTED. 0: unlimited [default: 0].
+    #[arg(long, value_name = "PER_SECOND", allow_negative_numbers = true)]
+    pub client_write_rate: Option<f64>,
+    /// Writes one client may make at once before --client-write-rate
+    /// applies [default: one second's worth].
+    #[arg(long, value_name = "N")]
+    pub client_write_burst: Option<u32>,
+    /// Most pending workloads one LocalQueue may hold; a submission beyond
+    /// it is refused naming the LocalQueue. The leader's setting counts.
+    /// 0: unlimited [default: 100000].
+    #[arg(long, value_name = "N")]
+    pub max_pending_per_local_queue: Option<u64>,
+    /// Most clusters whose agents hold a session with this node at once
+    /// (a reconnecting agent's second session is let in) [default: 1024].
+    #[arg(long, value_name = "N")]
+    pub max_agent_sessions: Option<usize>,
+}
+
+/// A byte count in a TOML file: a number, or text such as "16Mi".
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Bytes {
+    Number(u64),
+    Text(String),
+}
+
+/// The limits keys of the server's TOML file.
+#[derive(Clone, Debug, Default)]
+pub struct FileLimits {
+    pub max_request_bytes: Option<Bytes>,
+    pub client_write_rate: Option<f64>,
+    pub client_write_burst: Option<u32>,
+    pub max_pending_per_local_queue: Option<u64>,
+    pub max_agent_sessions: Option<usize>,
+}
+
+/// `16777216`, `16Mi`, `512Ki`, `1Gi` (also `K`, `M`, `G`: powers of 1000).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, suffix) = t.split_at(split);
+    let unit: u64 = match suffix {
+        "" => 1,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "K" | "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        other => {
+            return Err(format!(
+                "{other:?} is not a unit (use bytes, or Ki, Mi, Gi)"
+            ))
+        }
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a byte count such as 16Mi or 16777216"))?;
+    n.checked_mul(unit)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+impl LimitArgs {
+    /// The limits from these flags over `file`'s keys over the defaults;
+    /// a bad value is refused naming its flag.
+    pub fn resolve(&self, file: &FileLimits) -> Result<Limits, String> {
+        let mut limits = Limits::default();
+        let bytes = match (&self.max_request_bytes, &file.max_request_bytes) {
+            (Some(t), _) => {
+                Some(parse_bytes(t).map_err(|e| format!("--max-request-bytes {t:?}: {e}"))?)
+            }
+            (None, Some(Bytes::Text(t))) => Some(
+                parse_bytes(t)
+                    .map_err(|e| format!("--max-request-bytes (max_request_bytes) {t:?}: {e}"))?,
+            ),
+            (None, Some(Bytes::Number(n))) => Some(*n),
+            (None, None) => None,
+        };
+        if let Some(b) = bytes {
+            let b = usize::try_from(b).unwrap_or(usize::MAX);
+            if !(MIN_REQUEST_BYTES..=MAX_REQUEST_BYTES).contains(&b) {
+                return Err(format!(
+                    "--max-request-bytes: {b} bytes is outside 1Ki to 2Gi"
+                ));
+            }
+            limits.max_request_bytes = b;
+        }
+        if let Some(rate) = self.client_write_rate.or(file.client_write_rate) {
+            fleetq_server::limits::rate::check_rate(rate).map_err(|_| {
+                format!(
+                    "--client-write-rate: {rate} must be 0 (unlimited) or a number of writes per second up to {}",
+                    fleetq_server::limits::rate::MAX_RATE
+                )
+            })?;
+            limits.client_write_rate = rate;
+        }
+        if let Some(burst) = self.client_write_burst.or(file.client_write_burst) {
+            if burst == 0 {
+                return Err("--client-write-burst: must be at least 1".into());
+            }
+            if limits.client_write_rate == 0.0 {
+                return Err("--client-write-burst needs --client-write-rate above 0".into());
+            }
+            limits.client_write_burst = burst;
+        }
+        if let Some(n) = self
+            .max_pending_per_local_queue
+            .or(file.max_pending_per_local_queue)
+        {
+            limits.max_pending_per_local_queue = n;
+        }
+        if let Some(n) = self.max_agent_sessions.or(file.max_agent_sessions) {
+            if n == 0 {
+                return Err("--max-agent-sessions: must be at least 1".into());
+            }
+            limits.max_agent_sessions = n;
+        }
+        limits.check()?;
+        Ok(limits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts() {
+        assert_eq!(parse_bytes("16Mi"), Ok(16 << 20));
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("2M"), Ok(2_000_000));
+        assert!(parse_bytes("16MB").is_err());
+        assert!(parse_bytes("Mi").is_err());
+        assert!(parse_bytes("-1").is_err());
+        assert!(parse_bytes("99999999999999Gi").is_err());
+    }
+
+    #[test]
+    fn flags_over_file_over_defaults_and_errors_name_the_flag() {
+        let none = LimitArgs::default();
+        assert_eq!(none.resolve(&FileLimits::default()), Ok(Limits::default()));
+        let file = FileLimits {
+            max_request_bytes: Some(Bytes::Text("1Mi".into())),
+            client_write_rate: Some(5.0),
+            max_pending_per_local_queue: Some(7),
+            ..FileLimits::default()
+        };
+        let l = none.resolve(&file).expect("valid");
+        assert_eq!(l.max_request_bytes, 1 << 20);
+        assert_eq!(l.client_write_rate, 5.0);
+        assert_eq!(l.max_pending_per_local_queue, 7);
+        let flags = LimitArgs {
+            max_pending_per_local_queue: Some(3),
+            ..LimitArgs::default()
+        };
+        assert_eq!(
+            flags.resolve(&file).map(|l| l.max_pending_per_local_queue),
+            Ok(3)
+        );
+        let bad = |args: LimitArgs, flag: &str| {
+            let e = args.resolve(&FileLimits::default()).expect_err("refused");
+            assert!(e.contains(flag), "{e:?} does not name {flag}");
+        };
+        bad(
+            LimitArgs {
+                max_request_bytes: Some("12x".into()),
+                ..LimitArgs::default()
+            },
+            "--max-request-bytes",
+        );
+        bad(
+            LimitArgs {
+                max_request_bytes: Some("10".into()),
+                ..LimitArgs::default()
+            },
+            "--max-request-bytes",
+        );
+        bad(
+            LimitArgs {
+                client_write_rate: Some(-1.0),
+                ..LimitArgs::default()
+            },
+            "--client-write-rate",
+        );
+        bad(
+            LimitArgs {
+                client_write_burst: Some(5),
+                ..LimitArgs::default()
+            },
+            "--client-write-burst",
+        );
+        bad(
+            LimitArgs {
+                max_agent_sessions: Some(0),
+                ..LimitArgs::default()
+            },
+            "--max-agent-sessions",
+        );
+    }
+}
