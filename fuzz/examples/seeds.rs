@@ -78,7 +78,10 @@ fn raw_strings(source: &str) -> Vec<String> {
 fn yaml_seeds() -> BTreeSet<Vec<u8>> {
     let root = root();
     let mut seeds = BTreeSet::new();
-    for path in files(&root.join("crates/fleetq-model/tests/testdata/kueue-docs"), "yaml") {
+    for path in files(
+        &root.join("crates/fleetq-model/tests/testdata/kueue-docs"),
+        "yaml",
+    ) {
         seeds.insert(std::fs::read(path).expect("read testdata"));
     }
     seeds.insert(std::fs::read(root.join("deploy/dev/sample.yaml")).expect("sample.yaml"));
@@ -104,10 +107,47 @@ fn yaml_seeds() -> BTreeSet<Vec<u8>> {
 
 fn quantity_seeds() -> BTreeSet<Vec<u8>> {
     [
-        "8", "0", "500m", "1Gi", "64Gi", "80GB", "1.5", "2e3", "1E-3", "10k", "0.5Gi", ".5", "+3",
-        "1n", "1500u", "1e-40", "100Ei", "1e300", "9223372036854775", "9223372036854775807m",
-        "-1", "", " 4 ", "1Ki", "2Mi", "5G", "5T", "1P", "1E", "3Ti", "1Pi", "1Ei", "0.001",
-        "12.000", "1e3m", "4 GPUs", "0x10", "8\"", "\"64Gi\"", "1.5e3", "99999999999999999999",
+        "8",
+        "0",
+        "500m",
+        "1Gi",
+        "64Gi",
+        "80GB",
+        "1.5",
+        "2e3",
+        "1E-3",
+        "10k",
+        "0.5Gi",
+        ".5",
+        "+3",
+        "1n",
+        "1500u",
+        "1e-40",
+        "100Ei",
+        "1e300",
+        "9223372036854775",
+        "9223372036854775807m",
+        "-1",
+        "",
+        " 4 ",
+        "1Ki",
+        "2Mi",
+        "5G",
+        "5T",
+        "1P",
+        "1E",
+        "3Ti",
+        "1Pi",
+        "1Ei",
+        "0.001",
+        "12.000",
+        "1e3m",
+        "4 GPUs",
+        "0x10",
+        "8\"",
+        "\"64Gi\"",
+        "1.5e3",
+        "99999999999999999999",
     ]
     .iter()
     .map(|s| s.as_bytes().to_vec())

@@ -84,7 +84,11 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     );
     assert!(r.is_ok(), "{r:?}");
     if !config.is_empty() {
-        apply(&mut ledger, 2_000, Command::ApplyObjects { objects: config });
+        apply(
+            &mut ledger,
+            2_000,
+            Command::ApplyObjects { objects: config },
+        );
     }
     if submissions.is_empty() {
         return;

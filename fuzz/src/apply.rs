@@ -2,7 +2,10 @@
 //! ledger commands on a realistic setup, with the invariants checked after
 //! every command (DESIGN.md §6: 1 and 2 through `Ledger::violations`, the
 //! record/snapshot agreement of the property tests, and 6: a second
-//! replica fed the same log through JSON, as Raft carries it, agrees).
+//! replica fed the same log through JSON, as Raft carries it, holds the
+//! same state after every command and the same state hash every 8
+//! commands; at the end a fresh replay of the whole log and an
+//! export/import agree on the hash).
 //!
 //! # Input layout
 //!
@@ -401,8 +404,7 @@ impl Harness {
         // the end.
         assert!(
             self.a.state() == self.b.state()
-                && self.a.snapshot().local_queue_states()
-                    == self.b.snapshot().local_queue_states(),
+                && self.a.snapshot().local_queue_states() == self.b.snapshot().local_queue_states(),
             "replicas agree after {}",
             request.command.name()
         );
@@ -427,7 +429,8 @@ impl Harness {
                 Ok(l) if l.state_hash() == self.a.state_hash() => {}
                 Ok(l) => {
                     println!("  !! export/import changes the hash here");
-                    let x = serde_json::to_string_pretty(&self.a.exported_state()).unwrap_or_default();
+                    let x =
+                        serde_json::to_string_pretty(&self.a.exported_state()).unwrap_or_default();
                     let y = serde_json::to_string_pretty(&l.exported_state()).unwrap_or_default();
                     for (i, (p, q)) in x.lines().zip(y.lines()).enumerate() {
                         if p != q {
@@ -837,8 +840,8 @@ impl Harness {
             }
         }
         let before = replicated(&self.a);
-        let stale = batch.cycle <= self.a.state().last_cycle
-            || term.is_some_and(|t| t != batch.cycle.term);
+        let stale =
+            batch.cycle <= self.a.state().last_cycle || term.is_some_and(|t| t != batch.cycle.term);
         let r = self.apply_in_term(Command::AdmitBatch(batch.clone()), term);
         let Outcome::Admitted(outcome) = r.outcome else {
             panic!("{r:?}");
@@ -1097,7 +1100,11 @@ impl Harness {
         let before = replicated(&self.a);
         let r = self.apply(Command::DeleteObject { kind, name });
         if !r.is_ok() {
-            assert_eq!(replicated(&self.a), before, "a refused delete changes nothing");
+            assert_eq!(
+                replicated(&self.a),
+                before,
+                "a refused delete changes nothing"
+            );
         }
     }
 
@@ -1136,8 +1143,10 @@ impl Harness {
                 vec![Object::ClusterQueue(cq)]
             }
             (4, Some(mut cq)) => {
-                cq.spec.stop_policy =
-                    *input_pick(&[StopPolicy::None, StopPolicy::Hold, StopPolicy::HoldAndDrain], v);
+                cq.spec.stop_policy = *input_pick(
+                    &[StopPolicy::None, StopPolicy::Hold, StopPolicy::HoldAndDrain],
+                    v,
+                );
                 cq.spec.queueing_strategy = if w & 1 == 1 {
                     QueueingStrategy::StrictFIFO
                 } else {
@@ -1223,7 +1232,11 @@ impl Harness {
         let before = replicated(&self.a);
         let r = self.apply(Command::ApplyObjects { objects });
         if !r.is_ok() {
-            assert_eq!(replicated(&self.a), before, "a refused change changes nothing");
+            assert_eq!(
+                replicated(&self.a),
+                before,
+                "a refused change changes nothing"
+            );
         }
     }
 }
