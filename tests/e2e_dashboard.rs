@@ -16,8 +16,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -48,41 +47,15 @@ fn chromium() -> Result<PathBuf, String> {
     )
 }
 
-/// A base port with the two after it free too, outside `avoid`: below
-/// Linux's ephemeral range and below the ports e2e_metrics draws from
-/// (20000-32000), so tests running at the same time do not collide.
+/// Three consecutive free ports from 12000-19999: below Linux's ephemeral
+/// range and the ports e2e_metrics draws from (20000-32000).
 fn three_free_ports(avoid: &[u16]) -> u16 {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0)
-        ^ std::process::id().wrapping_mul(2_654_435_761);
-    for i in 0..200u32 {
-        let base = 12_000 + (seed.wrapping_add(i.wrapping_mul(7_919)) % 7_990) as u16;
-        if avoid.iter().any(|a| base.abs_diff(*a) < 3) {
-            continue;
-        }
-        if (base..base + 3).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
-            return base;
-        }
-    }
-    panic!("no three consecutive free ports");
+    common::consecutive_free_ports(12_000, 7_990, 3, avoid)
 }
 
 /// GET over plain HTTP/1.1: (status code, head, body).
 fn http_get(addr: &str, path: &str) -> Option<(u16, String, String)> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).ok()?;
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, head.to_ascii_lowercase(), body.to_string()))
+    common::http(addr, "GET", path, Duration::from_secs(5)).map(|r| (r.status, r.head, r.body))
 }
 
 struct Dev {

@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -22,33 +20,14 @@ use serde_json::Value;
 /// 20000-31999, e2e_cli_comfort 27460-27699) and below Linux's ephemeral
 /// range, where `free_port()` and client connections land.
 fn six_free_ports() -> u16 {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0)
-        ^ std::process::id().wrapping_mul(2_654_435_761);
-    for i in 0..200u32 {
-        let base = 10_000 + (seed.wrapping_add(i.wrapping_mul(7_919)) % 1_990) as u16;
-        if (base..base + 6).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
-            return base;
-        }
-    }
-    panic!("no six consecutive free ports");
+    common::consecutive_free_ports(10_000, 1_990, 6, &[])
 }
 
 /// GET over plain HTTP/1.1: the body of a 200.
 fn http_get(addr: &str, path: &str) -> Option<String> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).ok()?;
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+    common::http(addr, "GET", path, Duration::from_secs(5))
+        .filter(|r| r.status == 200)
+        .map(|r| r.body)
 }
 
 /// `fleetq_requests_refused_total{reason}` as node `http` reports it.

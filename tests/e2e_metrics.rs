@@ -8,8 +8,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -20,37 +19,12 @@ use serde_json::Value;
 /// below Linux's ephemeral range (32768-60999), so that the many client
 /// connections of a test cannot be handed one of them meanwhile.
 fn three_free_ports(avoid: &[u16]) -> u16 {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0)
-        ^ std::process::id().wrapping_mul(2_654_435_761);
-    for i in 0..200u32 {
-        let base = 20_000 + (seed.wrapping_add(i.wrapping_mul(7_919)) % 12_000) as u16;
-        if avoid.iter().any(|a| base.abs_diff(*a) < 3) {
-            continue;
-        }
-        if (base..base + 3).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
-            return base;
-        }
-    }
-    panic!("no three consecutive free ports");
+    common::consecutive_free_ports(20_000, 12_000, 3, avoid)
 }
 
 /// GET over plain HTTP/1.1: (status code, body).
 fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).ok()?;
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, body.to_string()))
+    common::http(addr, "GET", path, Duration::from_secs(5)).map(|r| (r.status, r.body))
 }
 
 /// One sample line: metric name and its labels.

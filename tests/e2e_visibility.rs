@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -18,39 +16,12 @@ use serde_json::Value;
 /// A base port with the two after it free too, outside `avoid`, below
 /// Linux's ephemeral range so that client connections cannot take them.
 fn three_free_ports(avoid: &[u16]) -> u16 {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0)
-        ^ std::process::id().wrapping_mul(2_654_435_761);
-    for i in 0..200u32 {
-        let base = 20_000 + (seed.wrapping_add(i.wrapping_mul(7_919)) % 12_000) as u16;
-        if avoid.iter().any(|a| base.abs_diff(*a) < 3) {
-            continue;
-        }
-        if (base..base + 3).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
-            return base;
-        }
-    }
-    panic!("no three consecutive free ports");
+    common::consecutive_free_ports(20_000, 12_000, 3, avoid)
 }
 
 /// One HTTP/1.1 request: (status code, body).
 fn http(addr: &str, method: &str, path: &str) -> Option<(u16, String)> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).ok()?;
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, body.to_string()))
+    common::http(addr, method, path, Duration::from_secs(10)).map(|r| (r.status, r.body))
 }
 
 /// GET that must answer `want`, with a JSON body.

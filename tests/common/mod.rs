@@ -21,6 +21,62 @@ pub fn free_port() -> u16 {
         .expect("a free loopback port")
 }
 
+/// The first of `count` consecutive free loopback ports, drawn from
+/// `from..from + span` and at least 3 away from every port in `avoid`.
+/// Each test that starts `fleetq dev` on fixed ports draws from a range of
+/// its own below Linux's ephemeral range (32768-60999), so tests running
+/// at once, and the client connections they make, cannot take its ports.
+pub fn consecutive_free_ports(from: u16, span: u16, count: u16, avoid: &[u16]) -> u16 {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0)
+        ^ std::process::id().wrapping_mul(2_654_435_761);
+    for i in 0..200u32 {
+        let base = from + (seed.wrapping_add(i.wrapping_mul(7_919)) % u32::from(span)) as u16;
+        if avoid.iter().any(|a| base.abs_diff(*a) < 3) {
+            continue;
+        }
+        if (base..base + count).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok()) {
+            return base;
+        }
+    }
+    panic!(
+        "no {count} consecutive free ports in {from}..{}",
+        from + span
+    );
+}
+
+/// What one plain HTTP/1.1 request got back.
+pub struct HttpReply {
+    pub status: u16,
+    /// Status line and headers, lower-cased.
+    pub head: String,
+    pub body: String,
+}
+
+/// One plain HTTP/1.1 request (no body), waiting at most `timeout` for
+/// the answer; `None` when nothing (or nothing parseable) came back.
+pub fn http(addr: &str, method: &str, path: &str, timeout: Duration) -> Option<HttpReply> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).ok()?;
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some(HttpReply {
+        status,
+        head: head.to_ascii_lowercase(),
+        body: body.to_string(),
+    })
+}
+
 pub struct Group {
     pub dir: tempfile::TempDir,
     pub addrs: Vec<String>,
