@@ -117,14 +117,20 @@ impl Dev {
             addr: format!("127.0.0.1:{base}"),
             dir,
         };
-        // dev answers before the sample is loaded; wait for it.
+        // dev answers before the sample is loaded and before both agents
+        // have registered; wait for both clusters Ready and both queues.
         let ready = wait_for(Duration::from_secs(60), || {
             let out = cli(&dev.addr, &["get", "clusters"]);
             let cq = cli(&dev.addr, &["get", "cq"]);
-            (out.status.success()
-                && stdout(&out).contains("dev-west")
-                && stdout(&cq).contains("team-b"))
-            .then_some(())
+            let clusters = stdout(&out);
+            let ready_rows = clusters
+                .lines()
+                .filter(|l| {
+                    (l.contains("dev-west") || l.contains("dev-east")) && l.contains("Ready")
+                })
+                .count();
+            (out.status.success() && ready_rows == 2 && stdout(&cq).contains("team-b"))
+                .then_some(())
         });
         assert!(ready.is_some(), "fleetq dev did not come up: {}", dev.log());
         dev
