@@ -21,6 +21,9 @@ struct Cli {
     /// Server to talk to (any node of the group).
     #[arg(long, global = true, env = "FLEETQ_SERVER", default_value = cli::client::DEFAULT_SERVER, value_name = "ADDR")]
     server: String,
+    /// Mutual TLS (on by default) or --insecure.
+    #[command(flatten)]
+    tls: cli::tls::TlsArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -77,6 +80,9 @@ enum Command {
     /// running, assigned against capacity), with the Raft leader and term;
     /// redrawn every second until Ctrl-C.
     Top(cli::top::TopArgs),
+    /// Create a dev certificate authority and node, agent and client
+    /// certificates (mutual TLS), or a bearer token.
+    Certs(cli::certs::CertsArgs),
     /// Print a shell completion script for bash, zsh or fish.
     Completion(cli::completion::CompletionArgs),
 }
@@ -84,16 +90,17 @@ enum Command {
 fn main() -> ExitCode {
     // Usage errors exit with status 2 from inside `parse`.
     let cli = Cli::parse();
+    cli::client::configure(cli.tls.clone());
     match cli.command {
         Command::Validate(args) => cli::validate::run(&args),
-        Command::Dev(args) => cli::dev::run(&args),
-        Command::Server(args) => cli::server::run(&args),
+        Command::Dev(args) => cli::dev::run(&args, &cli.tls),
+        Command::Server(args) => cli::server::run(&args, &cli.tls),
         Command::Agent(args) => {
             // The agent takes --server only when given (the CLI default
             // would otherwise override the servers of its config file).
             let explicit = std::env::args().any(|a| a == "--server" || a.starts_with("--server="))
                 || std::env::var_os("FLEETQ_SERVER").is_some();
-            cli::agent::run(&args, explicit.then_some(cli.server.as_str()))
+            cli::agent::run(&args, explicit.then_some(cli.server.as_str()), &cli.tls)
         }
         Command::Apply(args) => cli::apply::run(&cli.server, &args),
         Command::Get(args) => cli::get::run(&cli.server, &args),
@@ -105,6 +112,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cli::bench::run(&args),
         Command::Members(args) => cli::members::run(&cli.server, &args),
         Command::Top(args) => cli::top::run(&cli.server, &args),
+        Command::Certs(args) => cli::certs::run(&args),
         Command::Completion(args) => {
             cli::completion::run(&args, <Cli as clap::CommandFactory>::command())
         }

@@ -226,6 +226,9 @@ async fn node_host(
             ttl: LEASE_TTL,
             heartbeat: Duration::from_millis(400),
         },
+        // The simulated network carries plaintext; TLS is covered by the
+        // end-to-end tests (tests/e2e_security.rs).
+        auth: fleetq_server::auth::Authorizer::insecure(),
     };
     let state_machine = StateMachineStore::open(
         MemSnapshotStore::new(disk.clone()),

@@ -16,6 +16,7 @@ use clap::{Args, ValueEnum};
 use fleetq_agent::config::{ExecutorKind, InventorySource, StaticFlavor};
 use fleetq_agent::{Agent, AgentConfig};
 
+use super::tls::{Role, TlsArgs, RELOAD_EVERY};
 use super::server::{init_logging, runtime, termination, LogFormat};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -168,7 +169,7 @@ pub fn resolve(args: &AgentArgs, servers: Option<&str>) -> Result<AgentConfig, S
     Ok(c)
 }
 
-pub fn run(args: &AgentArgs, servers: Option<&str>) -> ExitCode {
+pub fn run(args: &AgentArgs, servers: Option<&str>, tls_args: &TlsArgs) -> ExitCode {
     let config = match resolve(args, servers) {
         Ok(c) => c,
         Err(e) => {
@@ -184,17 +185,28 @@ pub fn run(args: &AgentArgs, servers: Option<&str>) -> ExitCode {
         }
     };
     init_logging(args.log_format, "info,h2=warn,tower=warn,hyper=warn");
+    let tls = match tls_args.resolve(&Role::Agent(config.cluster.clone())) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     runtime.block_on(async {
         // Read the inventory (and re-adopt running children) before
         // anything else: a node without a driver says so in one line and
         // exits non-zero.
-        let agent = match Agent::new(config).await {
+        let mut agent = match Agent::new(config).await {
             Ok(a) => a,
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::FAILURE;
             }
         };
+        if let Some(tls) = tls {
+            tls.spawn_reloader(RELOAD_EVERY);
+            agent = agent.with_tls(tls);
+        }
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let cluster = agent.cluster().to_string();
         let agent = tokio::spawn(agent.run(stopped));

@@ -211,6 +211,9 @@ async fn start_group() -> Result<(Vec<Node>, Vec<String>, tempfile::TempDir), St
             simulated_clusters: vec![cluster.clone()],
             debug_endpoints: false,
             lease: fleetq_server::leases::LeaseConfig::default(),
+            // In-process loopback group: plaintext (TLS costs the
+            // handshake once per connection, not per admission).
+            auth: fleetq_server::auth::Authorizer::insecure(),
         };
         nodes.push(
             fleetq_server::tcp::start_node(
@@ -222,6 +225,7 @@ async fn start_group() -> Result<(Vec<Node>, Vec<String>, tempfile::TempDir), St
                 },
                 *addr,
                 &dir.path().join(format!("node-{id}")),
+                None,
                 None,
             )
             .await?,
@@ -295,7 +299,17 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     } else {
         (Vec::new(), args.target.clone(), None)
     };
-    let mut admin = client::connect(&addrs[0]).await?;
+    // Its own group is plaintext; a --target group takes the CLI's TLS
+    // flags.
+    let in_process = !nodes.is_empty();
+    let connect = |addr: String| async move {
+        if in_process {
+            client::connect_with(&addr, None, None).await
+        } else {
+            client::connect(&addr).await
+        }
+    };
+    let mut admin = connect(addrs[0].clone()).await?;
     client::wait_for_leader(&mut admin, Duration::from_secs(10)).await?;
     let applied = admin
         .apply(pb::ApplyRequest {
@@ -313,7 +327,7 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
 
     let mut clients = Vec::new();
     for addr in &addrs {
-        clients.push(client::connect(addr).await?);
+        clients.push(connect(addr.clone()).await?);
     }
     let cpu_before = cpu_seconds();
     let next = Arc::new(AtomicU64::new(0));

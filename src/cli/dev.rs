@@ -13,7 +13,11 @@ use fleetq_proto::v1 as pb;
 use fleetq_server::simulated::{self, SimulatedCluster};
 use fleetq_server::{NodeConfig, RaftTiming};
 
+use fleetq_proto::tls::{Tls, TlsFiles};
+use fleetq_server::auth::Authorizer;
+
 use super::client;
+use super::tls::{TlsArgs, RELOAD_EVERY};
 use super::limits::{FileLimits, LimitArgs};
 use super::server::{init_logging, runtime, termination, LogFormat};
 
@@ -86,8 +90,8 @@ async fn bind_http(
     }
 }
 
-pub fn run(args: &DevArgs) -> ExitCode {
-    match run_inner(args) {
+pub fn run(args: &DevArgs, tls: &TlsArgs) -> ExitCode {
+    match run_inner(args, tls) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
@@ -96,7 +100,24 @@ pub fn run(args: &DevArgs) -> ExitCode {
     }
 }
 
-fn run_inner(args: &DevArgs) -> Result<(), String> {
+/// The dev group's certificates: made in the TLS directory (default
+/// ~/.fleetq/tls) when missing, so the CLI finds its client.pem there
+/// with no flags. `None` with --insecure.
+fn dev_tls(tls: &TlsArgs, clusters: &[SimulatedCluster]) -> Result<Option<std::path::PathBuf>, String> {
+    if tls.insecure {
+        tracing::warn!("--insecure: plaintext gRPC, no authentication, every caller may do everything");
+        return Ok(None);
+    }
+    let dir = tls
+        .dir()
+        .ok_or("--tls-dir: no directory given and HOME is not set")?;
+    let names: Vec<String> = clusters.iter().map(|c| c.name.clone()).collect();
+    super::certs::ensure_dev_certs(&dir, &[1, 2, 3], &names, "admin")
+        .map_err(|e| format!("--tls-dir {}: {e}", dir.display()))?;
+    Ok(Some(dir))
+}
+
+fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
     let clusters = if args.clusters.is_empty() {
         simulated::dev_clusters()
     } else {
@@ -124,6 +145,13 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
     // Elections among nodes that start one after another log transient
     // errors; `fleetq dev` keeps its terminal for the tour (RUST_LOG shows them).
     init_logging(args.log_format, "warn,openraft=off,sled=warn");
+    let tls_dir = dev_tls(tls_args, &clusters)?;
+    let load = |stem: &str| -> Result<Option<Tls>, String> {
+        tls_dir
+            .as_ref()
+            .map(|d| Tls::load(TlsFiles::in_dir(d, stem)))
+            .transpose()
+    };
     let (_temp, root) = match &args.data_dir {
         Some(d) => (None, d.clone()),
         None => {
@@ -159,9 +187,17 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
                 simulated_clusters: Vec::new(),
                 debug_endpoints: false,
                 lease: fleetq_server::leases::LeaseConfig::default(),
+                auth: match tls_dir {
+                    Some(_) => Authorizer::secure(None)?,
+                    None => Authorizer::insecure(),
+                },
             };
             let dir = root.join(format!("node-{id}"));
-            let node = fleetq_server::tcp::start_node(config, limits, *addr, &dir, None).await?;
+            let tls = load(&format!("node-{id}"))?;
+            if let Some(t) = &tls {
+                t.spawn_reloader(RELOAD_EVERY);
+            }
+            let node = fleetq_server::tcp::start_node(config, limits, *addr, &dir, None, tls).await?;
             http.push(fleetq_server::http::serve(listener, &node, metrics)?);
             nodes.push(node);
         }
@@ -186,11 +222,15 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
                 })
                 .collect();
             config.check()?;
-            let agent = fleetq_agent::Agent::new(config).await?;
+            let mut agent = fleetq_agent::Agent::new(config).await?;
+            if let Some(tls) = load(&format!("agent-{}", cl.name))? {
+                agent = agent.with_tls(tls);
+            }
             agents.push(tokio::spawn(agent.run(agents_stopped.clone())));
         }
         let api = addrs[&1].to_string();
-        let mut c = client::connect(&api).await?;
+        let client_tls = load("client")?;
+        let mut c = client::connect_with(&api, client_tls.as_ref(), None).await?;
         let leader = client::wait_for_leader(&mut c, Duration::from_secs(10)).await?;
         if !args.no_sample {
             let r = c
@@ -225,6 +265,10 @@ fn run_inner(args: &DevArgs) -> Result<(), String> {
             println!("  sample config: ClusterQueues team-a and team-b in cohort research, LocalQueues default/team-a and default/team-b, priority classes high and low");
         }
         println!();
+        match &tls_dir {
+            Some(d) => println!("  mutual TLS: CA and certificates in {} (the CLI's default; its client.pem is tenant admin)", d.display()),
+            None => println!("  plaintext (--insecure): give the CLI --insecure too"),
+        }
         println!("Point the CLI at {api} (the default). Try, from another terminal:");
         println!("  fleetq get cq");
         println!("  fleetq submit --queue team-a --name train-1 --request nvidia.com/gpu=4 --duration 2m --wait");

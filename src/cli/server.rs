@@ -20,6 +20,8 @@ use fleetq_server::simulated::SimulatedCluster;
 use fleetq_server::{Limits, NodeConfig, RaftTiming};
 use serde::Deserialize;
 
+use super::tls::{Role, TlsArgs, RELOAD_EVERY};
+use fleetq_proto::tls::Tls;
 use super::limits::{Bytes, FileLimits, LimitArgs};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
@@ -102,6 +104,11 @@ pub struct ServerArgs {
     pub log_format: Option<LogFormat>,
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// Authorization policy (YAML: tenants, their namespaces, verbs and
+    /// bearer tokens), reloaded when it changes [default: only the tenant
+    /// `admin`, as an admin]. Needs TLS.
+    #[arg(long, value_name = "FILE")]
+    pub auth_policy: Option<PathBuf>,
 }
 
 /// The TOML file's shape.
@@ -313,6 +320,8 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
             simulated_clusters,
             debug_endpoints: args.debug_endpoints || file.debug_endpoints,
             lease,
+            // Set by `run` from the TLS flags.
+            auth: fleetq_server::auth::Authorizer::insecure(),
         },
         listen,
         source_address: args.source_address.or(file.source_address),
@@ -369,8 +378,26 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the async runtime: {e}"))
 }
 
-pub fn run(args: &ServerArgs) -> ExitCode {
-    let settings = match resolve(args) {
+/// The node's TLS and authorization from the TLS flags and
+/// `--auth-policy`.
+fn security(
+    args: &ServerArgs,
+    tls_args: &TlsArgs,
+    id: u64,
+) -> Result<(Option<Tls>, fleetq_server::auth::Authorizer), String> {
+    let tls = tls_args.resolve(&Role::Node(id))?;
+    let auth = match (&tls, &args.auth_policy) {
+        (Some(_), policy) => fleetq_server::auth::Authorizer::secure(policy.clone())?,
+        (None, Some(_)) => {
+            return Err("--auth-policy: authorization needs TLS (drop --insecure)".into())
+        }
+        (None, None) => fleetq_server::auth::Authorizer::insecure(),
+    };
+    Ok((tls, auth))
+}
+
+pub fn run(args: &ServerArgs, tls_args: &TlsArgs) -> ExitCode {
+    let mut settings = match resolve(args) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -378,6 +405,16 @@ pub fn run(args: &ServerArgs) -> ExitCode {
         }
     };
     init_logging(settings.log_format, SERVER_LOG_FILTER);
+    let tls = match security(args, tls_args, settings.node.id) {
+        Ok((tls, auth)) => {
+            settings.node.auth = auth;
+            tls
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match runtime() {
         Ok(r) => r,
         Err(e) => {
@@ -398,14 +435,19 @@ pub fn run(args: &ServerArgs) -> ExitCode {
             },
             None => None,
         };
-        let node = match fleetq_server::tcp::start_node(settings.node, settings.limits, settings.listen, &settings.data_dir, settings.source_address).await {
+        if let Some(tls) = &tls {
+            tls.spawn_reloader(RELOAD_EVERY);
+        }
+        settings.node.auth.spawn_reloader(RELOAD_EVERY);
+        let secure = tls.is_some();
+        let node = match fleetq_server::tcp::start_node(settings.node, settings.limits, settings.listen, &settings.data_dir, settings.source_address, tls).await {
             Ok(n) => n,
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::FAILURE;
             }
         };
-        tracing::info!(node = id, listen = %settings.listen, data_dir = %settings.data_dir.display(), "fleetq server started");
+        tracing::info!(node = id, listen = %settings.listen, data_dir = %settings.data_dir.display(), tls = secure, "fleetq server started");
         let l = settings.limits;
         tracing::info!(
             max_request_bytes = l.max_request_bytes,

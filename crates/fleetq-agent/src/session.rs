@@ -63,6 +63,8 @@ pub struct Agent {
     /// How sessions reach a server: fresh TCP by default; the simulator
     /// supplies its own network.
     connector: Option<SharedConnector>,
+    /// Mutual TLS for fresh connections (`None`: plaintext, --insecure).
+    tls: Option<fleetq_proto::tls::Tls>,
     /// Reconnect jitter (seeded in the simulator, so runs replay).
     rng: StdRng,
 }
@@ -115,6 +117,7 @@ impl Agent {
             fenced: false,
             deferred: Vec::new(),
             connector: None,
+            tls: None,
             rng: StdRng::from_entropy(),
         })
     }
@@ -122,6 +125,13 @@ impl Agent {
     /// Sessions through `connector` instead of fresh TCP connections.
     pub fn with_connector(mut self, connector: SharedConnector) -> Agent {
         self.connector = Some(connector);
+        self
+    }
+
+    /// Sessions over mutual TLS with `tls` (its certificate must name this
+    /// agent's cluster, or the servers refuse it).
+    pub fn with_tls(mut self, tls: fleetq_proto::tls::Tls) -> Agent {
+        self.tls = Some(tls);
         self
     }
 
@@ -294,17 +304,18 @@ impl Agent {
         let open_by = Instant::now() + SESSION_OPEN_TIMEOUT;
         let open_by = self.fence_deadline().map_or(open_by, |f| f.min(open_by));
         let connector = self.connector.clone();
+        let tls = self.tls.clone();
         let source = self.config.source_address;
+        // A session lives as long as the agent does.
+        let timeouts = Timeouts {
+            request: Duration::from_secs(3600 * 24 * 365),
+            ..Timeouts::default()
+        };
         let open = async {
-            let channel = match connector {
-                Some(c) => c.channel(addr)?,
-                None => endpoint(
-                    addr,
-                    &Timeouts {
-                        request: Duration::from_secs(3600 * 24 * 365),
-                        ..Timeouts::default()
-                    },
-                )?
+            let channel = match (connector, tls) {
+                (Some(c), _) => c.channel(addr)?,
+                (None, Some(tls)) => fleetq_proto::tls::tls_channel(addr, &timeouts, &tls, source)?,
+                (None, None) => endpoint(addr, &timeouts)?
                 .local_address(source)
                 .connect()
                 .await

@@ -16,6 +16,7 @@ use fleetq_proto::v1::agent_server::Agent;
 use futures::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::auth::Authorizer;
 use crate::leases::{LeaseConfig, LeaseTable};
 use crate::limits::{client_key, reason, size, SessionSlot, SessionSlots};
 use crate::metrics::ServerMetrics;
@@ -37,6 +38,8 @@ pub struct AgentService {
     /// At most `max_agent_sessions` clusters with a session at once.
     pub sessions: Arc<SessionSlots>,
     pub metrics: ServerMetrics,
+    /// Agents speak only for the cluster their certificate names.
+    pub auth: Authorizer,
 }
 
 fn cluster_of(req: &pb::RegisterRequest) -> Result<(Cluster, LeasePolicy), Vec<FieldError>> {
@@ -112,7 +115,11 @@ impl Agent for AgentService {
         &self,
         request: Request<pb::RegisterRequest>,
     ) -> Result<Response<pb::RegisterResponse>, Status> {
+        let allowed = self.auth.agent(&request, "Register")?;
+        let client = client_key(&request);
         let req = request.into_inner();
+        self.auth
+            .agent_cluster(&allowed, &req.cluster, &client, "Register")?;
         let (cluster, lease_policy) =
             cluster_of(&req).map_err(|e| Status::invalid_argument(status::describe_errors(&e)))?;
         let written = self
@@ -143,6 +150,7 @@ impl Agent for AgentService {
         request: Request<Streaming<pb::AgentMessage>>,
     ) -> Result<Response<Self::SessionStream>, Status> {
         let client = client_key(&request);
+        let allowed = self.auth.agent(&request, "Session")?;
         let slot = self.sessions.open().map_err(|refusal| {
             tracing::warn!(client = %client, reason = reason::AGENT_SESSIONS, "refused: {refusal}");
             self.metrics.refused(reason::AGENT_SESSIONS);
@@ -158,6 +166,8 @@ impl Agent for AgentService {
             slot,
             client,
             metrics: self.metrics.clone(),
+            auth: self.auth.clone(),
+            allowed,
             tx,
             cluster: None,
             assigned: BTreeSet::new(),
@@ -173,7 +183,11 @@ impl Agent for AgentService {
         &self,
         request: Request<pb::ReportRequest>,
     ) -> Result<Response<pb::ReportResponse>, Status> {
+        let allowed = self.auth.agent(&request, "Report")?;
+        let client = client_key(&request);
         let req = request.into_inner();
+        self.auth
+            .agent_cluster(&allowed, &req.cluster, &client, "Report")?;
         let mut reports = Vec::new();
         for (i, r) in req.reports.iter().enumerate() {
             let phase = phase_of(&r.phase).ok_or_else(|| {
@@ -220,6 +234,10 @@ struct Session {
     /// The agent's source address, for the log.
     client: String,
     metrics: ServerMetrics,
+    auth: Authorizer,
+    /// The one cluster this agent's certificate lets it speak for (`None`
+    /// without TLS).
+    allowed: Option<String>,
     tx: Outbound,
     cluster: Option<String>,
     /// Assignments and stops already pushed, by (workload, epoch).
@@ -311,6 +329,8 @@ impl Session {
         }
         match &self.cluster {
             None => {
+                self.auth
+                    .agent_cluster(&self.allowed, &m.cluster, &self.client, "Session")?;
                 if let Err(refusal) = self.slot.name(&m.cluster) {
                     tracing::warn!(client = %self.client, cluster = %m.cluster, reason = reason::AGENT_SESSIONS, "refused: {refusal}");
                     self.metrics.refused(reason::AGENT_SESSIONS);

@@ -19,6 +19,7 @@ use openraft::BasicNode;
 use tokio::sync::broadcast;
 use tonic::{Request, Status};
 
+use crate::auth::{Action, Authorizer};
 use crate::batcher::SubmitBatcher;
 use crate::limits::WriteGate;
 use crate::proposer::Proposer;
@@ -33,6 +34,8 @@ pub struct ApiService {
     pub debug_endpoints: bool,
     /// The write rate per client, and the count of refusals.
     pub writes: WriteGate,
+    /// Who may do what (crate::auth).
+    pub auth: Authorizer,
 }
 
 type Reply<T> = Result<tonic::Response<T>, Status>;
@@ -53,6 +56,20 @@ pub fn canonical_kind(kind: &str) -> Option<&'static str> {
         }
         _ => return None,
     })
+}
+
+/// Kinds that live outside namespaces: only admins write them.
+fn cluster_scoped(kind: &str) -> bool {
+    kind != "LocalQueue"
+}
+
+/// What applying or deleting `object` asks of the caller.
+fn object_action(object: &Object) -> Action<'_> {
+    match object {
+        Object::LocalQueue(lq) => Action::ApplyNamespaced(&lq.namespace),
+        Object::Workload(w) => Action::Submit(&w.namespace),
+        _ => Action::Admin("apply cluster-scoped objects (ResourceFlavor, Cohort, ClusterQueue, WorkloadPriorityClass)"),
+    }
 }
 
 fn parse_kind(kind: &str) -> Result<&'static str, Status> {
@@ -197,6 +214,15 @@ impl ApiService {
     }
 }
 
+/// What listing or watching workloads asks of the caller.
+fn list_action(req: &pb::ListWorkloadsRequest) -> Action<'_> {
+    if req.all_namespaces {
+        Action::ReadAllNamespaces
+    } else {
+        Action::Read(namespace_of(req))
+    }
+}
+
 /// The namespace a workload listing means: `default` unless given.
 fn namespace_of(req: &pb::ListWorkloadsRequest) -> &str {
     if req.namespace.is_empty() {
@@ -217,9 +243,9 @@ fn parse_workload(json: &str, index: usize) -> Result<Workload, FieldError> {
 #[tonic::async_trait]
 impl FleetQ for ApiService {
     async fn apply(&self, request: Request<pb::ApplyRequest>) -> Reply<pb::ApplyResponse> {
-        self.writes.admit("Apply", &request)?;
-        let req = request.into_inner();
-        let documents = match import_manifests(&req.manifests) {
+        let caller = self.auth.caller(&request).map_err(|s| self.auth.refuse(&request, "Apply", crate::limits::reason::UNAUTHENTICATED, s))?;
+        self.writes.admit("Apply", &request, &caller)?;
+        let documents = match import_manifests(&request.get_ref().manifests) {
             Ok(d) => d,
             Err(errors) => {
                 return Ok(tonic::Response::new(pb::ApplyResponse {
@@ -228,6 +254,12 @@ impl FleetQ for ApiService {
                 }))
             }
         };
+        // All or nothing: one object the caller may not write refuses the
+        // whole request before anything is proposed.
+        for doc in &documents {
+            self.auth.allow(&request, "Apply", &caller, object_action(&doc.object))?;
+        }
+        let req = request.into_inner();
         let mut objects = Vec::new();
         let mut workloads = Vec::new();
         for doc in documents {
@@ -306,9 +338,16 @@ impl FleetQ for ApiService {
     }
 
     async fn delete(&self, request: Request<pb::DeleteRequest>) -> Reply<pb::DeleteResponse> {
-        self.writes.admit("Delete", &request)?;
+        let kind = parse_kind(&request.get_ref().kind)?;
+        let name = &request.get_ref().name;
+        let action = if cluster_scoped(kind) {
+            Action::Admin("delete cluster-scoped objects")
+        } else {
+            Action::ApplyNamespaced(name.split_once('/').map_or("default", |(ns, _)| ns))
+        };
+        let caller = self.auth.api(&request, "Delete", action)?;
+        self.writes.admit("Delete", &request, &caller)?;
         let req = request.into_inner();
-        let kind = parse_kind(&req.kind)?;
         let response = self
             .propose(Command::DeleteObject {
                 kind: kind.to_string(),
@@ -325,8 +364,15 @@ impl FleetQ for ApiService {
     }
 
     async fn get_object(&self, request: Request<pb::GetObjectRequest>) -> Reply<pb::ObjectList> {
+        let kind = parse_kind(&request.get_ref().kind)?;
+        let name = &request.get_ref().name;
+        let action = if cluster_scoped(kind) {
+            Action::ReadCluster
+        } else {
+            Action::Read(name.split_once('/').map_or("default", |(ns, _)| ns))
+        };
+        self.auth.api(&request, "GetObject", action)?;
         let req = request.into_inner();
-        let kind = parse_kind(&req.kind)?;
         self.barrier().await?;
         let sm = self.handle.read();
         match sm.ledger.state().config.get(kind, &req.name) {
@@ -344,6 +390,10 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::ListObjectsRequest>,
     ) -> Reply<pb::ObjectList> {
+        let caller = self.auth.api(&request, "ListObjects", Action::ReadCluster)?;
+        if !request.get_ref().namespace.is_empty() {
+            self.auth.allow(&request, "ListObjects", &caller, Action::Read(&request.get_ref().namespace))?;
+        }
         let req = request.into_inner();
         let kind = if req.kind.is_empty() {
             None
@@ -360,7 +410,11 @@ impl FleetQ for ApiService {
             .into_iter()
             .filter(|o| kind.is_none_or(|k| o.kind() == k))
             .filter(|o| match o {
-                Object::LocalQueue(lq) => req.namespace.is_empty() || lq.namespace == req.namespace,
+                // A tenant listing every namespace sees its own LocalQueues.
+                Object::LocalQueue(lq) => {
+                    (req.namespace.is_empty() || lq.namespace == req.namespace)
+                        && crate::auth::permits(&caller, Action::Read(&lq.namespace)).is_ok()
+                }
                 _ => true,
             })
             .map(|o| serde_json::to_string(&o).unwrap_or_default())
@@ -369,8 +423,9 @@ impl FleetQ for ApiService {
     }
 
     async fn submit(&self, request: Request<pb::SubmitRequest>) -> Reply<pb::SubmitResponse> {
-        self.writes.admit("Submit", &request)?;
-        let req = request.into_inner();
+        let caller = self.auth.caller(&request).map_err(|s| self.auth.refuse(&request, "Submit", crate::limits::reason::UNAUTHENTICATED, s))?;
+        self.writes.admit("Submit", &request, &caller)?;
+        let req = request.get_ref();
         let mut texts: Vec<&str> = req.workloads_json.iter().map(String::as_str).collect();
         if !req.workload_json.is_empty() {
             texts.insert(0, &req.workload_json);
@@ -389,12 +444,16 @@ impl FleetQ for ApiService {
         if !errors.is_empty() {
             return Err(refused(&errors));
         }
+        for w in &workloads {
+            self.auth.allow(&request, "Submit", &caller, Action::Submit(&w.namespace))?;
+        }
         let results = self.submit_many(&req.request_id, workloads).await?;
         Ok(tonic::Response::new(pb::SubmitResponse { results }))
     }
 
     async fn cancel(&self, request: Request<pb::CancelRequest>) -> Reply<pb::CancelResponse> {
-        self.writes.admit("Cancel", &request)?;
+        let caller = self.auth.api(&request, "Cancel", Action::Cancel(&request.get_ref().namespace))?;
+        self.writes.admit("Cancel", &request, &caller)?;
         let req = request.into_inner();
         let response = self
             .propose(Command::CancelWorkload {
@@ -415,6 +474,7 @@ impl FleetQ for ApiService {
     }
 
     async fn get_workload(&self, request: Request<pb::WorkloadRef>) -> Reply<pb::WorkloadStatus> {
+        self.auth.api(&request, "GetWorkload", Action::Read(&request.get_ref().namespace))?;
         let req = request.into_inner();
         self.barrier().await?;
         let sm = self.handle.read();
@@ -437,6 +497,7 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::ListWorkloadsRequest>,
     ) -> Reply<pb::WorkloadList> {
+        self.auth.api(&request, "ListWorkloads", list_action(request.get_ref()))?;
         let req = request.into_inner();
         self.barrier().await?;
         Ok(tonic::Response::new(self.list_workloads(&req)))
@@ -449,6 +510,7 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::ListWorkloadsRequest>,
     ) -> Reply<Self::WatchWorkloadsStream> {
+        self.auth.api(&request, "WatchWorkloads", list_action(request.get_ref()))?;
         let req = request.into_inner();
         self.barrier().await?;
         let handle = self.handle.clone();
@@ -508,6 +570,14 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::PendingWorkloadsRequest>,
     ) -> Reply<pb::WorkloadList> {
+        // By LocalQueue: that namespace; by ClusterQueue: every namespace
+        // queued there.
+        let action = if request.get_ref().local_queue.is_empty() {
+            Action::ReadAllNamespaces
+        } else {
+            Action::Read(&request.get_ref().namespace)
+        };
+        self.auth.api(&request, "PendingWorkloads", action)?;
         let req = request.into_inner();
         let selector =
             visibility::Selector::from_request(&req).map_err(Status::invalid_argument)?;
@@ -526,6 +596,7 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::ClusterQueueRef>,
     ) -> Reply<pb::ClusterQueueStatus> {
+        self.auth.api(&request, "DescribeClusterQueue", Action::ReadCluster)?;
         let req = request.into_inner();
         self.barrier().await?;
         let sm = self.handle.read();
@@ -536,8 +607,9 @@ impl FleetQ for ApiService {
 
     async fn list_clusters(
         &self,
-        _request: Request<pb::ListClustersRequest>,
+        request: Request<pb::ListClustersRequest>,
     ) -> Reply<pb::ClusterList> {
+        self.auth.api(&request, "ListClusters", Action::ReadCluster)?;
         self.barrier().await?;
         let sm = self.handle.read();
         let clusters = sm
@@ -551,6 +623,7 @@ impl FleetQ for ApiService {
     }
 
     async fn get_cluster(&self, request: Request<pb::ClusterRef>) -> Reply<pb::ClusterStatus> {
+        self.auth.api(&request, "GetCluster", Action::ReadCluster)?;
         let req = request.into_inner();
         self.barrier().await?;
         let sm = self.handle.read();
@@ -560,6 +633,7 @@ impl FleetQ for ApiService {
     }
 
     async fn drain_cluster(&self, request: Request<pb::ClusterRef>) -> Reply<pb::ClusterStatus> {
+        self.auth.api(&request, "DrainCluster", Action::Admin("drain clusters"))?;
         let req = request.into_inner();
         let response = self
             .propose(Command::DrainCluster {
@@ -577,8 +651,9 @@ impl FleetQ for ApiService {
 
     async fn node_status(
         &self,
-        _request: Request<pb::NodeStatusRequest>,
+        request: Request<pb::NodeStatusRequest>,
     ) -> Reply<pb::NodeStatusResponse> {
+        self.auth.api(&request, "NodeStatus", Action::ReadCluster)?;
         Ok(tonic::Response::new(node_status(
             self.node_id,
             &self.proposer,
@@ -590,6 +665,7 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::AddLearnerRequest>,
     ) -> Reply<pb::NodeStatusResponse> {
+        self.auth.api(&request, "AddLearner", Action::Admin("change the Raft group"))?;
         let req = request.into_inner();
         if req.addr.is_empty() {
             return Err(Status::invalid_argument(
@@ -626,6 +702,7 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::ChangeMembershipRequest>,
     ) -> Reply<pb::NodeStatusResponse> {
+        self.auth.api(&request, "ChangeMembership", Action::Admin("change the Raft group"))?;
         let req = request.into_inner();
         if req.voters.is_empty() {
             return Err(Status::invalid_argument(
@@ -652,6 +729,7 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::DebugProposeRequest>,
     ) -> Reply<pb::DebugProposeResponse> {
+        self.auth.api(&request, "DebugPropose", Action::Admin("use debug endpoints"))?;
         if !self.debug_endpoints {
             return Err(Status::permission_denied(
                 "debug endpoints are off; start the server with --debug-endpoints",

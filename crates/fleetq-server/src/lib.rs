@@ -17,6 +17,8 @@
 //! - [`tcp`]: helpers to run a node on real TCP with sled storage.
 //! - [`limits`]: limits against abuse (request size, write rate per
 //!   client, pending workloads per LocalQueue, agent sessions).
+//! - [`auth`]: who is calling (client certificate or bearer token) and
+//!   what they may do; TLS itself is `fleetq_proto::tls`.
 
 //!
 //! ## Where this deviates from DESIGN.md
@@ -31,6 +33,7 @@
 //! - Raft RPCs carry openraft's own types as JSON (`raft.proto`).
 
 pub mod admission;
+pub mod auth;
 pub mod agent_service;
 pub mod api_service;
 pub mod batcher;

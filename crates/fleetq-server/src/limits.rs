@@ -44,7 +44,26 @@ pub mod reason {
     pub const PENDING_LIMIT: &str = "pending_limit";
     /// An agent session over `max_agent_sessions`.
     pub const AGENT_SESSIONS: &str = "agent_sessions";
-    pub const ALL: [&str; 4] = [REQUEST_TOO_LARGE, RATE_LIMIT, PENDING_LIMIT, AGENT_SESSIONS];
+    /// A request with neither a trusted client certificate nor a known
+    /// bearer token (crate::auth).
+    pub const UNAUTHENTICATED: &str = "unauthenticated";
+    /// A caller asking for what its identity or tenant may not do.
+    pub const FORBIDDEN: &str = "forbidden";
+    /// An agent speaking for a cluster its certificate does not name.
+    pub const FOREIGN_CLUSTER: &str = "foreign_cluster";
+    /// A connection whose TLS handshake failed (no certificate a server
+    /// needs, a certificate from another CA, plaintext).
+    pub const TLS_HANDSHAKE: &str = "tls_handshake";
+    pub const ALL: [&str; 8] = [
+        REQUEST_TOO_LARGE,
+        RATE_LIMIT,
+        PENDING_LIMIT,
+        AGENT_SESSIONS,
+        UNAUTHENTICATED,
+        FORBIDDEN,
+        FOREIGN_CLUSTER,
+        TLS_HANDSHAKE,
+    ];
 }
 
 /// A node's limits (`fleetq server` and `fleetq dev` flags and TOML keys
@@ -162,11 +181,21 @@ impl WriteGate {
     }
 
     /// Lets the write `rpc` through, or refuses it (logged and counted).
-    pub fn admit<T>(&self, rpc: &str, request: &Request<T>) -> Result<(), Status> {
+    /// Authenticated tenants are limited per tenant (across every address
+    /// they call from); everyone else per source address.
+    pub fn admit<T>(
+        &self,
+        rpc: &str,
+        request: &Request<T>,
+        caller: &crate::auth::Caller,
+    ) -> Result<(), Status> {
         let Some(limiter) = &self.limiter else {
             return Ok(());
         };
-        let client = client_key(request);
+        let client = match caller {
+            crate::auth::Caller::Tenant(t) => format!("tenant {}", t.name),
+            _ => client_key(request),
+        };
         limiter.check(&client).map_err(|refusal| {
             tracing::warn!(rpc, client = %client, reason = reason::RATE_LIMIT, "refused: {refusal}");
             self.metrics.refused(reason::RATE_LIMIT);

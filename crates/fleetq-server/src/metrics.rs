@@ -175,7 +175,7 @@ impl ServerMetrics {
     fn register(&self, registry: &mut Registry) {
         registry.register(
             "fleetq_requests_refused",
-            "Requests this node refused under its limits against abuse; reason: request_too_large (max_request_bytes), rate_limit (client_write_rate), pending_limit (max_pending_per_local_queue), agent_sessions (max_agent_sessions)",
+            "Requests this node refused under its limits against abuse or its authorization; reason: request_too_large (max_request_bytes), rate_limit (client_write_rate), pending_limit (max_pending_per_local_queue), agent_sessions (max_agent_sessions), unauthenticated (no certificate or token), forbidden (outside the caller's rights), foreign_cluster (an agent speaking for another cluster), tls_handshake (a connection that failed TLS)",
             self.requests_refused.clone(),
         );
         registry.register(

@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use tonic::transport::server::Connected;
 
 use crate::admission::{self, AdmissionStats};
+use crate::auth::Authorizer;
 use crate::agent_service::AgentService;
 use crate::api_service::ApiService;
 use crate::batcher::SubmitBatcher;
@@ -77,6 +78,8 @@ pub struct NodeConfig {
     pub debug_endpoints: bool,
     /// Agent leases: how long a silent cluster keeps its workloads.
     pub lease: LeaseConfig,
+    /// Who may call this node ([`Authorizer::insecure`] without TLS).
+    pub auth: Authorizer,
 }
 
 /// A running node.
@@ -184,7 +187,10 @@ impl Node {
             }
         }
 
-        let metrics = ServerMetrics::default();
+        // The authorizer's instruments are the node's, so refusals counted
+        // before a request reaches a service (TLS handshakes) show too.
+        let auth = config.auth.clone();
+        let metrics = auth.metrics().clone();
         let proposer = Arc::new(
             Proposer::new(
                 raft.clone(),
@@ -223,6 +229,7 @@ impl Node {
             batcher,
             debug_endpoints: config.debug_endpoints,
             writes: WriteGate::new(&limits, metrics.clone())?,
+            auth: auth.clone(),
         };
         let leases = LeaseTable::default();
         tokio::spawn(crate::leases::confirm_leadership(
@@ -245,10 +252,12 @@ impl Node {
             lease: config.lease,
             sessions: SessionSlots::new(limits.max_agent_sessions),
             metrics: metrics.clone(),
+            auth: auth.clone(),
         };
         let peer = RaftService {
             raft: raft.clone(),
             proposer: Arc::clone(&proposer),
+            auth,
         };
         let mut stop = shutdown_rx.clone();
         // Limits (crate::limits): message sizes per service; per

@@ -11,11 +11,29 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::{Request, Response, Status};
 
+use crate::auth::Authorizer;
 use crate::proposer::{Forwarded, Proposer};
 
 pub struct RaftService {
     pub raft: Raft,
     pub proposer: Arc<Proposer>,
+    /// Only member nodes (by certificate) are served.
+    pub auth: Authorizer,
+}
+
+impl RaftService {
+    /// Refuses a request whose caller is not a member node.
+    fn check<T>(&self, request: &Request<T>, rpc: &str) -> Result<(), Status> {
+        if !self.auth.is_secure() {
+            return Ok(());
+        }
+        let members: Vec<u64> = {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow();
+            m.membership_config.membership().nodes().map(|(id, _)| *id).collect()
+        };
+        self.auth.peer(request, rpc, &members)
+    }
 }
 
 fn decode<T: DeserializeOwned>(payload: &RaftPayload) -> Result<T, Status> {
@@ -40,11 +58,13 @@ impl raft_server::Raft for RaftService {
         &self,
         request: Request<RaftPayload>,
     ) -> Result<Response<RaftPayload>, Status> {
+        self.check(&request, "AppendEntries")?;
         let req: AppendEntriesRequest<TypeConfig> = decode(request.get_ref())?;
         encode(&self.raft.append_entries(req).await)
     }
 
     async fn vote(&self, request: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
+        self.check(&request, "Vote")?;
         let req: VoteRequest<u64> = decode(request.get_ref())?;
         encode(&self.raft.vote(req).await)
     }
@@ -53,6 +73,7 @@ impl raft_server::Raft for RaftService {
         &self,
         request: Request<RaftPayload>,
     ) -> Result<Response<RaftPayload>, Status> {
+        self.check(&request, "InstallSnapshot")?;
         let req: InstallSnapshotRequest<TypeConfig> = decode(request.get_ref())?;
         encode(&self.raft.install_snapshot(req).await)
     }
@@ -61,6 +82,7 @@ impl raft_server::Raft for RaftService {
         &self,
         request: Request<RaftPayload>,
     ) -> Result<Response<RaftPayload>, Status> {
+        self.check(&request, "Forward")?;
         let req: Forwarded = decode(request.get_ref())?;
         encode(&self.proposer.serve_forwarded(req).await)
     }

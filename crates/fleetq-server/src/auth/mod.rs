@@ -1,0 +1,397 @@
+//! Who is calling, and whether they may (DESIGN.md §8, issue 8).
+//!
+//! With TLS on, every request has a [`Caller`]: the identity its client
+//! certificate names ([`fleetq_proto::tls::Identity`]) or the tenant its
+//! bearer token maps to in the [`Policy`]. Then:
+//!
+//! - the Raft service serves only nodes that are members of the group (or
+//!   any node while this one has no membership yet, so a new learner can
+//!   be reached);
+//! - the Agent service serves only agents, each for its own cluster only;
+//! - the client API serves tenants within their namespaces and verbs,
+//!   admins for everything ([`Action`]).
+//!
+//! Every refusal is logged with the caller and counted in
+//! `fleetq_requests_refused_total{reason}` (`unauthenticated`,
+//! `forbidden`, `foreign_cluster`; failed handshakes `tls_handshake`), and
+//! happens before anything is proposed. With `--insecure` there is no TLS,
+//! every caller is [`Caller::Insecure`] and everything is allowed.
+
+pub mod policy;
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use fleetq_proto::tls::Identity;
+use tonic::{Request, Status};
+
+use crate::limits::{client_key, reason};
+use crate::metrics::ServerMetrics;
+pub use policy::{token_digest, Policy, Tenant, Verb};
+
+/// Who made a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Caller {
+    Node(u64),
+    Agent(String),
+    Tenant(Tenant),
+    /// Plaintext (`--insecure`): unauthenticated, allowed everything.
+    Insecure,
+}
+
+impl std::fmt::Display for Caller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Caller::Node(id) => write!(f, "node {id}"),
+            Caller::Agent(c) => write!(f, "agent of cluster {c}"),
+            Caller::Tenant(t) => write!(f, "tenant {}", t.name),
+            Caller::Insecure => f.write_str("insecure client"),
+        }
+    }
+}
+
+/// What a client API request does, for authorization.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action<'a> {
+    /// The cluster-wide view: ClusterQueues, cohorts, flavors, priority
+    /// classes, clusters, Raft status.
+    ReadCluster,
+    /// Workloads, LocalQueues or pending lists of one namespace.
+    Read(&'a str),
+    /// Every namespace's workloads or LocalQueues at once.
+    ReadAllNamespaces,
+    Submit(&'a str),
+    Cancel(&'a str),
+    /// Apply or delete a LocalQueue.
+    ApplyNamespaced(&'a str),
+    /// Admin only: cluster-scoped objects, draining, membership, debug.
+    Admin(&'a str),
+}
+
+/// Whether `caller` may do `action`; the error says why not.
+pub fn permits(caller: &Caller, action: Action<'_>) -> Result<(), String> {
+    let tenant = match caller {
+        Caller::Insecure | Caller::Node(_) => return Ok(()),
+        Caller::Agent(c) => {
+            return Err(format!(
+                "the agent of cluster {c} may use only the Agent service"
+            ))
+        }
+        Caller::Tenant(t) if t.admin => return Ok(()),
+        Caller::Tenant(t) => t,
+    };
+    let (verb, namespace) = match action {
+        Action::ReadCluster if tenant.has_verb(Verb::Get) => return Ok(()),
+        Action::ReadCluster => (Verb::Get, None),
+        Action::ReadAllNamespaces if tenant.may(Verb::Get, "*") => return Ok(()),
+        Action::ReadAllNamespaces => {
+            return Err(format!(
+                "tenant {} may read only namespaces {:?}; name one (--namespace)",
+                tenant.name, tenant.namespaces
+            ))
+        }
+        Action::Read(ns) => (Verb::Get, Some(ns)),
+        Action::Submit(ns) => (Verb::Submit, Some(ns)),
+        Action::Cancel(ns) => (Verb::Cancel, Some(ns)),
+        Action::ApplyNamespaced(ns) => (Verb::Apply, Some(ns)),
+        Action::Admin(what) => {
+            return Err(format!(
+                "tenant {} is not an admin; only admins may {what}",
+                tenant.name
+            ))
+        }
+    };
+    match namespace {
+        Some(ns) if tenant.may(verb, ns) => Ok(()),
+        Some(ns) if tenant.has_verb(verb) => Err(format!(
+            "tenant {} may not {verb} in namespace {ns:?} (its namespaces: {:?})",
+            tenant.name, tenant.namespaces
+        )),
+        _ => Err(format!("tenant {} lacks the verb {verb}", tenant.name)),
+    }
+}
+
+/// The authorization a node runs under; cheap to clone.
+#[derive(Clone)]
+pub struct Authorizer {
+    secure: bool,
+    policy: Arc<RwLock<Arc<Policy>>>,
+    policy_file: Option<PathBuf>,
+    metrics: ServerMetrics,
+}
+
+impl std::fmt::Debug for Authorizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authorizer")
+            .field("secure", &self.secure)
+            .field("policy_file", &self.policy_file)
+            .finish()
+    }
+}
+
+fn read_policy(path: &PathBuf) -> Result<Policy, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the authorization policy {}: {e}", path.display()))?;
+    Policy::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+impl Authorizer {
+    /// No TLS: every caller may do everything.
+    pub fn insecure() -> Authorizer {
+        Authorizer {
+            secure: false,
+            policy: Arc::new(RwLock::new(Arc::new(Policy::default()))),
+            policy_file: None,
+            metrics: ServerMetrics::default(),
+        }
+    }
+
+    /// TLS with the policy in `policy_file` (default: only `admin`).
+    pub fn secure(policy_file: Option<PathBuf>) -> Result<Authorizer, String> {
+        let policy = match &policy_file {
+            Some(p) => read_policy(p)?,
+            None => Policy::default(),
+        };
+        Ok(Authorizer {
+            secure: true,
+            policy: Arc::new(RwLock::new(Arc::new(policy))),
+            policy_file,
+            metrics: ServerMetrics::default(),
+        })
+    }
+
+    pub fn is_secure(&self) -> bool {
+        self.secure
+    }
+
+    /// The instruments refusals are counted in; the node serves these
+    /// (each `Authorizer` constructor makes a fresh set, so build one per
+    /// node).
+    pub fn metrics(&self) -> &ServerMetrics {
+        &self.metrics
+    }
+
+    /// Logs and counts a connection that failed its TLS handshake.
+    pub fn handshake_refused(&self, refused: fleetq_proto::tls::HandshakeRefused) {
+        let peer = refused.peer.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into());
+        tracing::warn!(client = %peer, reason = reason::TLS_HANDSHAKE, "refused: TLS handshake failed: {}", refused.error);
+        self.metrics.refused(reason::TLS_HANDSHAKE);
+    }
+
+    fn policy(&self) -> Arc<Policy> {
+        Arc::clone(&self.policy.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Rereads the policy file every `every`; a changed file that does not
+    /// parse is logged and the previous policy stays in force.
+    pub fn spawn_reloader(&self, every: Duration) {
+        let Some(path) = self.policy_file.clone() else {
+            return;
+        };
+        let slot = Arc::downgrade(&self.policy);
+        tokio::spawn(async move {
+            let mut last_error = None;
+            let mut tick = tokio::time::interval(every);
+            loop {
+                tick.tick().await;
+                let Some(slot) = slot.upgrade() else { return };
+                match read_policy(&path) {
+                    Ok(policy) => {
+                        last_error = None;
+                        let mut current = slot.write().unwrap_or_else(|p| p.into_inner());
+                        if **current != policy {
+                            *current = Arc::new(policy);
+                            tracing::info!(file = %path.display(), "authorization policy reloaded");
+                        }
+                    }
+                    Err(e) if last_error.as_ref() != Some(&e) => {
+                        tracing::error!(error = %e, "authorization policy not reloaded; the previous one stays in force");
+                        last_error = Some(e);
+                    }
+                    Err(_) => {}
+                }
+            }
+        });
+    }
+
+    /// Logs and counts a refusal; returns the status to answer with.
+    pub fn refuse<T>(&self, request: &Request<T>, rpc: &str, why: &'static str, status: Status) -> Status {
+        tracing::warn!(rpc, client = %client_key(request), reason = why, "refused: {}", status.message());
+        self.metrics.refused(why);
+        status
+    }
+
+    /// Who sent `request`: its bearer token's tenant, else its client
+    /// certificate's identity.
+    pub fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+        if !self.secure {
+            return Ok(Caller::Insecure);
+        }
+        let policy = self.policy();
+        if let Some(value) = request.metadata().get("authorization") {
+            let token = value
+                .to_str()
+                .ok()
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .ok_or_else(|| Status::unauthenticated("authorization: expected \"Bearer TOKEN\""))?;
+            return policy
+                .tenant_of_token(token.trim())
+                .map(|t| Caller::Tenant(t.clone()))
+                .ok_or_else(|| Status::unauthenticated("the bearer token is not in the authorization policy"));
+        }
+        let certs = request.peer_certs().ok_or_else(|| {
+            Status::unauthenticated("no client certificate and no bearer token (see `fleetq certs`)")
+        })?;
+        let leaf = certs
+            .first()
+            .ok_or_else(|| Status::unauthenticated("an empty client certificate chain"))?;
+        let identity = Identity::of_certificate(leaf).map_err(Status::unauthenticated)?;
+        Ok(match identity {
+            Identity::Node(id) => Caller::Node(id),
+            Identity::Agent(c) => Caller::Agent(c),
+            Identity::Tenant(name) => match policy.tenant(&name) {
+                Some(t) => Caller::Tenant(t.clone()),
+                None => {
+                    return Err(Status::permission_denied(format!(
+                        "tenant {name} is not in the authorization policy"
+                    )))
+                }
+            },
+        })
+    }
+
+    /// The caller of a client API request, if it may do `action`;
+    /// otherwise the refusal, logged and counted.
+    pub fn api<T>(&self, request: &Request<T>, rpc: &str, action: Action<'_>) -> Result<Caller, Status> {
+        let caller = self.caller(request).map_err(|s| self.refuse_status(request, rpc, s))?;
+        self.allow(request, rpc, &caller, action)?;
+        Ok(caller)
+    }
+
+    /// Checks one more action for a caller already known.
+    pub fn allow<T>(&self, request: &Request<T>, rpc: &str, caller: &Caller, action: Action<'_>) -> Result<(), Status> {
+        permits(caller, action).map_err(|why| {
+            self.refuse(
+                request,
+                rpc,
+                reason::FORBIDDEN,
+                Status::permission_denied(format!("{caller}: {why}")),
+            )
+        })
+    }
+
+    fn refuse_status<T>(&self, request: &Request<T>, rpc: &str, status: Status) -> Status {
+        let why = if status.code() == tonic::Code::Unauthenticated {
+            reason::UNAUTHENTICATED
+        } else {
+            reason::FORBIDDEN
+        };
+        self.refuse(request, rpc, why, status)
+    }
+
+    /// The cluster an Agent service request may speak for: `Some(cluster)`
+    /// for an agent's certificate, `None` (any) when insecure; anyone else
+    /// is refused.
+    pub fn agent<T>(&self, request: &Request<T>, rpc: &str) -> Result<Option<String>, Status> {
+        match self.caller(request) {
+            Ok(Caller::Insecure) => Ok(None),
+            Ok(Caller::Agent(c)) => Ok(Some(c)),
+            Ok(other) => Err(self.refuse(
+                request,
+                rpc,
+                reason::FORBIDDEN,
+                Status::permission_denied(format!("{other}: only agents may use the Agent service")),
+            )),
+            Err(s) => Err(self.refuse_status(request, rpc, s)),
+        }
+    }
+
+    /// Refuses an agent speaking for a cluster its certificate does not
+    /// name (logged and counted as `foreign_cluster`).
+    pub fn agent_cluster(&self, allowed: &Option<String>, cluster: &str, client: &str, rpc: &str) -> Result<(), Status> {
+        match allowed {
+            Some(own) if own != cluster => {
+                let message = format!("the agent of cluster {own} may not speak for cluster {cluster:?}");
+                tracing::warn!(rpc, client, reason = reason::FOREIGN_CLUSTER, "refused: {message}");
+                self.metrics.refused(reason::FOREIGN_CLUSTER);
+                Err(Status::permission_denied(message))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Lets a Raft service request through only from a node named in
+    /// `members` (any node while `members` is empty: this node has not
+    /// joined yet).
+    pub fn peer<T>(&self, request: &Request<T>, rpc: &str, members: &[u64]) -> Result<(), Status> {
+        match self.caller(request) {
+            Ok(Caller::Insecure) => Ok(()),
+            Ok(Caller::Node(id)) if members.is_empty() || members.contains(&id) => Ok(()),
+            Ok(Caller::Node(id)) => Err(self.refuse(
+                request,
+                rpc,
+                reason::FORBIDDEN,
+                Status::permission_denied(format!("node {id} is not a member of this group")),
+            )),
+            Ok(other) => Err(self.refuse(
+                request,
+                rpc,
+                reason::FORBIDDEN,
+                Status::permission_denied(format!("{other}: only member nodes may use the Raft service")),
+            )),
+            Err(s) => Err(self.refuse_status(request, rpc, s)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tenant(name: &str, admin: bool, namespaces: &[&str], verbs: &[Verb]) -> Caller {
+        Caller::Tenant(Tenant {
+            name: name.into(),
+            admin,
+            namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
+            verbs: verbs.to_vec(),
+            tokens: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn tenants_stay_in_their_namespaces_and_verbs() {
+        let a = tenant("team-a", false, &["team-a"], &[Verb::Submit, Verb::Get]);
+        assert!(permits(&a, Action::Submit("team-a")).is_ok());
+        assert!(permits(&a, Action::Read("team-a")).is_ok());
+        assert!(permits(&a, Action::ReadCluster).is_ok());
+        let e = permits(&a, Action::Submit("team-b")).expect_err("foreign namespace");
+        assert!(e.contains("namespace \"team-b\""), "{e}");
+        let e = permits(&a, Action::Cancel("team-a")).expect_err("no cancel verb");
+        assert!(e.contains("lacks the verb cancel"), "{e}");
+        let e = permits(&a, Action::Admin("apply a ClusterQueue")).expect_err("not admin");
+        assert!(e.contains("only admins may apply a ClusterQueue"), "{e}");
+        assert!(permits(&a, Action::ReadAllNamespaces).is_err());
+        assert!(permits(&a, Action::ApplyNamespaced("team-a")).is_err());
+    }
+
+    #[test]
+    fn admins_nodes_and_insecure_may_everything_agents_nothing() {
+        let admin = tenant("platform", true, &[], &[]);
+        for caller in [admin, Caller::Node(1), Caller::Insecure] {
+            assert!(permits(&caller, Action::Admin("x")).is_ok());
+            assert!(permits(&caller, Action::Submit("any")).is_ok());
+        }
+        let agent = Caller::Agent("east".into());
+        assert!(permits(&agent, Action::ReadCluster).is_err());
+        assert!(permits(&agent, Action::Submit("default")).is_err());
+    }
+
+    #[test]
+    fn star_reads_every_namespace() {
+        let r = tenant("readers", false, &["*"], &[Verb::Get]);
+        assert!(permits(&r, Action::ReadAllNamespaces).is_ok());
+        assert!(permits(&r, Action::Read("x")).is_ok());
+        assert!(permits(&r, Action::Submit("x")).is_err());
+    }
+}
