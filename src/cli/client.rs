@@ -141,8 +141,16 @@ pub fn status_line(status: &tonic::Status) -> String {
     };
     // Transport failures carry their cause (a TLS alert, a protocol
     // error) only in the source chain.
-    let mut text = format!("{code}: {}", source_text(status));
-    if text.contains("h2 protocol error") || text.contains("BadCertificate") || text.contains("UnknownCA") || text.contains("CertificateRequired") {
+    let mut text = format!("{code}: {}", status.message());
+    let mut source = std::error::Error::source(status);
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text = format!("{text}: {part}");
+        }
+        source = s.source();
+    }
+    if text.contains("h2 protocol error") || text.contains("transport error") {
         text.push_str(" (TLS: does the server trust this client's certificate, is it the CA's of --tls-dir, or is one side --insecure and the other not?)");
     }
     text
