@@ -230,3 +230,71 @@ impl Tls {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A CA and a leaf for `identity`, as PEM (ca, cert, key).
+    fn material(identity: &Identity) -> (String, String, String) {
+        let ca_key = rcgen::KeyPair::generate().expect("key");
+        let mut ca = rcgen::CertificateParams::new(Vec::new()).expect("params");
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_cert = ca.self_signed(&ca_key).expect("ca");
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut leaf = rcgen::CertificateParams::new(vec!["localhost".into()]).expect("params");
+        leaf.subject_alt_names.push(rcgen::SanType::URI(
+            rcgen::string::Ia5String::try_from(identity.uri()).expect("uri"),
+        ));
+        let cert = leaf.signed_by(&key, &issuer).expect("leaf");
+        (ca_cert.pem(), cert.pem(), key.serialize_pem())
+    }
+
+    fn write(dir: &Path, (ca, cert, key): &(String, String, String)) {
+        std::fs::write(dir.join("ca.pem"), ca).expect("write");
+        std::fs::write(dir.join("n.pem"), cert).expect("write");
+        std::fs::write(dir.join("n-key.pem"), key).expect("write");
+    }
+
+    #[test]
+    fn reload_follows_the_files_and_keeps_the_old_on_garbage() {
+        let dir = tempfile::tempdir().expect("dir");
+        write(dir.path(), &material(&Identity::Node(1)));
+        let tls = Tls::load(TlsFiles::in_dir(dir.path(), "n")).expect("loads");
+        let first = tls.server_config().expect("server config");
+        assert_eq!(tls.reload(), Ok(false), "unchanged files");
+        assert!(Arc::ptr_eq(&first, &tls.server_config().expect("same")));
+
+        write(dir.path(), &material(&Identity::Node(1)));
+        assert_eq!(tls.reload(), Ok(true), "rotated files");
+        let second = tls.server_config().expect("server config");
+        assert!(!Arc::ptr_eq(&first, &second), "the new configuration is in use");
+
+        std::fs::write(dir.path().join("n.pem"), "not a certificate").expect("write");
+        let err = tls.reload().expect_err("garbage");
+        assert!(err.contains("n.pem"), "{err}");
+        assert!(Arc::ptr_eq(&second, &tls.server_config().expect("kept")));
+    }
+
+    #[test]
+    fn load_errors_name_the_file() {
+        let dir = tempfile::tempdir().expect("dir");
+        let err = Tls::load(TlsFiles::in_dir(dir.path(), "n")).expect_err("missing");
+        assert!(err.contains("ca.pem"), "{err}");
+        let m = material(&Identity::Agent("east".into()));
+        write(dir.path(), &m);
+        std::fs::write(dir.path().join("n-key.pem"), "-----BEGIN NOTHING-----").expect("write");
+        let err = Tls::load(TlsFiles::in_dir(dir.path(), "n")).expect_err("bad key");
+        assert!(err.contains("n-key.pem"), "{err}");
+        // A certificate that names no fleetq identity is refused at load.
+        let key = rcgen::KeyPair::generate().expect("key");
+        let plain = rcgen::CertificateParams::new(vec!["localhost".into()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("cert");
+        write(dir.path(), &(m.0.clone(), plain.pem(), key.serialize_pem()));
+        let err = Tls::load(TlsFiles::in_dir(dir.path(), "n")).expect_err("no identity");
+        assert!(err.contains("names no fleetq identity"), "{err}");
+    }
+}
