@@ -271,9 +271,10 @@ mod tests {
         };
         let gate = WriteGate::new(&limits, metrics.clone()).expect("valid limits");
         let request = Request::new(());
-        assert!(gate.admit("Submit", &request).is_ok());
-        assert!(gate.admit("Submit", &request).is_ok());
-        let refused = gate.admit("Submit", &request).expect_err("third is over");
+        let anyone = crate::auth::Caller::Insecure;
+        assert!(gate.admit("Submit", &request, &anyone).is_ok());
+        assert!(gate.admit("Submit", &request, &anyone).is_ok());
+        let refused = gate.admit("Submit", &request, &anyone).expect_err("third is over");
         assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
         assert!(
             refused
@@ -286,8 +287,25 @@ mod tests {
         // Unlimited by default.
         let open = WriteGate::new(&Limits::default(), metrics.clone()).expect("valid");
         for _ in 0..100 {
-            assert!(open.admit("Submit", &request).is_ok());
+            assert!(open.admit("Submit", &request, &anyone).is_ok());
         }
         assert_eq!(metrics.refused_count(reason::RATE_LIMIT), 1);
+        // Tenants have a bucket each, whatever address they call from.
+        let tenant = |name: &str| {
+            crate::auth::Caller::Tenant(crate::auth::Tenant {
+                name: name.into(),
+                admin: false,
+                namespaces: vec![name.into()],
+                verbs: Vec::new(),
+                tokens: Vec::new(),
+            })
+        };
+        assert!(gate.admit("Submit", &request, &tenant("a")).is_ok());
+        assert!(gate.admit("Submit", &request, &tenant("a")).is_ok());
+        let refused = gate
+            .admit("Submit", &request, &tenant("a"))
+            .expect_err("a is over");
+        assert!(refused.message().contains("tenant a"), "{}", refused.message());
+        assert!(gate.admit("Submit", &request, &tenant("b")).is_ok());
     }
 }
