@@ -99,12 +99,24 @@ impl Fleet {
             ok(&["certs", "issue", "--dir", t, "node", "--id", id]);
         }
         ok(&["certs", "issue", "--dir", t, "agent", "--cluster", "east"]);
-        ok(&["certs", "issue", "--dir", t, "--name", "client", "client", "--tenant", "admin"]);
+        ok(&[
+            "certs", "issue", "--dir", t, "--name", "client", "client", "--tenant", "admin",
+        ]);
         ok(&["certs", "issue", "--dir", t, "client", "--tenant", "team-a"]);
         // A second CA, trusted by nobody, with an admin certificate.
         let other = dir.path().join("other");
         ok(&["certs", "init", "--dir", s(&other)]);
-        ok(&["certs", "issue", "--dir", s(&other), "--name", "client", "client", "--tenant", "admin"]);
+        ok(&[
+            "certs",
+            "issue",
+            "--dir",
+            s(&other),
+            "--name",
+            "client",
+            "client",
+            "--tenant",
+            "admin",
+        ]);
         let printed = ok(&["certs", "token"]);
         let mut lines = printed.lines();
         let token = lines.next().expect("token line").trim().to_string();
@@ -115,8 +127,12 @@ impl Fleet {
         );
         std::fs::write(dir.path().join("policy.yaml"), policy).expect("policy");
 
-        let addrs: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
-        let http: Vec<String> = (0..3).map(|_| format!("127.0.0.1:{}", free_port())).collect();
+        let addrs: Vec<String> = (0..3)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
+        let http: Vec<String> = (0..3)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
         let peers = addrs
             .iter()
             .enumerate()
@@ -137,7 +153,10 @@ impl Fleet {
             let child = Command::new(FLEETQ)
                 .args(["--tls-dir", s(&fleet.tls), "server"])
                 .args(["--id", &id.to_string(), "--listen", &fleet.addrs[id - 1]])
-                .args(["--data-dir", s(&fleet.dir.path().join(format!("node-{id}")))])
+                .args([
+                    "--data-dir",
+                    s(&fleet.dir.path().join(format!("node-{id}"))),
+                ])
                 .args(["--peers", &peers, "--http-listen", &fleet.http[id - 1]])
                 .args(["--auth-policy", s(&fleet.dir.path().join("policy.yaml"))])
                 .env_remove("FLEETQ_INSECURE")
@@ -176,7 +195,15 @@ impl Fleet {
         wait_for(Duration::from_secs(20), || {
             let mut seen = Vec::new();
             for a in &self.addrs {
-                let out = run(&["--server", a, "--tls-dir", s(&self.tls), "status", "-o", "json"]);
+                let out = run(&[
+                    "--server",
+                    a,
+                    "--tls-dir",
+                    s(&self.tls),
+                    "status",
+                    "-o",
+                    "json",
+                ]);
                 let v: Value = serde_json::from_slice(&out.stdout).ok()?;
                 seen.push((v["lastApplied"].clone(), v["stateHash"].clone()));
             }
@@ -215,17 +242,34 @@ impl Fleet {
 
     /// Checks that `attempt` is refused with `want` in its output, counted
     /// under `reason` and changes nothing.
-    fn assert_refused(&self, what: &str, reason: &str, want: &str, attempt: impl FnOnce() -> Output) {
+    fn assert_refused(
+        &self,
+        what: &str,
+        reason: &str,
+        want: &str,
+        attempt: impl FnOnce() -> Output,
+    ) {
         let before_hash = self.converged_hash();
         let before = self.refused(reason);
         let out = attempt();
         assert!(!out.status.success(), "{what}: not refused: {}", text(&out));
-        assert!(text(&out).contains(want), "{what}: expected {want:?} in: {}", text(&out));
+        assert!(
+            text(&out).contains(want),
+            "{what}: expected {want:?} in: {}",
+            text(&out)
+        );
         let counted = wait_for(Duration::from_secs(5), || {
             (self.refused(reason) > before).then_some(())
         });
-        assert!(counted.is_some(), "{what}: {reason} not counted ({before} before)");
-        assert_eq!(self.converged_hash(), before_hash, "{what}: the state changed");
+        assert!(
+            counted.is_some(),
+            "{what}: {reason} not counted ({before} before)"
+        );
+        assert_eq!(
+            self.converged_hash(),
+            before_hash,
+            "{what}: the state changed"
+        );
     }
 }
 
@@ -238,20 +282,42 @@ impl Drop for Fleet {
     }
 }
 
-fn agent(fleet: &Fleet, cluster: &str, cert: &str) -> Child {
-    let log = std::fs::File::create(fleet.dir.path().join(format!("agent-{cluster}.log")))
-        .expect("log");
+/// A child process killed when dropped (a failed assertion must not leave
+/// an agent running).
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn agent(fleet: &Fleet, cluster: &str, cert: &str) -> Running {
+    let log =
+        std::fs::File::create(fleet.dir.path().join(format!("agent-{cluster}.log"))).expect("log");
     Command::new(FLEETQ)
-        .args(["--server", &fleet.addrs.join(","), "--tls-dir", s(&fleet.tls)])
+        .args([
+            "--server",
+            &fleet.addrs.join(","),
+            "--tls-dir",
+            s(&fleet.tls),
+        ])
         .args(["--tls-cert", s(&fleet.tls.join(format!("{cert}.pem")))])
         .args(["--tls-key", s(&fleet.tls.join(format!("{cert}-key.pem")))])
         .args(["agent", "--cluster", cluster, "--inventory", "static"])
-        .args(["--static-inventory", "h100-80gb=8", "--executor", "simulated"])
+        .args([
+            "--static-inventory",
+            "h100-80gb=8",
+            "--executor",
+            "simulated",
+        ])
         .env_remove("FLEETQ_INSECURE")
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))
         .stderr(log)
         .spawn()
+        .map(Running)
         .expect("fleetq agent starts")
 }
 
@@ -269,27 +335,49 @@ fn mutual_tls_and_authorization_refuse_and_count_and_change_nothing() {
     // certificate and by token; the agent of east registers and runs.
     let out = fleet.apply(&[], CONFIG);
     assert!(out.status.success(), "admin apply: {}", text(&out));
-    let mut east = agent(&fleet, "east", "agent-east");
+    let east = agent(&fleet, "east", "agent-east");
     let ready = wait_for(Duration::from_secs(30), || {
         let out = fleet.admin(&["get", "clusters"]);
-        String::from_utf8_lossy(&out.stdout).contains("Ready").then_some(())
+        String::from_utf8_lossy(&out.stdout)
+            .contains("Ready")
+            .then_some(())
     });
     assert!(ready.is_some(), "agent east over TLS did not register");
     let team_a_files = [
         "--tls-cert".to_string(),
         fleet.tls.join("client-team-a.pem").display().to_string(),
         "--tls-key".to_string(),
-        fleet.tls.join("client-team-a-key.pem").display().to_string(),
+        fleet
+            .tls
+            .join("client-team-a-key.pem")
+            .display()
+            .to_string(),
     ];
     let team_a_cert: Vec<&str> = team_a_files.iter().map(String::as_str).collect();
     let submit = |extra: &[&str], ns: &str, name: &str| {
         fleet.cli(
             extra,
-            &["submit", "-n", ns, "--queue", &format!("team-{}", &ns[5..]), "--name", name, "--request", "nvidia.com/gpu=1", "--duration", "1h"],
+            &[
+                "submit",
+                "-n",
+                ns,
+                "--queue",
+                &format!("team-{}", &ns[5..]),
+                "--name",
+                name,
+                "--request",
+                "nvidia.com/gpu=1",
+                "--duration",
+                "1h",
+            ],
         )
     };
     let out = submit(&team_a_cert, "team-a", "by-cert");
-    assert!(out.status.success(), "tenant by certificate: {}", text(&out));
+    assert!(
+        out.status.success(),
+        "tenant by certificate: {}",
+        text(&out)
+    );
     let out = submit(&["--token", &fleet.token], "team-a", "by-token");
     assert!(out.status.success(), "tenant by token: {}", text(&out));
     // Both run (an hour each), so the ledger holds still from here on.
@@ -302,58 +390,132 @@ fn mutual_tls_and_authorization_refuse_and_count_and_change_nothing() {
 
     // 1. No certificate and no token.
     let ca = fleet.tls.join("ca.pem");
-    fleet.assert_refused("no certificate", "unauthenticated", "no client certificate", || {
-        run(&["--server", &fleet.addrs[0], "--tls-ca", s(&ca), "--tls-dir", "/nonexistent", "submit", "-n", "team-a", "--queue", "team-a", "--name", "anon", "--request", "nvidia.com/gpu=1"])
-    });
+    fleet.assert_refused(
+        "no certificate",
+        "unauthenticated",
+        "no client certificate",
+        || {
+            run(&[
+                "--server",
+                &fleet.addrs[0],
+                "--tls-ca",
+                s(&ca),
+                "--tls-dir",
+                "/nonexistent",
+                "submit",
+                "-n",
+                "team-a",
+                "--queue",
+                "team-a",
+                "--name",
+                "anon",
+                "--request",
+                "nvidia.com/gpu=1",
+            ])
+        },
+    );
     // 2. A certificate from another CA (an admin's, even).
     let other = fleet.dir.path().join("other");
-    fleet.assert_refused("another CA", "tls_handshake", "does the server trust this client", || {
-        run(&["--server", &fleet.addrs[0], "--tls-ca", s(&ca), "--tls-dir", s(&other), "apply", "-f", "/dev/null"])
-    });
+    fleet.assert_refused(
+        "another CA",
+        "tls_handshake",
+        "does the server trust this client",
+        || {
+            run(&[
+                "--server",
+                &fleet.addrs[0],
+                "--tls-ca",
+                s(&ca),
+                "--tls-dir",
+                s(&other),
+                "apply",
+                "-f",
+                "/dev/null",
+            ])
+        },
+    );
     // 3. Plaintext against a TLS server.
     fleet.assert_refused("plaintext", "tls_handshake", "", || {
         run(&["--server", &fleet.addrs[0], "--insecure", "get", "cq"])
     });
     // 4. A tenant submitting to a foreign namespace, by certificate and by token.
-    fleet.assert_refused("foreign namespace", "forbidden", "may not submit in namespace \"team-b\"", || {
-        submit(&team_a_cert, "team-b", "intruder")
-    });
-    fleet.assert_refused("foreign namespace by token", "forbidden", "namespace \"team-b\"", || {
-        submit(&["--token", &fleet.token], "team-b", "intruder-2")
-    });
+    fleet.assert_refused(
+        "foreign namespace",
+        "forbidden",
+        "may not submit in namespace \"team-b\"",
+        || submit(&team_a_cert, "team-b", "intruder"),
+    );
+    fleet.assert_refused(
+        "foreign namespace by token",
+        "forbidden",
+        "namespace \"team-b\"",
+        || submit(&["--token", &fleet.token], "team-b", "intruder-2"),
+    );
     // 5. A non-admin applying a ClusterQueue.
-    fleet.assert_refused("non-admin ClusterQueue", "forbidden", "only admins may apply cluster-scoped objects", || {
-        fleet.apply(&["--token", &fleet.token], ROGUE_CQ)
-    });
+    fleet.assert_refused(
+        "non-admin ClusterQueue",
+        "forbidden",
+        "only admins may apply cluster-scoped objects",
+        || fleet.apply(&["--token", &fleet.token], ROGUE_CQ),
+    );
     // 6. A non-admin changing the Raft group.
-    fleet.assert_refused("non-admin membership", "forbidden", "only admins may change the Raft group", || {
-        fleet.cli(&team_a_cert, &["members", "set-voters", "1"])
-    });
+    fleet.assert_refused(
+        "non-admin membership",
+        "forbidden",
+        "only admins may change the Raft group",
+        || fleet.cli(&team_a_cert, &["members", "set-voters", "1"]),
+    );
     // 7. An agent speaking for another cluster with east's certificate.
     let hash = fleet.converged_hash();
     let before = fleet.refused("foreign_cluster");
-    let mut rogue = agent(&fleet, "west", "agent-east");
+    let rogue = agent(&fleet, "west", "agent-east");
     let counted = wait_for(Duration::from_secs(20), || {
         (fleet.refused("foreign_cluster") > before).then_some(())
     });
-    let _ = rogue.kill();
-    let _ = rogue.wait();
-    assert!(counted.is_some(), "foreign cluster not refused:\n{}", fleet.logs());
+    drop(rogue);
+    assert!(
+        counted.is_some(),
+        "foreign cluster not refused:\n{}",
+        fleet.logs()
+    );
     let out = fleet.admin(&["get", "clusters"]);
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("west"), "{}", text(&out));
-    assert_eq!(fleet.converged_hash(), hash, "the rogue agent changed the state");
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("west"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        fleet.converged_hash(),
+        hash,
+        "the rogue agent changed the state"
+    );
     // 8. A tenant certificate naming a tenant the policy lacks.
-    ok(&["certs", "issue", "--dir", s(&fleet.tls), "client", "--tenant", "mallory"]);
+    ok(&[
+        "certs",
+        "issue",
+        "--dir",
+        s(&fleet.tls),
+        "client",
+        "--tenant",
+        "mallory",
+    ]);
     let mallory = [
         "--tls-cert".to_string(),
         fleet.tls.join("client-mallory.pem").display().to_string(),
         "--tls-key".to_string(),
-        fleet.tls.join("client-mallory-key.pem").display().to_string(),
+        fleet
+            .tls
+            .join("client-mallory-key.pem")
+            .display()
+            .to_string(),
     ];
     let mallory: Vec<&str> = mallory.iter().map(String::as_str).collect();
-    fleet.assert_refused("unknown tenant", "forbidden", "not in the authorization policy", || {
-        fleet.cli(&mallory, &["get", "cq"])
-    });
+    fleet.assert_refused(
+        "unknown tenant",
+        "forbidden",
+        "not in the authorization policy",
+        || fleet.cli(&mallory, &["get", "cq"]),
+    );
 
     // The policy reloads: team-a gains team-b, and the same submission
     // that was refused goes through.
@@ -361,9 +523,11 @@ fn mutual_tls_and_authorization_refuse_and_count_and_change_nothing() {
     let text_before = std::fs::read_to_string(&policy).expect("policy");
     std::fs::write(&policy, text_before.replace("[team-a]", "[team-a, team-b]")).expect("policy");
     let allowed = wait_for(Duration::from_secs(15), || {
-        submit(&team_a_cert, "team-b", "after-reload").status.success().then_some(())
+        submit(&team_a_cert, "team-b", "after-reload")
+            .status
+            .success()
+            .then_some(())
     });
     assert!(allowed.is_some(), "policy not reloaded:\n{}", fleet.logs());
-    let _ = east.kill();
-    let _ = east.wait();
+    drop(east);
 }

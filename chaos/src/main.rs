@@ -76,6 +76,21 @@ enum Command {
         #[arg(long)]
         keep: bool,
     },
+    /// Measure failover: kill -9 the leader of the real binaries (3
+    /// servers, 2 agents on loopback) again and again, and time each from
+    /// the kill to the first admission the new leader makes; prints p50
+    /// and p99 and ends with `kills=N p50_ms=… p99_ms=… max_ms=…`.
+    Failover {
+        /// How many times to kill the leader.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10000))]
+        kills: u64,
+        /// The fleetq binary (default: next to this one).
+        #[arg(long, value_name = "PATH")]
+        fleetq: Option<std::path::PathBuf>,
+        /// Keep the run's directory (logs, data).
+        #[arg(long)]
+        keep: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -148,6 +163,54 @@ fn main() -> ExitCode {
             seed,
             keep,
         } => live(&scenario, &duration, fleetq, seed, keep),
+        Command::Failover {
+            kills,
+            fleetq,
+            keep,
+        } => failover(kills as usize, fleetq, keep),
+    }
+}
+
+fn fleetq_binary(fleetq: Option<std::path::PathBuf>) -> std::path::PathBuf {
+    fleetq.unwrap_or_else(|| {
+        std::env::current_exe()
+            .map(|p| p.with_file_name("fleetq"))
+            .unwrap_or_else(|_| "fleetq".into())
+    })
+}
+
+fn failover(kills: usize, fleetq: Option<std::path::PathBuf>, keep: bool) -> ExitCode {
+    use fleetq_chaos::live::failover::{quantile, run, FailoverOptions};
+    let options = FailoverOptions {
+        fleetq: fleetq_binary(fleetq),
+        kills,
+        keep,
+    };
+    match run(&options) {
+        Ok(rounds) => {
+            let admission: Vec<u64> = rounds.iter().map(|r| r.admission_ms).collect();
+            let leader: Vec<u64> = rounds.iter().map(|r| r.leader_ms).collect();
+            println!(
+                "leader seen: p50 {} ms, p99 {} ms; first admission: p50 {} ms, p99 {} ms, max {} ms",
+                quantile(&leader, 0.5),
+                quantile(&leader, 0.99),
+                quantile(&admission, 0.5),
+                quantile(&admission, 0.99),
+                quantile(&admission, 1.0)
+            );
+            println!(
+                "kills={} p50_ms={} p99_ms={} max_ms={}",
+                rounds.len(),
+                quantile(&admission, 0.5),
+                quantile(&admission, 0.99),
+                quantile(&admission, 1.0)
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

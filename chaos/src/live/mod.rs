@@ -7,6 +7,8 @@
 //! - [`scenario`]: the named faults (`leader-partition`, `leader-kill`,
 //!   `agent-partition`, `agent-kill`, `follower-pause`, `slow-network`,
 //!   `lossy-network`, `split-brain`).
+//! - [`failover`]: leader kill -9 to the first admission by the new
+//!   leader, over many kills (`fleetq-chaos failover`).
 //! - [`check`]: the checker, from the outside (API, state hashes,
 //!   executor journals).
 //!
@@ -15,6 +17,7 @@
 //! until every workload has finished, and check.
 
 pub mod check;
+pub mod failover;
 pub mod load;
 pub mod scenario;
 pub mod system;
