@@ -16,8 +16,8 @@ use clap::{Args, ValueEnum};
 use fleetq_agent::config::{ExecutorKind, InventorySource, StaticFlavor};
 use fleetq_agent::{Agent, AgentConfig};
 
-use super::tls::{Role, TlsArgs, RELOAD_EVERY};
 use super::server::{init_logging, runtime, termination, LogFormat};
+use super::tls::{Role, TlsArgs, RELOAD_EVERY};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum InventoryFlag {
@@ -185,7 +185,16 @@ pub fn run(args: &AgentArgs, servers: Option<&str>, tls_args: &TlsArgs) -> ExitC
         }
     };
     init_logging(args.log_format, "info,h2=warn,tower=warn,hyper=warn");
-    let tls = match tls_args.resolve(&Role::Agent(config.cluster.clone())) {
+    // The flags over the config file's keys of the same names.
+    let merged = TlsArgs {
+        tls_dir: tls_args.tls_dir.clone().or(config.tls_dir.clone()),
+        tls_ca: tls_args.tls_ca.clone().or(config.tls_ca.clone()),
+        tls_cert: tls_args.tls_cert.clone().or(config.tls_cert.clone()),
+        tls_key: tls_args.tls_key.clone().or(config.tls_key.clone()),
+        token: None,
+        insecure: tls_args.insecure || config.insecure,
+    };
+    let tls = match merged.resolve(&Role::Agent(config.cluster.clone())) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: {e}");

@@ -20,9 +20,9 @@ use fleetq_server::simulated::SimulatedCluster;
 use fleetq_server::{Limits, NodeConfig, RaftTiming};
 use serde::Deserialize;
 
+use super::limits::{Bytes, FileLimits, LimitArgs};
 use super::tls::{Role, TlsArgs, RELOAD_EVERY};
 use fleetq_proto::tls::Tls;
-use super::limits::{Bytes, FileLimits, LimitArgs};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -141,6 +141,13 @@ struct FileConfig {
     client_write_burst: Option<u32>,
     max_pending_per_local_queue: Option<u64>,
     max_agent_sessions: Option<usize>,
+    tls_dir: Option<PathBuf>,
+    tls_ca: Option<PathBuf>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    #[serde(default)]
+    insecure: bool,
+    auth_policy: Option<PathBuf>,
 }
 
 /// Everything a node needs, resolved and checked.
@@ -156,6 +163,9 @@ pub struct ServerSettings {
     pub metrics: MetricsConfig,
     /// Limits against abuse (request size, write rate, pending, agents).
     pub limits: Limits,
+    /// TLS settings of the config file (the global flags override them).
+    pub tls: TlsArgs,
+    pub auth_policy: Option<PathBuf>,
 }
 
 /// `--reserved-not-running-after`: a duration longer than zero.
@@ -330,6 +340,15 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
         http_listen: args.http_listen.or(file.http_listen),
         metrics,
         limits,
+        tls: TlsArgs {
+            tls_dir: file.tls_dir,
+            tls_ca: file.tls_ca,
+            tls_cert: file.tls_cert,
+            tls_key: file.tls_key,
+            token: None,
+            insecure: file.insecure,
+        },
+        auth_policy: args.auth_policy.clone().or(file.auth_policy),
     })
 }
 
@@ -378,15 +397,23 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the async runtime: {e}"))
 }
 
-/// The node's TLS and authorization from the TLS flags and
-/// `--auth-policy`.
+/// The node's TLS and authorization: the TLS flags over the config
+/// file's keys of the same names, and the policy.
 fn security(
-    args: &ServerArgs,
-    tls_args: &TlsArgs,
-    id: u64,
+    settings: &ServerSettings,
+    flags: &TlsArgs,
 ) -> Result<(Option<Tls>, fleetq_server::auth::Authorizer), String> {
-    let tls = tls_args.resolve(&Role::Node(id))?;
-    let auth = match (&tls, &args.auth_policy) {
+    let file = &settings.tls;
+    let merged = TlsArgs {
+        tls_dir: flags.tls_dir.clone().or(file.tls_dir.clone()),
+        tls_ca: flags.tls_ca.clone().or(file.tls_ca.clone()),
+        tls_cert: flags.tls_cert.clone().or(file.tls_cert.clone()),
+        tls_key: flags.tls_key.clone().or(file.tls_key.clone()),
+        token: None,
+        insecure: flags.insecure || file.insecure,
+    };
+    let tls = merged.resolve(&Role::Node(settings.node.id))?;
+    let auth = match (&tls, &settings.auth_policy) {
         (Some(_), policy) => fleetq_server::auth::Authorizer::secure(policy.clone())?,
         (None, Some(_)) => {
             return Err("--auth-policy: authorization needs TLS (drop --insecure)".into())
@@ -405,7 +432,7 @@ pub fn run(args: &ServerArgs, tls_args: &TlsArgs) -> ExitCode {
         }
     };
     init_logging(settings.log_format, SERVER_LOG_FILTER);
-    let tls = match security(args, tls_args, settings.node.id) {
+    let tls = match security(&settings, tls_args) {
         Ok((tls, auth)) => {
             settings.node.auth = auth;
             tls

@@ -111,6 +111,20 @@ pub struct AgentConfig {
     /// real process takes to exit after SIGTERM); 0 stops at once.
     #[serde(default)]
     pub simulated_stop_ms: u64,
+    /// Mutual TLS: the directory `fleetq certs` wrote (ca.pem,
+    /// agent-CLUSTER.pem, agent-CLUSTER-key.pem), or the files one by one.
+    /// The `--tls-*` flags override these.
+    #[serde(default)]
+    pub tls_dir: Option<std::path::PathBuf>,
+    #[serde(default)]
+    pub tls_ca: Option<std::path::PathBuf>,
+    #[serde(default)]
+    pub tls_cert: Option<std::path::PathBuf>,
+    #[serde(default)]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Plaintext to the servers (they must run --insecure too).
+    #[serde(default)]
+    pub insecure: bool,
 }
 
 fn default_true() -> bool {
@@ -158,6 +172,11 @@ impl AgentConfig {
             follow_redirects: true,
             source_address: None,
             simulated_stop_ms: 0,
+            tls_dir: None,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
+            insecure: false,
         })
     }
 
