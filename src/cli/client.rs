@@ -25,7 +25,10 @@ pub type Client = FleetQClient<InterceptedService<Channel, BearerToken>>;
 pub struct BearerToken(Option<MetadataValue<Ascii>>);
 
 impl tonic::service::Interceptor for BearerToken {
-    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
         if let Some(v) = &self.0 {
             request.metadata_mut().insert("authorization", v.clone());
         }
@@ -55,7 +58,11 @@ pub async fn connect(addr: &str) -> Result<Client, String> {
 }
 
 /// Connects to `addr` with the given TLS and bearer token.
-pub async fn connect_with(addr: &str, tls: Option<&Tls>, token: Option<&str>) -> Result<Client, String> {
+pub async fn connect_with(
+    addr: &str,
+    tls: Option<&Tls>,
+    token: Option<&str>,
+) -> Result<Client, String> {
     let timeouts = Timeouts {
         request: Duration::from_secs(30),
         ..Timeouts::default()

@@ -17,9 +17,9 @@ use fleetq_proto::tls::{Tls, TlsFiles};
 use fleetq_server::auth::Authorizer;
 
 use super::client;
-use super::tls::{TlsArgs, RELOAD_EVERY};
 use super::limits::{FileLimits, LimitArgs};
 use super::server::{init_logging, runtime, termination, LogFormat};
+use super::tls::{TlsArgs, RELOAD_EVERY};
 
 /// The sample configuration loaded unless `--no-sample`.
 pub const SAMPLE: &str = include_str!("../../deploy/dev/sample.yaml");
@@ -103,9 +103,14 @@ pub fn run(args: &DevArgs, tls: &TlsArgs) -> ExitCode {
 /// The dev group's certificates: made in the TLS directory (default
 /// ~/.fleetq/tls) when missing, so the CLI finds its client.pem there
 /// with no flags. `None` with --insecure.
-fn dev_tls(tls: &TlsArgs, clusters: &[SimulatedCluster]) -> Result<Option<std::path::PathBuf>, String> {
+fn dev_tls(
+    tls: &TlsArgs,
+    clusters: &[SimulatedCluster],
+) -> Result<Option<std::path::PathBuf>, String> {
     if tls.insecure {
-        tracing::warn!("--insecure: plaintext gRPC, no authentication, every caller may do everything");
+        tracing::warn!(
+            "--insecure: plaintext gRPC, no authentication, every caller may do everything"
+        );
         return Ok(None);
     }
     let dir = tls

@@ -35,7 +35,13 @@ pub struct TlsArgs {
     pub tls_key: Option<PathBuf>,
     /// Bearer token (clients): acts as the tenant the server's
     /// authorization policy maps it to; no client certificate needed.
-    #[arg(long, global = true, env = "FLEETQ_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(
+        long,
+        global = true,
+        env = "FLEETQ_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     pub token: Option<String>,
     /// Plaintext instead of mutual TLS: no encryption, no authentication,
     /// everyone may do everything. For loopback experiments only.
@@ -82,7 +88,9 @@ impl TlsArgs {
         };
         let dir = self.dir();
         let from_dir = |dir: &Option<PathBuf>| -> Result<TlsFiles, String> {
-            let dir = dir.as_ref().ok_or("--tls-dir: no directory given and HOME is not set")?;
+            let dir = dir
+                .as_ref()
+                .ok_or("--tls-dir: no directory given and HOME is not set")?;
             if !dir.is_dir() {
                 return Err(format!(
                     "--tls-dir: {} does not exist; make certificates with `fleetq certs init` and `fleetq certs issue` (or run `fleetq dev`, which makes its own), or pass --insecure for plaintext",
@@ -92,7 +100,10 @@ impl TlsArgs {
             Ok(TlsFiles::in_dir(dir, &role.stem()))
         };
         let mut files = match (&self.tls_ca, identity) {
-            (Some(ca), Some(identity)) => TlsFiles { ca: ca.clone(), identity },
+            (Some(ca), Some(identity)) => TlsFiles {
+                ca: ca.clone(),
+                identity,
+            },
             (Some(ca), None) => TlsFiles {
                 ca: ca.clone(),
                 identity: from_dir(&dir).ok().and_then(|f| f.identity),

@@ -316,10 +316,10 @@ impl Agent {
                 (Some(c), _) => c.channel(addr)?,
                 (None, Some(tls)) => fleetq_proto::tls::tls_channel(addr, &timeouts, &tls, source)?,
                 (None, None) => endpoint(addr, &timeouts)?
-                .local_address(source)
-                .connect()
-                .await
-                .map_err(|e| format!("cannot reach {addr}: {e}"))?,
+                    .local_address(source)
+                    .connect()
+                    .await
+                    .map_err(|e| format!("cannot reach {addr}: {e}"))?,
             };
             AgentClient::new(channel)
                 .session(tokio_stream::wrappers::ReceiverStream::new(rx))

@@ -243,7 +243,10 @@ fn parse_workload(json: &str, index: usize) -> Result<Workload, FieldError> {
 #[tonic::async_trait]
 impl FleetQ for ApiService {
     async fn apply(&self, request: Request<pb::ApplyRequest>) -> Reply<pb::ApplyResponse> {
-        let caller = self.auth.caller(&request).map_err(|s| self.auth.refuse(&request, "Apply", crate::limits::reason::UNAUTHENTICATED, s))?;
+        let caller = self.auth.caller(&request).map_err(|s| {
+            self.auth
+                .refuse(&request, "Apply", crate::limits::reason::UNAUTHENTICATED, s)
+        })?;
         self.writes.admit("Apply", &request, &caller)?;
         let documents = match import_manifests(&request.get_ref().manifests) {
             Ok(d) => d,
@@ -257,7 +260,8 @@ impl FleetQ for ApiService {
         // All or nothing: one object the caller may not write refuses the
         // whole request before anything is proposed.
         for doc in &documents {
-            self.auth.allow(&request, "Apply", &caller, object_action(&doc.object))?;
+            self.auth
+                .allow(&request, "Apply", &caller, object_action(&doc.object))?;
         }
         let req = request.into_inner();
         let mut objects = Vec::new();
@@ -390,9 +394,16 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::ListObjectsRequest>,
     ) -> Reply<pb::ObjectList> {
-        let caller = self.auth.api(&request, "ListObjects", Action::ReadCluster)?;
+        let caller = self
+            .auth
+            .api(&request, "ListObjects", Action::ReadCluster)?;
         if !request.get_ref().namespace.is_empty() {
-            self.auth.allow(&request, "ListObjects", &caller, Action::Read(&request.get_ref().namespace))?;
+            self.auth.allow(
+                &request,
+                "ListObjects",
+                &caller,
+                Action::Read(&request.get_ref().namespace),
+            )?;
         }
         let req = request.into_inner();
         let kind = if req.kind.is_empty() {
@@ -423,7 +434,14 @@ impl FleetQ for ApiService {
     }
 
     async fn submit(&self, request: Request<pb::SubmitRequest>) -> Reply<pb::SubmitResponse> {
-        let caller = self.auth.caller(&request).map_err(|s| self.auth.refuse(&request, "Submit", crate::limits::reason::UNAUTHENTICATED, s))?;
+        let caller = self.auth.caller(&request).map_err(|s| {
+            self.auth.refuse(
+                &request,
+                "Submit",
+                crate::limits::reason::UNAUTHENTICATED,
+                s,
+            )
+        })?;
         self.writes.admit("Submit", &request, &caller)?;
         let req = request.get_ref();
         let mut texts: Vec<&str> = req.workloads_json.iter().map(String::as_str).collect();
@@ -445,14 +463,19 @@ impl FleetQ for ApiService {
             return Err(refused(&errors));
         }
         for w in &workloads {
-            self.auth.allow(&request, "Submit", &caller, Action::Submit(&w.namespace))?;
+            self.auth
+                .allow(&request, "Submit", &caller, Action::Submit(&w.namespace))?;
         }
         let results = self.submit_many(&req.request_id, workloads).await?;
         Ok(tonic::Response::new(pb::SubmitResponse { results }))
     }
 
     async fn cancel(&self, request: Request<pb::CancelRequest>) -> Reply<pb::CancelResponse> {
-        let caller = self.auth.api(&request, "Cancel", Action::Cancel(&request.get_ref().namespace))?;
+        let caller = self.auth.api(
+            &request,
+            "Cancel",
+            Action::Cancel(&request.get_ref().namespace),
+        )?;
         self.writes.admit("Cancel", &request, &caller)?;
         let req = request.into_inner();
         let response = self
@@ -474,7 +497,11 @@ impl FleetQ for ApiService {
     }
 
     async fn get_workload(&self, request: Request<pb::WorkloadRef>) -> Reply<pb::WorkloadStatus> {
-        self.auth.api(&request, "GetWorkload", Action::Read(&request.get_ref().namespace))?;
+        self.auth.api(
+            &request,
+            "GetWorkload",
+            Action::Read(&request.get_ref().namespace),
+        )?;
         let req = request.into_inner();
         self.barrier().await?;
         let sm = self.handle.read();
@@ -497,7 +524,8 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::ListWorkloadsRequest>,
     ) -> Reply<pb::WorkloadList> {
-        self.auth.api(&request, "ListWorkloads", list_action(request.get_ref()))?;
+        self.auth
+            .api(&request, "ListWorkloads", list_action(request.get_ref()))?;
         let req = request.into_inner();
         self.barrier().await?;
         Ok(tonic::Response::new(self.list_workloads(&req)))
@@ -510,7 +538,8 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::ListWorkloadsRequest>,
     ) -> Reply<Self::WatchWorkloadsStream> {
-        self.auth.api(&request, "WatchWorkloads", list_action(request.get_ref()))?;
+        self.auth
+            .api(&request, "WatchWorkloads", list_action(request.get_ref()))?;
         let req = request.into_inner();
         self.barrier().await?;
         let handle = self.handle.clone();
@@ -596,7 +625,8 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::ClusterQueueRef>,
     ) -> Reply<pb::ClusterQueueStatus> {
-        self.auth.api(&request, "DescribeClusterQueue", Action::ReadCluster)?;
+        self.auth
+            .api(&request, "DescribeClusterQueue", Action::ReadCluster)?;
         let req = request.into_inner();
         self.barrier().await?;
         let sm = self.handle.read();
@@ -609,7 +639,8 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::ListClustersRequest>,
     ) -> Reply<pb::ClusterList> {
-        self.auth.api(&request, "ListClusters", Action::ReadCluster)?;
+        self.auth
+            .api(&request, "ListClusters", Action::ReadCluster)?;
         self.barrier().await?;
         let sm = self.handle.read();
         let clusters = sm
@@ -633,7 +664,8 @@ impl FleetQ for ApiService {
     }
 
     async fn drain_cluster(&self, request: Request<pb::ClusterRef>) -> Reply<pb::ClusterStatus> {
-        self.auth.api(&request, "DrainCluster", Action::Admin("drain clusters"))?;
+        self.auth
+            .api(&request, "DrainCluster", Action::Admin("drain clusters"))?;
         let req = request.into_inner();
         let response = self
             .propose(Command::DrainCluster {
@@ -665,7 +697,11 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::AddLearnerRequest>,
     ) -> Reply<pb::NodeStatusResponse> {
-        self.auth.api(&request, "AddLearner", Action::Admin("change the Raft group"))?;
+        self.auth.api(
+            &request,
+            "AddLearner",
+            Action::Admin("change the Raft group"),
+        )?;
         let req = request.into_inner();
         if req.addr.is_empty() {
             return Err(Status::invalid_argument(
@@ -702,7 +738,11 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::ChangeMembershipRequest>,
     ) -> Reply<pb::NodeStatusResponse> {
-        self.auth.api(&request, "ChangeMembership", Action::Admin("change the Raft group"))?;
+        self.auth.api(
+            &request,
+            "ChangeMembership",
+            Action::Admin("change the Raft group"),
+        )?;
         let req = request.into_inner();
         if req.voters.is_empty() {
             return Err(Status::invalid_argument(
@@ -729,7 +769,11 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::DebugProposeRequest>,
     ) -> Reply<pb::DebugProposeResponse> {
-        self.auth.api(&request, "DebugPropose", Action::Admin("use debug endpoints"))?;
+        self.auth.api(
+            &request,
+            "DebugPropose",
+            Action::Admin("use debug endpoints"),
+        )?;
         if !self.debug_endpoints {
             return Err(Status::permission_denied(
                 "debug endpoints are off; start the server with --debug-endpoints",

@@ -33,9 +33,9 @@
 //! - Raft RPCs carry openraft's own types as JSON (`raft.proto`).
 
 pub mod admission;
-pub mod auth;
 pub mod agent_service;
 pub mod api_service;
+pub mod auth;
 pub mod batcher;
 pub mod clock;
 pub mod http;

@@ -274,7 +274,9 @@ mod tests {
         let anyone = crate::auth::Caller::Insecure;
         assert!(gate.admit("Submit", &request, &anyone).is_ok());
         assert!(gate.admit("Submit", &request, &anyone).is_ok());
-        let refused = gate.admit("Submit", &request, &anyone).expect_err("third is over");
+        let refused = gate
+            .admit("Submit", &request, &anyone)
+            .expect_err("third is over");
         assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
         assert!(
             refused
@@ -305,7 +307,11 @@ mod tests {
         let refused = gate
             .admit("Submit", &request, &tenant("a"))
             .expect_err("a is over");
-        assert!(refused.message().contains("tenant a"), "{}", refused.message());
+        assert!(
+            refused.message().contains("tenant a"),
+            "{}",
+            refused.message()
+        );
         assert!(gate.admit("Submit", &request, &tenant("b")).is_ok());
     }
 }

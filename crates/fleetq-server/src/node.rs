@@ -22,9 +22,9 @@ use tokio::sync::watch;
 use tonic::transport::server::Connected;
 
 use crate::admission::{self, AdmissionStats};
-use crate::auth::Authorizer;
 use crate::agent_service::AgentService;
 use crate::api_service::ApiService;
+use crate::auth::Authorizer;
 use crate::batcher::SubmitBatcher;
 use crate::clock::SharedClock;
 use crate::leases::{LeaseConfig, LeaseTable};

@@ -30,7 +30,11 @@ impl RaftService {
         let members: Vec<u64> = {
             let metrics = self.raft.metrics();
             let m = metrics.borrow();
-            m.membership_config.membership().nodes().map(|(id, _)| *id).collect()
+            m.membership_config
+                .membership()
+                .nodes()
+                .map(|(id, _)| *id)
+                .collect()
         };
         self.auth.peer(request, rpc, &members)
     }

@@ -55,20 +55,23 @@ where
                     continue;
                 }
             };
-            let Some(config) = tls.server_config() else { return };
+            let Some(config) = tls.server_config() else {
+                return;
+            };
             let tx = tx.clone();
             let refused = Arc::clone(&refused);
             tokio::spawn(async move {
                 let peer = tcp.peer_addr().ok();
                 let acceptor = tokio_rustls::TlsAcceptor::from(config);
-                let error = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                    Ok(Ok(stream)) => {
-                        let _ = tx.send(Ok(stream)).await;
-                        return;
-                    }
-                    Ok(Err(e)) => e.to_string(),
-                    Err(_) => format!("no TLS handshake within {HANDSHAKE_TIMEOUT:?}"),
-                };
+                let error =
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(stream)) => {
+                            let _ = tx.send(Ok(stream)).await;
+                            return;
+                        }
+                        Ok(Err(e)) => e.to_string(),
+                        Err(_) => format!("no TLS handshake within {HANDSHAKE_TIMEOUT:?}"),
+                    };
                 refused(HandshakeRefused { peer, error });
             });
         }

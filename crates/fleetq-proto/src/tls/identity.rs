@@ -144,7 +144,8 @@ mod tests {
     #[test]
     fn a_certificate_names_its_identity() {
         let key = rcgen::KeyPair::generate().expect("key");
-        let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+        let mut params =
+            rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
         params.subject_alt_names.push(rcgen::SanType::URI(
             rcgen::string::Ia5String::try_from(Identity::Agent("east".into()).uri()).expect("uri"),
         ));

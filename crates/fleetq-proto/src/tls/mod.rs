@@ -111,14 +111,14 @@ fn build(files: &TlsFiles, contents: Vec<Vec<u8>>) -> Result<Loaded, String> {
     let (mut client, server) = match &files.identity {
         None => (client_builder.with_no_client_auth(), None),
         Some((cert_path, key_path)) => {
-            let chain: Vec<CertificateDer<'static>> =
-                CertificateDer::pem_slice_iter(&contents[1])
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| {
-                        format!("{}: not a PEM certificate: {e}", cert_path.display())
-                    })?;
+            let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&contents[1])
+                .collect::<Result<_, _>>()
+                .map_err(|e| format!("{}: not a PEM certificate: {e}", cert_path.display()))?;
             if chain.is_empty() {
-                return Err(format!("{}: no certificate in the file", cert_path.display()));
+                return Err(format!(
+                    "{}: no certificate in the file",
+                    cert_path.display()
+                ));
             }
             Identity::of_certificate(&chain[0])
                 .map_err(|e| format!("{}: {e}", cert_path.display()))?;
@@ -212,8 +212,13 @@ impl Tls {
             tick.tick().await;
             loop {
                 tick.tick().await;
-                let Some(current) = weak.upgrade() else { return };
-                let tls = Tls { files: files.clone(), current };
+                let Some(current) = weak.upgrade() else {
+                    return;
+                };
+                let tls = Tls {
+                    files: files.clone(),
+                    current,
+                };
                 match tls.reload() {
                     Ok(true) => {
                         failing = false;
@@ -269,7 +274,10 @@ mod tests {
         write(dir.path(), &material(&Identity::Node(1)));
         assert_eq!(tls.reload(), Ok(true), "rotated files");
         let second = tls.server_config().expect("server config");
-        assert!(!Arc::ptr_eq(&first, &second), "the new configuration is in use");
+        assert!(
+            !Arc::ptr_eq(&first, &second),
+            "the new configuration is in use"
+        );
 
         std::fs::write(dir.path().join("n.pem"), "not a certificate").expect("write");
         let err = tls.reload().expect_err("garbage");

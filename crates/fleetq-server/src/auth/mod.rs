@@ -131,8 +131,12 @@ impl std::fmt::Debug for Authorizer {
 }
 
 fn read_policy(path: &PathBuf) -> Result<Policy, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the authorization policy {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "cannot read the authorization policy {}: {e}",
+            path.display()
+        )
+    })?;
     Policy::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
@@ -174,7 +178,10 @@ impl Authorizer {
 
     /// Logs and counts a connection that failed its TLS handshake.
     pub fn handshake_refused(&self, refused: fleetq_proto::tls::HandshakeRefused) {
-        let peer = refused.peer.map(|p| p.to_string()).unwrap_or_else(|| "unknown".into());
+        let peer = refused
+            .peer
+            .map(|p| p.to_string())
+            .unwrap_or_else(|| "unknown".into());
         tracing::warn!(client = %peer, reason = reason::TLS_HANDSHAKE, "refused: TLS handshake failed: {}", refused.error);
         self.metrics.refused(reason::TLS_HANDSHAKE);
     }
@@ -216,7 +223,13 @@ impl Authorizer {
     }
 
     /// Logs and counts a refusal; returns the status to answer with.
-    pub fn refuse<T>(&self, request: &Request<T>, rpc: &str, why: &'static str, status: Status) -> Status {
+    pub fn refuse<T>(
+        &self,
+        request: &Request<T>,
+        rpc: &str,
+        why: &'static str,
+        status: Status,
+    ) -> Status {
         tracing::warn!(rpc, client = %client_key(request), reason = why, "refused: {}", status.message());
         self.metrics.refused(why);
         status
@@ -234,14 +247,20 @@ impl Authorizer {
                 .to_str()
                 .ok()
                 .and_then(|v| v.strip_prefix("Bearer "))
-                .ok_or_else(|| Status::unauthenticated("authorization: expected \"Bearer TOKEN\""))?;
+                .ok_or_else(|| {
+                    Status::unauthenticated("authorization: expected \"Bearer TOKEN\"")
+                })?;
             return policy
                 .tenant_of_token(token.trim())
                 .map(|t| Caller::Tenant(t.clone()))
-                .ok_or_else(|| Status::unauthenticated("the bearer token is not in the authorization policy"));
+                .ok_or_else(|| {
+                    Status::unauthenticated("the bearer token is not in the authorization policy")
+                });
         }
         let certs = request.peer_certs().ok_or_else(|| {
-            Status::unauthenticated("no client certificate and no bearer token (see `fleetq certs`)")
+            Status::unauthenticated(
+                "no client certificate and no bearer token (see `fleetq certs`)",
+            )
         })?;
         let leaf = certs
             .first()
@@ -263,14 +282,27 @@ impl Authorizer {
 
     /// The caller of a client API request, if it may do `action`;
     /// otherwise the refusal, logged and counted.
-    pub fn api<T>(&self, request: &Request<T>, rpc: &str, action: Action<'_>) -> Result<Caller, Status> {
-        let caller = self.caller(request).map_err(|s| self.refuse_status(request, rpc, s))?;
+    pub fn api<T>(
+        &self,
+        request: &Request<T>,
+        rpc: &str,
+        action: Action<'_>,
+    ) -> Result<Caller, Status> {
+        let caller = self
+            .caller(request)
+            .map_err(|s| self.refuse_status(request, rpc, s))?;
         self.allow(request, rpc, &caller, action)?;
         Ok(caller)
     }
 
     /// Checks one more action for a caller already known.
-    pub fn allow<T>(&self, request: &Request<T>, rpc: &str, caller: &Caller, action: Action<'_>) -> Result<(), Status> {
+    pub fn allow<T>(
+        &self,
+        request: &Request<T>,
+        rpc: &str,
+        caller: &Caller,
+        action: Action<'_>,
+    ) -> Result<(), Status> {
         permits(caller, action).map_err(|why| {
             self.refuse(
                 request,
@@ -301,7 +333,9 @@ impl Authorizer {
                 request,
                 rpc,
                 reason::FORBIDDEN,
-                Status::permission_denied(format!("{other}: only agents may use the Agent service")),
+                Status::permission_denied(format!(
+                    "{other}: only agents may use the Agent service"
+                )),
             )),
             Err(s) => Err(self.refuse_status(request, rpc, s)),
         }
@@ -309,11 +343,23 @@ impl Authorizer {
 
     /// Refuses an agent speaking for a cluster its certificate does not
     /// name (logged and counted as `foreign_cluster`).
-    pub fn agent_cluster(&self, allowed: &Option<String>, cluster: &str, client: &str, rpc: &str) -> Result<(), Status> {
+    pub fn agent_cluster(
+        &self,
+        allowed: &Option<String>,
+        cluster: &str,
+        client: &str,
+        rpc: &str,
+    ) -> Result<(), Status> {
         match allowed {
             Some(own) if own != cluster => {
-                let message = format!("the agent of cluster {own} may not speak for cluster {cluster:?}");
-                tracing::warn!(rpc, client, reason = reason::FOREIGN_CLUSTER, "refused: {message}");
+                let message =
+                    format!("the agent of cluster {own} may not speak for cluster {cluster:?}");
+                tracing::warn!(
+                    rpc,
+                    client,
+                    reason = reason::FOREIGN_CLUSTER,
+                    "refused: {message}"
+                );
                 self.metrics.refused(reason::FOREIGN_CLUSTER);
                 Err(Status::permission_denied(message))
             }
@@ -338,7 +384,9 @@ impl Authorizer {
                 request,
                 rpc,
                 reason::FORBIDDEN,
-                Status::permission_denied(format!("{other}: only member nodes may use the Raft service")),
+                Status::permission_denied(format!(
+                    "{other}: only member nodes may use the Raft service"
+                )),
             )),
             Err(s) => Err(self.refuse_status(request, rpc, s)),
         }

@@ -70,10 +70,7 @@ impl Tenant {
     pub fn may(&self, verb: Verb, namespace: &str) -> bool {
         self.admin
             || (self.verbs.contains(&verb)
-                && self
-                    .namespaces
-                    .iter()
-                    .any(|n| n == "*" || n == namespace))
+                && self.namespaces.iter().any(|n| n == "*" || n == namespace))
     }
 
     pub fn has_verb(&self, verb: Verb) -> bool {
@@ -197,23 +194,44 @@ tenants:
         assert!(a.may(Verb::Get, "team-a"));
         assert!(!a.may(Verb::Submit, "team-b"));
         assert!(!a.may(Verb::Apply, "team-a"), "apply is not a default verb");
-        assert_eq!(p.tenant_of_token("hello").map(|t| t.name.as_str()), Some("team-a"));
+        assert_eq!(
+            p.tenant_of_token("hello").map(|t| t.name.as_str()),
+            Some("team-a")
+        );
         assert!(p.tenant_of_token("hello ").is_none());
         let r = p.tenant("readers").expect("readers");
         assert!(r.may(Verb::Get, "anything") && !r.may(Verb::Submit, "anything"));
-        assert!(p.tenant("platform").expect("platform").may(Verb::Apply, "x"));
+        assert!(p
+            .tenant("platform")
+            .expect("platform")
+            .may(Verb::Apply, "x"));
         assert!(p.tenant("nobody").is_none());
     }
 
     #[test]
     fn bad_policies_name_the_field() {
         for (text, want) in [
-            ("tenants:\n  - name: a\n    namespaces: [x]\n    verbs: [submit, delete]\n", "tenants[0].verbs[1]"),
+            (
+                "tenants:\n  - name: a\n    namespaces: [x]\n    verbs: [submit, delete]\n",
+                "tenants[0].verbs[1]",
+            ),
             ("tenants:\n  - name: a\n", "tenants[0].namespaces"),
-            ("tenants:\n  - name: a\n    admin: true\n    tokens: [abc]\n", "tenants[0].tokens[0]"),
-            ("tenants:\n  - name: A\n    admin: true\n", "tenants[0].name"),
-            ("tenants:\n  - name: a\n    admin: true\n    colour: red\n", "colour"),
-            ("tenants:\n  - name: a\n    admin: true\n  - name: a\n    admin: true\n", "tenants[1].name"),
+            (
+                "tenants:\n  - name: a\n    admin: true\n    tokens: [abc]\n",
+                "tenants[0].tokens[0]",
+            ),
+            (
+                "tenants:\n  - name: A\n    admin: true\n",
+                "tenants[0].name",
+            ),
+            (
+                "tenants:\n  - name: a\n    admin: true\n    colour: red\n",
+                "colour",
+            ),
+            (
+                "tenants:\n  - name: a\n    admin: true\n  - name: a\n    admin: true\n",
+                "tenants[1].name",
+            ),
         ] {
             let err = Policy::parse(text).expect_err(text);
             assert!(err.contains(want), "{text}: {err}");
