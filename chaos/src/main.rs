@@ -90,6 +90,9 @@ enum Command {
         /// Keep the run's directory (logs, data).
         #[arg(long)]
         keep: bool,
+        /// The servers' `--election-timeout` (default: theirs, 400ms).
+        #[arg(long, value_name = "DURATION")]
+        election_timeout: Option<String>,
     },
 }
 
@@ -167,7 +170,8 @@ fn main() -> ExitCode {
             kills,
             fleetq,
             keep,
-        } => failover(kills as usize, fleetq, keep),
+            election_timeout,
+        } => failover(kills as usize, fleetq, keep, election_timeout),
     }
 }
 
@@ -179,12 +183,18 @@ fn fleetq_binary(fleetq: Option<std::path::PathBuf>) -> std::path::PathBuf {
     })
 }
 
-fn failover(kills: usize, fleetq: Option<std::path::PathBuf>, keep: bool) -> ExitCode {
+fn failover(
+    kills: usize,
+    fleetq: Option<std::path::PathBuf>,
+    keep: bool,
+    election_timeout: Option<String>,
+) -> ExitCode {
     use fleetq_chaos::live::failover::{quantile, run, FailoverOptions};
     let options = FailoverOptions {
         fleetq: fleetq_binary(fleetq),
         kills,
         keep,
+        election_timeout,
     };
     match run(&options) {
         Ok(rounds) => {

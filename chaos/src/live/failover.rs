@@ -24,6 +24,8 @@ pub struct FailoverOptions {
     pub fleetq: PathBuf,
     pub kills: usize,
     pub keep: bool,
+    /// `fleetq server --election-timeout` (None: the server's default).
+    pub election_timeout: Option<String>,
 }
 
 /// One round.
@@ -68,7 +70,11 @@ pub fn run(options: &FailoverOptions) -> Result<Vec<Round>, String> {
         "failover: starting 3 servers and 2 agents in {}",
         dir.path().display()
     );
-    let mut system = System::start(&options.fleetq, dir.path())?;
+    let server_args = match &options.election_timeout {
+        Some(t) => vec!["--election-timeout".to_string(), t.clone()],
+        None => Vec::new(),
+    };
+    let mut system = System::start_with(&options.fleetq, dir.path(), server_args)?;
     let mut rounds = Vec::new();
     for k in 0..options.kills {
         let round = one_round(&mut system, k)?;
