@@ -17,6 +17,12 @@ use crate::proxy::FaultProxy;
 /// The lease the servers grant (short, so lease faults play out quickly).
 pub const LEASE_TTL: Duration = Duration::from_secs(3);
 
+/// Every process here runs plaintext gRPC: mutual TLS is fleetq's default,
+/// and servers and agents refuse to start without certificates unless
+/// told `--insecure`; the CLI then needs it too. The faults are injected
+/// below TLS (TCP proxies), so it would change nothing they exercise.
+pub const INSECURE: &str = "--insecure";
+
 /// The Kueue configuration the harness applies: one ClusterQueue with 16
 /// H100s, the two agents' clusters together.
 pub const CONFIG: &str = r#"
@@ -81,7 +87,7 @@ impl Clients {
     /// `fleetq --server <server i> args...`, killed after `timeout`.
     pub fn cli_at(&self, i: usize, args: &[&str], timeout: Duration) -> Result<Output, String> {
         let child = Command::new(&self.fleetq)
-            .args(["--server", &self.addrs[i % self.addrs.len()]])
+            .args(["--server", &self.addrs[i % self.addrs.len()], INSECURE])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -112,6 +118,8 @@ impl Clients {
 pub struct System {
     pub fleetq: PathBuf,
     pub dir: PathBuf,
+    /// Extra flags for every `fleetq server` (e.g. `--election-timeout`).
+    pub server_args: Vec<String>,
     pub servers: Vec<Server>,
     pub agents: Vec<AgentProc>,
 }
@@ -119,6 +127,11 @@ pub struct System {
 impl System {
     /// Starts everything and waits for a leader and both clusters.
     pub fn start(fleetq: &Path, dir: &Path) -> Result<System, String> {
+        System::start_with(fleetq, dir, Vec::new())
+    }
+
+    /// [`System::start`] with extra flags for every server.
+    pub fn start_with(fleetq: &Path, dir: &Path, server_args: Vec<String>) -> Result<System, String> {
         let mut servers = Vec::new();
         for id in 1..=3usize {
             let listen = format!("127.0.0.1:{}", free_port().map_err(|e| e.to_string())?);
@@ -135,6 +148,7 @@ impl System {
         let mut system = System {
             fleetq: fleetq.to_path_buf(),
             dir: dir.to_path_buf(),
+            server_args,
             servers,
             agents: Vec::new(),
         };
@@ -203,11 +217,19 @@ impl System {
         let s = &self.servers[i];
         let (out, err) = self.log(&format!("server-{}", s.id))?;
         let child = Command::new(&self.fleetq)
-            .args(["server", "--id", &s.id.to_string(), "--listen", &s.listen])
+            .args([
+                "server",
+                INSECURE,
+                "--id",
+                &s.id.to_string(),
+                "--listen",
+                &s.listen,
+            ])
             .args(["--advertise", &s.proxy.addr().to_string()])
             .args(["--source-address", &s.source.to_string()])
             .args(["--peers", &peers.join(",")])
             .args(["--lease-ttl", &format!("{}s", LEASE_TTL.as_secs())])
+            .args(&self.server_args)
             .arg("--data-dir")
             .arg(self.dir.join(format!("node-{}", s.id)))
             .stdin(Stdio::null())
@@ -229,7 +251,13 @@ impl System {
         let (out, err) = self.log(&format!("agent-{}", self.agents[n].cluster))?;
         let a = &self.agents[n];
         let child = Command::new(&self.fleetq)
-            .args(["--server", &servers.join(","), "agent", "--config"])
+            .args([
+                "--server",
+                &servers.join(","),
+                INSECURE,
+                "agent",
+                "--config",
+            ])
             .arg(&a.config)
             .stdin(Stdio::null())
             .stdout(out)
@@ -385,7 +413,7 @@ impl System {
         use std::io::Write;
         let addr = self.servers[0].proxy.addr().to_string();
         let mut child = Command::new(&self.fleetq)
-            .args(["--server", &addr])
+            .args(["--server", &addr, INSECURE])
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
