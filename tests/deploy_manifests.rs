@@ -820,6 +820,51 @@ fn ci_values(name: &str) -> Json {
 // ---------------------------------------------------------------------
 // The chart.
 
+/// A server or agent pod's gRPC security: with `tls.insecure`,
+/// `--insecure` and no Secret; otherwise `--tls-dir` is where the
+/// release's TLS Secret (`tls.secretName`, default `<fullname>-tls`) is
+/// mounted, read-only.
+fn check_tls(workload: &Object, args: &[String], values: &Json) {
+    let what = workload.name();
+    let pod = &workload.value["spec"]["template"]["spec"];
+    let volumes = pod["volumes"].as_array().cloned().unwrap_or_default();
+    let secret = volumes.iter().find(|v| v["secret"].is_object());
+    let insecure = args.iter().any(|a| a == "--insecure");
+    if values["tls"]["insecure"] == json!(true) {
+        assert!(insecure, "{what}: tls.insecure passes --insecure: {args:?}");
+        assert_eq!(flag_value(args, "--tls-dir"), None, "{what}: {args:?}");
+        assert!(secret.is_none(), "{what}: no TLS Secret when insecure");
+        return;
+    }
+    assert!(
+        !insecure,
+        "{what}: mutual TLS unless tls.insecure: {args:?}"
+    );
+    let dir =
+        flag_value(args, "--tls-dir").unwrap_or_else(|| panic!("{what}: --tls-dir: {args:?}"));
+    let secret = secret.unwrap_or_else(|| panic!("{what}: no Secret volume for --tls-dir"));
+    let want = match values["tls"]["secretName"].as_str() {
+        Some(name) if !name.is_empty() => name.to_string(),
+        _ => match values["fullnameOverride"].as_str() {
+            Some(name) if !name.is_empty() => format!("{name}-tls"),
+            _ => format!("{RELEASE}-fleetq-tls"),
+        },
+    };
+    assert_eq!(secret["secret"]["secretName"], json!(want), "{what}");
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["name"] == secret["name"])
+        .unwrap_or_else(|| panic!("{what}: the TLS Secret is not mounted"));
+    assert_eq!(
+        mount["mountPath"],
+        json!(dir),
+        "{what}: --tls-dir is the Secret"
+    );
+    assert_eq!(mount["readOnly"], json!(true), "{what}");
+}
+
 /// The servers: a StatefulSet of 3 with claims, headless peers Service,
 /// client Service, PDB; each pod starts `fleetq server` with its own id,
 /// the same three initial voters and its data on its claim.
@@ -948,6 +993,7 @@ fn check_servers(objects: &[Object], values: &Json) {
         } else {
             assert_eq!(http_listen, None, "{argv:?}");
         }
+        check_tls(sts, &argv, values);
         assert_cli_accepts(&argv, &format!("server pod {ordinal}"));
     }
 }
@@ -1037,6 +1083,7 @@ fn check_agents(objects: &[Object], values: &Json) {
             args.contains(&"--no-follow-redirects".to_string()),
             agent["noFollowRedirects"] == json!(true)
         );
+        check_tls(d, &args, values);
         assert_cli_accepts(&args, &format!("agent {cluster}"));
         let servers = env_var(d, "FLEETQ_SERVER").expect("FLEETQ_SERVER");
         match agent["servers"].as_array() {
@@ -1169,6 +1216,8 @@ fn chart_without_http_probes_tcp_and_has_nothing_to_scrape() {
                    "extraArgs": ["--snapshot-every=500"], "logFilter": "debug"},
         "serviceMonitor": {"enabled": true},
         "fullnameOverride": "fq",
+        // Plaintext gRPC (check_servers: --insecure, no TLS Secret).
+        "tls": {"insecure": true},
     });
     let values = chart_values(&[&over]);
     let objects = render_chart(&values);
@@ -1301,11 +1350,12 @@ fn compose_file_runs_three_servers_and_two_agents() {
             "{name}: --data-dir {data_dir} is on a named volume"
         );
         for p in svc["ports"].as_array().expect("ports") {
+            // [HOST_IP:]HOST_PORT:CONTAINER_PORT
             assert!(
                 host_ports.insert(
                     s(p, "port")
-                        .split(':')
-                        .next()
+                        .rsplit_once(':')
+                        .map(|(host, _)| host)
                         .unwrap_or_default()
                         .to_string()
                 ),
@@ -1471,6 +1521,27 @@ fn check_unit(file: &str, subcommand: &str) -> Vec<String> {
 fn systemd_units_are_complete_and_hardened() {
     let server = check_unit("fleetq-server.service", "server");
     let agent = check_unit("fleetq-agent.service", "agent");
+    // Mutual TLS from files systemd hands over (LoadCredential=, in %d).
+    for (file, exec) in [
+        ("fleetq-server.service", &server),
+        ("fleetq-agent.service", &agent),
+    ] {
+        let unit = unit_sections(&read(&format!("deploy/systemd/{file}")), file);
+        let loaded: BTreeSet<&str> = unit["Service"]
+            .get("LoadCredential")
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.split_once(':').map(|(id, _)| id))
+            .collect();
+        for flag in ["--tls-ca", "--tls-cert", "--tls-key"] {
+            let path = flag_value(exec, flag).unwrap_or_else(|| panic!("{file}: {flag}"));
+            let id = path
+                .strip_prefix("%d/")
+                .unwrap_or_else(|| panic!("{file}: {flag} {path} is not a credential"));
+            assert!(loaded.contains(id), "{file}: no LoadCredential={id}:...");
+        }
+        assert!(!exec.contains(&"--insecure".to_string()), "{file}");
+    }
     assert_eq!(
         flag_value(&server, "--config").as_deref(),
         Some("/etc/fleetq/server.toml")
@@ -1506,6 +1577,38 @@ fn systemd_example_server_config_starts_a_node() {
             .starts_with(Path::new("/var/lib").join(&unit["Service"]["StateDirectory"][0])),
         "data_dir {data_dir} is in the unit's StateDirectory"
     );
+    // With the unit's TLS flags, its credentials directory (%d) a
+    // temporary one holding a CA and this node's certificate and key,
+    // named as the unit's LoadCredential= lines name them.
+    let credentials = dir.path().join("credentials");
+    let id = config["id"].as_integer().expect("id").to_string();
+    let certs = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_fleetq"))
+            .args(["certs"])
+            .args(args)
+            .arg("--dir")
+            .arg(&credentials)
+            .output()
+            .expect("run fleetq certs");
+        assert!(
+            out.status.success(),
+            "fleetq certs {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    certs(&["init"]);
+    certs(&["issue", "--name", "node", "node", "--id", &id]);
+    let exec = check_unit("fleetq-server.service", "server");
+    let tls: Vec<String> = exec
+        .iter()
+        .skip_while(|a| !a.starts_with("--tls"))
+        .map(|a| a.replace("%d", credentials.to_str().expect("utf-8 path")))
+        .collect();
+    assert_eq!(
+        tls.len(),
+        6,
+        "--tls-ca, --tls-cert and --tls-key at the end: {exec:?}"
+    );
     let mut child = Command::new(env!("CARGO_BIN_EXE_fleetq"))
         .args(["server", "--config"])
         .arg(repo().join("deploy/systemd/server.toml"))
@@ -1517,6 +1620,7 @@ fn systemd_example_server_config_starts_a_node() {
             "--data-dir",
         ])
         .arg(dir.path().join("node"))
+        .args(&tls)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -10,13 +10,14 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{cli_stdin, text, wait_for, workloads, Group, CONFIG, FLEETQ};
+use common::{cli_stdin, text, wait_for, workloads, Group, CONFIG, FLEETQ, INSECURE};
 use fleetq_agent::executor::process::{read_journal, JournalEntry};
 use fleetq_chaos::proxy::FaultProxy;
 use serde_json::Value;
 
-/// Starts `fleetq [args...]` with its output appended to the group's
-/// `agent.log` (printed when a test fails).
+/// Starts `fleetq --insecure [args...]` (the group's servers are
+/// plaintext) with its output appended to the group's `agent.log`
+/// (printed when a test fails).
 fn spawn_agent(group: &Group, args: &[&str]) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -24,6 +25,7 @@ fn spawn_agent(group: &Group, args: &[&str]) -> Child {
         .open(group.dir.path().join("agent.log"))
         .expect("log");
     Command::new(FLEETQ)
+        .arg(INSECURE)
         .args(args)
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))
@@ -164,13 +166,21 @@ fn an_nvml_agent_without_a_driver_says_so_and_exits() {
         "agent.toml",
         "cluster = \"gpu-node\"\nservers = [\"127.0.0.1:1\"]\ninventory_source = \"nvml\"\n[flavors]\n\"NVIDIA H100 80GB HBM3\" = \"h100-80gb\"\n",
     );
+    // --insecure: without TLS material the agent would stop at its
+    // certificates before it looks for the driver.
     let out = Command::new(FLEETQ)
-        .args(["agent", "--config", path.to_str().expect("utf-8")])
+        .args([INSECURE, "agent", "--config", path.to_str().expect("utf-8")])
         .output()
         .expect("fleetq agent runs");
     assert!(!out.status.success(), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.trim().lines().count(), 1, "one clear line: {stderr}");
+    // Besides the warning --insecure always logs, one clear line.
+    let lines: Vec<&str> = stderr
+        .trim()
+        .lines()
+        .filter(|l| !l.contains("--insecure: plaintext gRPC"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one clear line: {stderr}");
     assert!(stderr.contains("NVML"), "{stderr}");
 }
 

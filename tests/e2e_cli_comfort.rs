@@ -7,7 +7,7 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cli, text, wait_for, FLEETQ};
+use common::{cli_tls, text, wait_for, FLEETQ};
 
 fn run(args: &[&str]) -> Output {
     Command::new(FLEETQ)
@@ -88,7 +88,8 @@ fn every_output_flag_names_itself_and_the_four_formats_on_a_bad_value() {
 }
 
 /// `fleetq dev` on three consecutive ports below the ephemeral range (so
-/// no other test's free_port() lands on them); stopped by SIGTERM.
+/// no other test's free_port() lands on them), with mutual TLS from the
+/// certificates it makes in its own directory; stopped by SIGTERM.
 struct Dev {
     child: Child,
     addr: String,
@@ -107,6 +108,7 @@ impl Dev {
             .args(["dev", "--port", &base.to_string()])
             .args(["--http-listen", "127.0.0.1:0"])
             .args(["--data-dir", &dir.path().join("data").display().to_string()])
+            .args(["--tls-dir", &dir.path().join("tls").display().to_string()])
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
@@ -120,8 +122,8 @@ impl Dev {
         // dev answers before the sample is loaded and before both agents
         // have registered; wait for both clusters Ready and both queues.
         let ready = wait_for(Duration::from_secs(60), || {
-            let out = cli(&dev.addr, &["get", "clusters"]);
-            let cq = cli(&dev.addr, &["get", "cq"]);
+            let out = dev.cli(&["get", "clusters"]);
+            let cq = dev.cli(&["get", "cq"]);
             let clusters = stdout(&out);
             let ready_rows = clusters
                 .lines()
@@ -140,8 +142,9 @@ impl Dev {
         std::fs::read_to_string(self.dir.path().join("dev.log")).unwrap_or_default()
     }
 
+    /// The CLI with the client certificate dev made (FLEETQ_TLS_DIR).
     fn cli(&self, args: &[&str]) -> Output {
-        cli(&self.addr, args)
+        cli_tls(&self.addr, &self.dir.path().join("tls"), args)
     }
 }
 

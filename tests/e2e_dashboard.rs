@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cli, text, wait_for, FLEETQ};
+use common::{cli_tls, text, wait_for, FLEETQ};
 use serde_json::Value;
 
 /// The browser, or why the test cannot run.
@@ -77,19 +77,21 @@ impl Drop for Dev {
     }
 }
 
-fn submit(addr: &str, args: &[&str]) {
-    let out = cli(addr, &[&["submit"], args].concat());
+/// `tls`: the certificate directory of `fleetq dev --tls-dir` (the CLI's
+/// FLEETQ_TLS_DIR), here and below.
+fn submit(addr: &str, tls: &Path, args: &[&str]) {
+    let out = cli_tls(addr, tls, &[&["submit"], args].concat());
     assert!(out.status.success(), "submit {args:?}: {}", text(&out));
 }
 
-fn json(addr: &str, args: &[&str]) -> Value {
-    let out = cli(addr, args);
+fn json(addr: &str, tls: &Path, args: &[&str]) -> Value {
+    let out = cli_tls(addr, tls, args);
     assert!(out.status.success(), "{args:?}: {}", text(&out));
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", text(&out)))
 }
 
-fn workloads(addr: &str) -> Vec<Value> {
-    json(addr, &["get", "workloads", "-o", "json"])
+fn workloads(addr: &str, tls: &Path) -> Vec<Value> {
+    json(addr, tls, &["get", "workloads", "-o", "json"])
         .as_array()
         .cloned()
         .unwrap_or_default()
@@ -295,9 +297,13 @@ fn dashboard_shows_the_fleet_in_headless_chromium() {
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("dev.log");
     let out = std::fs::File::create(&log).expect("log");
+    // Mutual TLS with certificates dev makes in the test's directory.
+    let tls = dir.path().join("tls");
     let child = Command::new(FLEETQ)
         .args(["dev", "--port", &port.to_string()])
         .args(["--http-listen", &http])
+        .arg("--tls-dir")
+        .arg(&tls)
         .stdin(Stdio::null())
         .stdout(out.try_clone().expect("log"))
         .stderr(out)
@@ -354,13 +360,13 @@ fn dashboard_shows_the_fleet_in_headless_chromium() {
             args.extend(["--priority-class", c]);
         }
         args.extend(["--wait", "--timeout", "30s"]);
-        submit(&addr, &args);
+        submit(&addr, &tls, &args);
     };
     run("team-a", "quick", "nvidia.com/gpu=1", "1s", None);
     wait_for(Duration::from_secs(30), || {
-        (field(&workloads(&addr), "quick", "state") == "Succeeded").then_some(())
+        (field(&workloads(&addr, &tls), "quick", "state") == "Succeeded").then_some(())
     })
-    .unwrap_or_else(|| panic!("quick did not finish: {:?}", workloads(&addr)));
+    .unwrap_or_else(|| panic!("quick did not finish: {:?}", workloads(&addr, &tls)));
     for name in ["a1", "a2", "a3"] {
         run("team-a", name, "nvidia.com/gpu=4", "10m", Some("low"));
     }
@@ -369,22 +375,23 @@ fn dashboard_shows_the_fleet_in_headless_chromium() {
     run("team-b", "b2", "nvidia.com/gpu=6", "3s", Some("high"));
     let running = ["a1", "a2", "a3", "b1", "mig1"];
     wait_for(Duration::from_secs(30), || {
-        let list = workloads(&addr);
+        let list = workloads(&addr, &tls);
         let settled = field(&list, "b2", "state") == "Succeeded"
             && running
                 .iter()
                 .all(|n| field(&list, n, "state") == "Running");
         settled.then_some(())
     })
-    .unwrap_or_else(|| panic!("b2 did not run and finish: {:?}", workloads(&addr)));
+    .unwrap_or_else(|| panic!("b2 did not run and finish: {:?}", workloads(&addr, &tls)));
     for (name, gpus) in [("a4", "nvidia.com/gpu=8"), ("a5", "nvidia.com/gpu=16")] {
         submit(
             &addr,
+            &tls,
             &["--queue", "team-a", "--name", name, "--request", gpus],
         );
     }
     let list = wait_for(Duration::from_secs(30), || {
-        let list = workloads(&addr);
+        let list = workloads(&addr, &tls);
         let settled = field(&list, "a4", "reasonKind") == "WaitingForQuota"
             && field(&list, "a5", "reasonKind") == "NoClusterCapacity";
         settled.then_some(list)
@@ -392,11 +399,11 @@ fn dashboard_shows_the_fleet_in_headless_chromium() {
     .unwrap_or_else(|| {
         panic!(
             "a4 and a5 did not get their reasons: {:?}",
-            workloads(&addr)
+            workloads(&addr, &tls)
         )
     });
-    let clusters = json(&addr, &["get", "clusters", "-o", "json"]);
-    let status = json(&addr, &["status", "-o", "json"]);
+    let clusters = json(&addr, &tls, &["get", "clusters", "-o", "json"]);
+    let status = json(&addr, &tls, &["status", "-o", "json"]);
     let leader = status["leaderId"].as_u64().expect("a leader");
 
     // Render it.

@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cli, text, wait_for, FLEETQ};
+use common::{cli_tls, text, wait_for, FLEETQ};
 
 /// A base port with the two after it free too.
 fn three_free_ports() -> u16 {
@@ -31,8 +31,13 @@ fn dev_answers_the_cli_admits_and_stops_on_sigterm() {
     let addr = format!("127.0.0.1:{port}");
     let dir = tempfile::tempdir().expect("temp dir");
     let log = std::fs::File::create(dir.path().join("dev.log")).expect("log");
+    // Mutual TLS with the certificates dev makes in the test's own
+    // directory (never ~/.fleetq/tls); the CLI finds its client.pem there.
+    let tls = dir.path().join("tls");
     let mut dev = Command::new(FLEETQ)
         .args(["dev", "--port", &port.to_string()])
+        .arg("--tls-dir")
+        .arg(&tls)
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))
         .stderr(log)
@@ -42,7 +47,7 @@ fn dev_answers_the_cli_admits_and_stops_on_sigterm() {
     let out = wait_for(Duration::from_secs(30), || {
         // dev answers before it has loaded the sample; it announces itself
         // once the sample is in.
-        let out = cli(&addr, &["get", "cq"]);
+        let out = cli_tls(&addr, &tls, &["get", "cq"]);
         (out.status.success() && String::from_utf8_lossy(&out.stdout).contains("team-b"))
             .then_some(out)
     })
@@ -59,8 +64,9 @@ fn dev_answers_the_cli_admits_and_stops_on_sigterm() {
         "{table}"
     );
 
-    let out = cli(
+    let out = cli_tls(
         &addr,
+        &tls,
         &[
             "submit",
             "--queue",
@@ -80,7 +86,7 @@ fn dev_answers_the_cli_admits_and_stops_on_sigterm() {
         stdout.contains("on cluster dev-east") || stdout.contains("on cluster dev-west"),
         "{stdout}"
     );
-    let out = cli(&addr, &["get", "clusters", "-o", "json"]);
+    let out = cli_tls(&addr, &tls, &["get", "clusters", "-o", "json"]);
     assert!(out.status.success(), "{}", text(&out));
     let clusters: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(clusters.as_array().map(|a| a.len()), Some(2), "{clusters}");

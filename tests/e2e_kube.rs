@@ -14,7 +14,7 @@ mod fake_kube;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{cli_stdin, text, wait_for, workloads, Group, CONFIG, FLEETQ};
+use common::{cli_stdin, text, wait_for, workloads, Group, CONFIG, FLEETQ, INSECURE};
 use fake_kube::{node, FakeKube};
 use serde_json::{json, Value};
 
@@ -40,6 +40,7 @@ fn start_agent(group: &Group, kube: &FakeKube) -> AgentProcess {
         .expect("log");
     Command::new(FLEETQ)
         .args([
+            INSECURE,
             "--server",
             &group.addrs.join(","),
             "agent",

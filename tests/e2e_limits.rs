@@ -10,7 +10,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cli, cli_stdin, text, wait_for, write_file, Group, CONFIG, FLEETQ};
+use common::{cli, cli_stdin, text, wait_for, write_file, Group, CONFIG, FLEETQ, INSECURE};
 use fleetq_proto::v1 as pb;
 use serde_json::Value;
 
@@ -251,8 +251,10 @@ fn dev_limits_writes_per_client_request_size_and_agent_sessions() {
     let https: Vec<String> = (3..6).map(|i| format!("127.0.0.1:{}", port + i)).collect();
     let dir = tempfile::tempdir().expect("temp dir");
     let log = std::fs::File::create(dir.path().join("dev.log")).expect("log");
+    // Plaintext: the test also talks gRPC to dev with its own client
+    // (and `cli` passes --insecure too).
     let child = Command::new(FLEETQ)
-        .args(["dev", "--port", &port.to_string()])
+        .args(["dev", INSECURE, "--port", &port.to_string()])
         .args(["--http-listen", &https[0]])
         .args(["--client-write-rate", "2"])
         .args(["--max-request-bytes", "1Mi"])
@@ -367,8 +369,12 @@ fn dev_limits_writes_per_client_request_size_and_agent_sessions() {
 }
 
 fn fails_naming(args: &[&str], needle: &str) {
+    // A dev that got past its checks would make certificates: never in
+    // ~/.fleetq/tls.
+    let tls = tempfile::tempdir().expect("temp dir");
     let out = Command::new(FLEETQ)
         .args(args)
+        .env("FLEETQ_TLS_DIR", tls.path().join("tls"))
         .stdin(Stdio::null())
         .output()
         .expect("fleetq runs");

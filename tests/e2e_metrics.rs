@@ -9,10 +9,11 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cli, text, wait_for, write_file, FLEETQ};
+use common::{cli_tls, text, wait_for, write_file, FLEETQ, INSECURE};
 use serde_json::Value;
 
 /// A base port with the two after it free too, outside `avoid`. Taken
@@ -89,8 +90,10 @@ fn units(q: &str) -> f64 {
 /// (nominal, usage)).
 type Described = (f64, f64, BTreeMap<(String, String), (f64, f64)>);
 
-fn describe_cq(addr: &str, name: &str) -> Option<Described> {
-    let out = cli(addr, &["describe", "cq", name]);
+/// `tls`: the certificate directory of `fleetq dev --tls-dir` (the CLI's
+/// FLEETQ_TLS_DIR), here and in the helpers below.
+fn describe_cq(addr: &str, tls: &Path, name: &str) -> Option<Described> {
+    let out = cli_tls(addr, tls, &["describe", "cq", name]);
     if !out.status.success() {
         return None;
     }
@@ -123,8 +126,8 @@ fn describe_cq(addr: &str, name: &str) -> Option<Described> {
     Some((pending, admitted, quota))
 }
 
-fn workloads(addr: &str) -> Vec<Value> {
-    let out = cli(addr, &["get", "workloads", "-A", "-o", "json"]);
+fn workloads(addr: &str, tls: &Path) -> Vec<Value> {
+    let out = cli_tls(addr, tls, &["get", "workloads", "-A", "-o", "json"]);
     assert!(out.status.success(), "{}", text(&out));
     serde_json::from_slice(&out.stdout).expect("a JSON array")
 }
@@ -175,10 +178,11 @@ impl Drop for Dev {
     }
 }
 
-fn submit(addr: &str, queue: &str, name: &str, gpus: u32, duration: &str) {
+fn submit(addr: &str, tls: &Path, queue: &str, name: &str, gpus: u32, duration: &str) {
     let request = format!("nvidia.com/gpu={gpus}");
-    let out = cli(
+    let out = cli_tls(
         addr,
+        tls,
         &[
             "submit",
             "--queue",
@@ -196,16 +200,16 @@ fn submit(addr: &str, queue: &str, name: &str, gpus: u32, duration: &str) {
 
 /// Compares the scraped series with the CLI's view of the ledger; returns
 /// the mismatches (empty when everything agrees).
-fn mismatches(addr: &str, m: &BTreeMap<Series, f64>) -> Vec<String> {
+fn mismatches(addr: &str, tls: &Path, m: &BTreeMap<Series, f64>) -> Vec<String> {
     let mut bad = Vec::new();
     fn check(bad: &mut Vec<String>, what: String, metric: Option<f64>, cli: f64) {
         if metric != Some(cli) {
             bad.push(format!("{what}: metric {metric:?}, CLI {cli}"));
         }
     }
-    let list = workloads(addr);
+    let list = workloads(addr, tls);
     for cq in ["team-a", "team-b"] {
-        let Some((pending, admitted, quota)) = describe_cq(addr, cq) else {
+        let Some((pending, admitted, quota)) = describe_cq(addr, tls, cq) else {
             bad.push(format!("describe cq {cq} failed"));
             continue;
         };
@@ -269,7 +273,7 @@ fn mismatches(addr: &str, m: &BTreeMap<Series, f64>) -> Vec<String> {
             );
         }
     }
-    let out = cli(addr, &["get", "clusters", "-o", "json"]);
+    let out = cli_tls(addr, tls, &["get", "clusters", "-o", "json"]);
     if !out.status.success() {
         bad.push(format!("get clusters: {}", text(&out)));
         return bad;
@@ -322,10 +326,14 @@ fn dev_metrics_agree_with_the_ledger_on_every_replica() {
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("dev.log");
     let out = std::fs::File::create(&log).expect("log");
+    // Mutual TLS with certificates dev makes in the test's directory.
+    let tls = dir.path().join("tls");
     let child = Command::new(FLEETQ)
         .args(["dev", "--port", &port.to_string()])
         .args(["--http-listen", &https[0]])
         .args(["--reserved-not-running-after", "30s"])
+        .arg("--tls-dir")
+        .arg(&tls)
         .stdin(Stdio::null())
         .stdout(out.try_clone().expect("log"))
         .stderr(out)
@@ -338,7 +346,7 @@ fn dev_metrics_agree_with_the_ledger_on_every_replica() {
     };
 
     wait_for(Duration::from_secs(30), || {
-        let out = cli(&addr, &["get", "cq"]);
+        let out = cli_tls(&addr, &tls, &["get", "cq"]);
         (out.status.success() && String::from_utf8_lossy(&out.stdout).contains("team-b"))
             .then_some(())
     })
@@ -369,18 +377,18 @@ fn dev_metrics_agree_with_the_ledger_on_every_replica() {
 
     // A short workload that finishes, then work that fills the fleet:
     // team-a borrows 4 GPUs from team-b, a4 waits for quota.
-    submit(&addr, "team-a", "quick", 1, "1s");
+    submit(&addr, &tls, "team-a", "quick", 1, "1s");
     wait_for(Duration::from_secs(30), || {
-        (state_of(&workloads(&addr), "quick") == "Succeeded").then_some(())
+        (state_of(&workloads(&addr, &tls), "quick") == "Succeeded").then_some(())
     })
-    .unwrap_or_else(|| panic!("quick did not finish: {:?}", workloads(&addr)));
+    .unwrap_or_else(|| panic!("quick did not finish: {:?}", workloads(&addr, &tls)));
     for name in ["a1", "a2", "a3"] {
-        submit(&addr, "team-a", name, 4, "10m");
+        submit(&addr, &tls, "team-a", name, 4, "10m");
     }
-    submit(&addr, "team-b", "b1", 2, "10m");
-    submit(&addr, "team-a", "a4", 8, "10m");
+    submit(&addr, &tls, "team-b", "b1", 2, "10m");
+    submit(&addr, &tls, "team-a", "a4", 8, "10m");
     wait_for(Duration::from_secs(30), || {
-        let list = workloads(&addr);
+        let list = workloads(&addr, &tls);
         let settled = ["a1", "a2", "a3", "b1"]
             .iter()
             .all(|n| state_of(&list, n) == "Running")
@@ -389,7 +397,7 @@ fn dev_metrics_agree_with_the_ledger_on_every_replica() {
                 .any(|w| w["name"] == "a4" && w["reasonKind"] == "WaitingForQuota");
         settled.then_some(())
     })
-    .unwrap_or_else(|| panic!("the fleet did not settle: {:?}", workloads(&addr)));
+    .unwrap_or_else(|| panic!("the fleet did not settle: {:?}", workloads(&addr, &tls)));
 
     // Scrapes agree with the CLI (retrying while replicas catch up).
     let mut last = Vec::new();
@@ -402,7 +410,7 @@ fn dev_metrics_agree_with_the_ledger_on_every_replica() {
                 parse_metrics(&body)
             })
             .collect();
-        last = mismatches(&addr, &scrapes[0]);
+        last = mismatches(&addr, &tls, &scrapes[0]);
         let same = scrapes
             .iter()
             .all(|s| replicated(s) == replicated(&scrapes[0]));
@@ -588,6 +596,7 @@ fn a_server_serves_http_from_its_config_file() {
     let log = std::fs::File::create(dir.path().join("server.log")).expect("log");
     let child = Command::new(FLEETQ)
         .args(["server", "--config", path.to_str().expect("utf-8 path")])
+        .arg(INSECURE)
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))
         .stderr(log)
@@ -618,8 +627,12 @@ fn a_server_serves_http_from_its_config_file() {
 }
 
 fn fails_naming(args: &[&str], needle: &str) {
+    // A dev that got past its checks would make certificates: never in
+    // ~/.fleetq/tls.
+    let tls = tempfile::tempdir().expect("temp dir");
     let out = Command::new(FLEETQ)
         .args(args)
+        .env("FLEETQ_TLS_DIR", tls.path().join("tls"))
         .stdin(Stdio::null())
         .output()
         .expect("fleetq runs");
@@ -637,8 +650,11 @@ fn bad_http_and_canary_settings_are_refused_naming_the_flag() {
     let data = dir.path().join("d");
     let data = data.to_str().expect("utf-8 path");
     let listen = format!("127.0.0.1:{}", common::free_port());
+    // Plaintext, so that a check made after the TLS setup (the taken
+    // port) is reached; the config file below is read before it.
     let server = [
         "server",
+        INSECURE,
         "--id",
         "1",
         "--listen",

@@ -10,7 +10,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{cli, cli_stdin, text, wait_for, FLEETQ};
+use common::{cli, cli_stdin, text, wait_for, FLEETQ, INSECURE};
 use serde_json::Value;
 
 /// A base port with the two after it free too, outside `avoid`, below
@@ -174,8 +174,10 @@ fn pending_workloads_in_admission_order_over_grpc_cli_and_http() {
     let dir = tempfile::tempdir().expect("temp dir");
     let log = dir.path().join("dev.log");
     let out = std::fs::File::create(&log).expect("log");
+    // Plaintext: the test also talks gRPC to dev with its own client
+    // (and `cli` passes --insecure too).
     let child = Command::new(FLEETQ)
-        .args(["dev", "--port", &port.to_string()])
+        .args(["dev", INSECURE, "--port", &port.to_string()])
         .args(["--http-listen", &https[0]])
         .args(["--no-sample", "--cluster", "vis-east:h100-80gb=4"])
         .stdin(Stdio::null())

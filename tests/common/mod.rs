@@ -1,6 +1,11 @@
 //! A real fleetq control plane for end-to-end tests: `fleetq server`
 //! processes on ephemeral loopback ports with their own temp dirs, driven
 //! through the real CLI.
+//!
+//! Mutual TLS is the default on every gRPC link; the group's servers run
+//! plaintext (`--insecure`, see [`INSECURE`]) and [`cli`] talks to them
+//! likewise. A test that starts `fleetq dev --tls-dir DIR` (mutual TLS with
+//! certificates dev makes in DIR) runs the CLI with [`cli_tls`].
 
 #![allow(dead_code)]
 
@@ -12,6 +17,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 pub const FLEETQ: &str = env!("CARGO_BIN_EXE_fleetq");
+
+/// The global flag for plaintext gRPC: servers and agents refuse to start
+/// without TLS material unless given it, and the CLI needs it to talk to
+/// them.
+pub const INSECURE: &str = "--insecure";
 
 /// A free loopback port (the listener is closed again at once).
 pub fn free_port() -> u16 {
@@ -129,6 +139,7 @@ impl Group {
         let log2 = log.try_clone().expect("log file");
         Command::new(FLEETQ)
             .arg("server")
+            .arg(INSECURE)
             .args(["--id", &id.to_string()])
             .args(["--listen", &self.addrs[id - 1]])
             .args([
@@ -166,6 +177,7 @@ impl Group {
         let log2 = log.try_clone().expect("log");
         let child = Command::new(FLEETQ)
             .args(["server", "--config", path.to_str().expect("utf-8 path")])
+            .arg(INSECURE)
             .env("RUST_LOG", "info,openraft=warn")
             .stdin(Stdio::null())
             .stdout(log)
@@ -272,19 +284,35 @@ impl Drop for Group {
     }
 }
 
+/// Runs the CLI against the plaintext server at `addr` (a [`Group`]
+/// node, or `fleetq dev --insecure`).
 pub fn cli(addr: &str, args: &[&str]) -> Output {
     Command::new(FLEETQ)
-        .args(["--server", addr])
+        .args(["--server", addr, INSECURE])
         .args(args)
         .stdin(Stdio::null())
         .output()
         .expect("fleetq CLI runs")
 }
 
+/// Runs the CLI against the mutual-TLS server at `addr` with the client
+/// certificate in `tls_dir` (`FLEETQ_TLS_DIR`), as `fleetq dev --tls-dir
+/// DIR` makes it; never the user's ~/.fleetq/tls.
+pub fn cli_tls(addr: &str, tls_dir: &Path, args: &[&str]) -> Output {
+    Command::new(FLEETQ)
+        .args(["--server", addr])
+        .args(args)
+        .env("FLEETQ_TLS_DIR", tls_dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("fleetq CLI runs")
+}
+
+/// [`cli`] with `input` on standard input.
 pub fn cli_stdin(addr: &str, args: &[&str], input: &str) -> Output {
     use std::io::Write;
     let mut child = Command::new(FLEETQ)
-        .args(["--server", addr])
+        .args(["--server", addr, INSECURE])
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -45,6 +45,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- end -}}
 
+{{/* The Secret mounted at /etc/fleetq/tls (`--tls-dir`). */}}
+{{- define "fleetq.tlsSecret" -}}
+{{- default (printf "%s-tls" (include "fleetq.fullname" .)) .Values.tls.secretName -}}
+{{- end -}}
+
 {{/* The peers' headless Service. */}}
 {{- define "fleetq.peersService" -}}
 {{- printf "%s-peers" (include "fleetq.fullname" .) -}}
