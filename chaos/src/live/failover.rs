@@ -77,7 +77,15 @@ pub fn run(options: &FailoverOptions) -> Result<Vec<Round>, String> {
     let mut system = System::start_with(&options.fleetq, dir.path(), server_args)?;
     let mut rounds = Vec::new();
     for k in 0..options.kills {
-        let round = one_round(&mut system, k)?;
+        let round = match one_round(&mut system, k) {
+            Ok(r) => r,
+            Err(e) => {
+                let why = explain(&system);
+                system.shutdown();
+                let kept = dir.keep();
+                return Err(format!("{e}; {why}; logs and data kept in {}", kept.display()));
+            }
+        };
         eprintln!(
             "failover: kill {}/{}: leader after {} ms, first admission after {} ms",
             k + 1,
@@ -144,8 +152,11 @@ fn one_round(system: &mut System, k: usize) -> Result<Round, String> {
                     &name,
                     "--request",
                     "nvidia.com/gpu=1",
-                    "--duration",
-                    "1s",
+                    // The process executor runs this; it holds its GPU
+                    // until the round cancels it.
+                    "--",
+                    "sleep",
+                    "600",
                 ];
                 if let Ok(out) = clients.cli_at(server, &args, Duration::from_secs(5)) {
                     if out.status.success() {
@@ -173,12 +184,16 @@ fn one_round(system: &mut System, k: usize) -> Result<Round, String> {
             break at - t0;
         }
         if Instant::now() > deadline {
-            return Err(format!("kill {}: nothing admitted within 30 s", k + 1));
+            return Err(format!("kill {}: nothing admitted within 30 s of {t0}", k + 1));
         }
         std::thread::sleep(Duration::from_millis(100));
     };
     while in_flight.load(Ordering::SeqCst) > 0 {
         std::thread::sleep(Duration::from_millis(20));
+    }
+    // Free the quota for the next round.
+    for i in 0..n {
+        let _ = system.cli(&["cancel", &format!("{prefix}{i}")]);
     }
     system.start_server(old)?;
     catch_up(system, old)?;
@@ -186,6 +201,39 @@ fn one_round(system: &mut System, k: usize) -> Result<Round, String> {
         leader_ms: leader_ms.unwrap_or(admission_ms),
         admission_ms,
     })
+}
+
+/// The clusters' states and the pending workloads' reasons, for an error.
+fn explain(system: &System) -> String {
+    let clusters = system
+        .cli_json(&["get", "clusters", "-o", "json"])
+        .map(|v| v.to_string())
+        .unwrap_or_else(|e| e);
+    let pending = system
+        .cli_json(&["get", "workloads", "--state", "Pending", "-o", "json"])
+        .map(|v| {
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .map(|w| format!("{}: {}", w["name"], w["reason"]))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .unwrap_or_else(|e| e);
+    let all = system
+        .cli_json(&["get", "workloads", "-o", "json"])
+        .map(|v| {
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .rev()
+                .take(5)
+                .map(|w| format!("{} {} created {} admitted {}", w["name"], w["state"], w["createdAtMs"], w["admittedAtMs"]))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+        .unwrap_or_else(|e| e);
+    format!("clusters {clusters}; pending {pending}; last workloads {all}")
 }
 
 /// Waits until the restarted node has applied what the leader has.
