@@ -194,13 +194,9 @@ pub fn run(args: &AgentArgs, servers: Option<&str>, tls_args: &TlsArgs) -> ExitC
         token: None,
         insecure: tls_args.insecure || config.insecure,
     };
-    let tls = match merged.resolve(&Role::Agent(config.cluster.clone())) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    // Reported after the inventory: a node without a driver says that
+    // first, whatever else is missing.
+    let tls = merged.resolve(&Role::Agent(config.cluster.clone()));
     runtime.block_on(async {
         // Read the inventory (and re-adopt running children) before
         // anything else: a node without a driver says so in one line and
@@ -212,9 +208,16 @@ pub fn run(args: &AgentArgs, servers: Option<&str>, tls_args: &TlsArgs) -> ExitC
                 return ExitCode::FAILURE;
             }
         };
-        if let Some(tls) = tls {
-            tls.spawn_reloader(RELOAD_EVERY);
-            agent = agent.with_tls(tls);
+        match tls {
+            Ok(Some(tls)) => {
+                tls.spawn_reloader(RELOAD_EVERY);
+                agent = agent.with_tls(tls);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
         }
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let cluster = agent.cluster().to_string();

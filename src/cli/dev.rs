@@ -229,6 +229,7 @@ fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
             config.check()?;
             let mut agent = fleetq_agent::Agent::new(config).await?;
             if let Some(tls) = load(&format!("agent-{}", cl.name))? {
+                tls.spawn_reloader(RELOAD_EVERY);
                 agent = agent.with_tls(tls);
             }
             agents.push(tokio::spawn(agent.run(agents_stopped.clone())));

@@ -270,11 +270,17 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
     if let Some(n) = args.keep_logs.or(file.keep_logs) {
         timing.keep_logs = n;
     }
-    if let Some(t) = args.election_timeout.as_ref().or(file.election_timeout.as_ref()) {
+    if let Some(t) = args
+        .election_timeout
+        .as_ref()
+        .or(file.election_timeout.as_ref())
+    {
         let min = fleetq_model::time::parse_duration(t)
             .map_err(|e| format!("--election-timeout {t:?}: {e}"))?;
         if min < std::time::Duration::from_millis(40) || min > std::time::Duration::from_secs(60) {
-            return Err(format!("--election-timeout {t:?}: must be between 40ms and 60s"));
+            return Err(format!(
+                "--election-timeout {t:?}: must be between 40ms and 60s"
+            ));
         }
         timing.election_min = min;
         timing.election_max = min * 2;

@@ -45,7 +45,7 @@ pub struct TlsArgs {
     pub token: Option<String>,
     /// Plaintext instead of mutual TLS: no encryption, no authentication,
     /// everyone may do everything. For loopback experiments only.
-    #[arg(long, global = true, env = "FLEETQ_INSECURE")]
+    #[arg(long, global = true, env = "FLEETQ_INSECURE", value_parser = clap::builder::BoolishValueParser::new())]
     pub insecure: bool,
 }
 

@@ -83,7 +83,10 @@ pub fn run(options: &FailoverOptions) -> Result<Vec<Round>, String> {
                 let why = explain(&system);
                 system.shutdown();
                 let kept = dir.keep();
-                return Err(format!("{e}; {why}; logs and data kept in {}", kept.display()));
+                return Err(format!(
+                    "{e}; {why}; logs and data kept in {}",
+                    kept.display()
+                ));
             }
         };
         eprintln!(
@@ -184,7 +187,10 @@ fn one_round(system: &mut System, k: usize) -> Result<Round, String> {
             break at - t0;
         }
         if Instant::now() > deadline {
-            return Err(format!("kill {}: nothing admitted within 30 s of {t0}", k + 1));
+            return Err(format!(
+                "kill {}: nothing admitted within 30 s of {t0}",
+                k + 1
+            ));
         }
         std::thread::sleep(Duration::from_millis(100));
     };
@@ -228,7 +234,12 @@ fn explain(system: &System) -> String {
                 .flatten()
                 .rev()
                 .take(5)
-                .map(|w| format!("{} {} created {} admitted {}", w["name"], w["state"], w["createdAtMs"], w["admittedAtMs"]))
+                .map(|w| {
+                    format!(
+                        "{} {} created {} admitted {}",
+                        w["name"], w["state"], w["createdAtMs"], w["admittedAtMs"]
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join("; ")
         })

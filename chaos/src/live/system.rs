@@ -131,7 +131,11 @@ impl System {
     }
 
     /// [`System::start`] with extra flags for every server.
-    pub fn start_with(fleetq: &Path, dir: &Path, server_args: Vec<String>) -> Result<System, String> {
+    pub fn start_with(
+        fleetq: &Path,
+        dir: &Path,
+        server_args: Vec<String>,
+    ) -> Result<System, String> {
         let mut servers = Vec::new();
         for id in 1..=3usize {
             let listen = format!("127.0.0.1:{}", free_port().map_err(|e| e.to_string())?);
