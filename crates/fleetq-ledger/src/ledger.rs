@@ -137,9 +137,9 @@ impl Ledger {
     /// ClusterQueue's.
     pub fn reason_of<'a>(&'a self, record: &'a WorkloadRecord) -> Option<&'a PendingReason> {
         if record.state != WorkloadState::Pending {
-            return record.reason.as_ref();
+            return record.reason.as_deref();
         }
-        record.reason.as_ref().or_else(|| {
+        record.reason.as_deref().or_else(|| {
             self.snapshot
                 .get_pending(record.id)
                 .and_then(|p| self.state.queue_reasons.get(&p.cluster_queue))
@@ -400,7 +400,7 @@ impl Ledger {
                 });
                 if let (Err(e), Some(record)) = (queued, self.record_mut(id)) {
                     record.reason =
-                        Some(PendingReason::new(ReasonKind::Misconfigured, e.to_string()));
+                        Some(Box::new(PendingReason::new(ReasonKind::Misconfigured, e.to_string())));
                 } else if let Some(record) = self.record_mut(id) {
                     if record
                         .reason
@@ -414,10 +414,10 @@ impl Ledger {
             Err(errors) => {
                 if let Some(record) = self.record_mut(id) {
                     let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-                    record.reason = Some(PendingReason::new(
+                    record.reason = Some(Box::new(PendingReason::new(
                         ReasonKind::Misconfigured,
                         text.join("; "),
-                    ));
+                    )));
                 }
             }
         }
@@ -647,7 +647,7 @@ impl Ledger {
                         .map(|w| (w.pending.local_queue.clone(), w.pending.priority))
                         .unwrap_or_default();
                     if let Some(record) = self.record_mut(a.workload) {
-                        record.reservation = Some(Reservation {
+                        record.reservation = Some(Box::new(Reservation {
                             epoch,
                             cluster_queue: a.cluster_queue.clone(),
                             local_queue: lq,
@@ -658,7 +658,7 @@ impl Ledger {
                             stopping: None,
                             after_stop: AfterStop::Requeue,
                             started_at: None,
-                        });
+                        }));
                         record.reason = None;
                         record.not_before = None;
                         record.push_event(
@@ -688,7 +688,7 @@ impl Ledger {
         for (id, reason) in &batch.reasons {
             if let Some(record) = self.record_mut(*id) {
                 if record.state == WorkloadState::Pending {
-                    record.reason = Some(reason.clone());
+                    record.reason = Some(Box::new(reason.clone()));
                 }
             }
         }
@@ -1006,7 +1006,7 @@ impl Ledger {
         self.release(id, at);
         if let Some(record) = self.record_mut(id) {
             record.reservation = None;
-            record.reason = Some(PendingReason::new(kind, why.clone()));
+            record.reason = Some(Box::new(PendingReason::new(kind, why.clone())));
             record.push_event(at, WorkloadState::Pending, format!("requeued: {why}"));
         }
         self.requeue_binding(id);
@@ -1360,7 +1360,7 @@ impl Ledger {
         // holds, but that reason may be the scheduler's (an AdmitBatch
         // carried it), which the replicas that applied the log still show
         // (found by fuzz/ command_apply).
-        let reasons: Vec<(WorkloadId, Option<PendingReason>)> = ledger
+        let reasons: Vec<(WorkloadId, Option<Box<PendingReason>>)> = ledger
             .state
             .workloads
             .values()

@@ -105,15 +105,18 @@ pub struct WorkloadRecord {
     pub request_id: Option<String>,
     pub created_at: Timestamp,
     pub state: WorkloadState,
+    /// Boxed: most records at scale are pending and hold none, and an
+    /// inline reservation would cost every record its size (serialised
+    /// the same either way).
     #[serde(default)]
-    pub reservation: Option<Reservation>,
+    pub reservation: Option<Box<Reservation>>,
     /// The user asked to cancel; honoured once the executor confirms.
     #[serde(default)]
     pub cancel_requested: bool,
     /// Why it is pending (the last cycle's reason, an eviction, a
     /// misconfiguration), or how it ended.
     #[serde(default)]
-    pub reason: Option<PendingReason>,
+    pub reason: Option<Box<PendingReason>>,
     pub history: Vec<Event>,
     /// Evictions for not becoming ready in time (wait-for-ready).
     #[serde(default)]
@@ -132,6 +135,11 @@ impl WorkloadRecord {
         self.state = state;
         if self.history.len() >= HISTORY_LIMIT {
             self.history.remove(1);
+        }
+        // Most workloads at scale have one event (queued): room for one,
+        // not the four a first push would allocate.
+        if self.history.is_empty() {
+            self.history.reserve_exact(1);
         }
         self.history.push(Event {
             at,

@@ -189,7 +189,7 @@ fn batch_of(ledger: &Ledger, decisions: Decisions, cycle: CycleId) -> Option<Adm
         .filter(|(id, reason)| {
             ledger
                 .workload(*id)
-                .is_some_and(|r| r.reason.as_ref() != Some(reason))
+                .is_some_and(|r| r.reason.as_deref() != Some(reason))
         })
         .collect();
     let queue_reasons: Vec<_> = decisions
