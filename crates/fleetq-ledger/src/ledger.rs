@@ -399,8 +399,10 @@ impl Ledger {
                     not_before,
                 });
                 if let (Err(e), Some(record)) = (queued, self.record_mut(id)) {
-                    record.reason =
-                        Some(Box::new(PendingReason::new(ReasonKind::Misconfigured, e.to_string())));
+                    record.reason = Some(Box::new(PendingReason::new(
+                        ReasonKind::Misconfigured,
+                        e.to_string(),
+                    )));
                 } else if let Some(record) = self.record_mut(id) {
                     if record
                         .reason
