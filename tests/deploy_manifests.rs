@@ -1689,6 +1689,7 @@ const METRICS: &[&str] = &[
     "fleetq_cluster_lease_age_seconds",
     "fleetq_admit_batch_rejected_decisions_total",
     "fleetq_quota_reserved_not_running",
+    "fleetq_requests_refused_total",
 ];
 
 /// Histograms: queried through their `_bucket` series.
