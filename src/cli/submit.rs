@@ -335,6 +335,9 @@ async fn wait_admitted(
 ) -> Result<Waited, String> {
     let mut progress = Progress::new(&format!("{namespace}/{name}: asking for its state"));
     let mut last_pending = String::from("its state is not known yet");
+    // A tenant may not see a whole ClusterQueue (other namespaces queue
+    // there too): asked once, then the position alone.
+    let mut may_count = true;
     let timed_out = |last_pending: &str| {
         Waited::Ended(format!(
             "timed out after {}: {namespace}/{name} is still Pending, {last_pending}",
@@ -365,16 +368,21 @@ async fn wait_admitted(
                     "Pending" => {
                         // The queue's length, for "position 2 of 5"; the
                         // workload's own position is enough without it.
-                        let ask = c.pending_workloads(pb::PendingWorkloadsRequest {
-                            cluster_queue: w.cluster_queue.clone(),
-                            limit: 1,
-                            ..Default::default()
-                        });
-                        let queued = tokio::time::timeout(Duration::from_secs(2), ask)
-                            .await
-                            .ok()
-                            .and_then(|r| r.ok())
-                            .map(|r| r.into_inner().total);
+                        let mut queued = None;
+                        if may_count {
+                            let ask = c.pending_workloads(pb::PendingWorkloadsRequest {
+                                cluster_queue: w.cluster_queue.clone(),
+                                limit: 1,
+                                ..Default::default()
+                            });
+                            match tokio::time::timeout(Duration::from_secs(2), ask).await {
+                                Ok(Ok(r)) => queued = Some(r.into_inner().total),
+                                Ok(Err(s)) if s.code() == tonic::Code::PermissionDenied => {
+                                    may_count = false
+                                }
+                                _ => {}
+                            }
+                        }
                         last_pending = pending_text(&w, queued);
                         progress.show(format!("{namespace}/{name}: Pending, {last_pending}"));
                     }
