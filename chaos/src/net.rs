@@ -2,13 +2,11 @@
 //! server side needs and a [`Connector`] for the client side (see turmoil's
 //! `examples/grpc`).
 
-use std::collections::HashMap;
 use std::io;
 use std::pin::Pin;
-use std::sync::Mutex;
 use std::task::{Context, Poll};
 
-use fleetq_server::transport::{endpoint, Connector, Timeouts};
+use fleetq_server::transport::{endpoint, ChannelCache, Connector, Timeouts};
 use futures::Stream;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -77,7 +75,7 @@ pub struct SimConnector {
     /// One shared connection per address (a server's peers), or a new
     /// connection per call (an agent's sessions, like its real TCP path).
     shared: bool,
-    channels: Mutex<HashMap<String, Channel>>,
+    channels: ChannelCache,
 }
 
 impl SimConnector {
@@ -85,7 +83,7 @@ impl SimConnector {
         SimConnector {
             timeouts,
             shared: true,
-            channels: Mutex::new(HashMap::new()),
+            channels: ChannelCache::default(),
         }
     }
 
@@ -100,10 +98,17 @@ impl SimConnector {
 
 impl Connector for SimConnector {
     fn channel(&self, addr: &str) -> Result<Channel, String> {
-        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = channels.get(addr) {
-            return Ok(c.clone());
+        if self.shared {
+            self.channels.get_or_open(addr, || self.open(addr))
+        } else {
+            self.open(addr)
         }
+    }
+}
+
+impl SimConnector {
+    /// A new lazily connected channel to `addr` over turmoil's network.
+    fn open(&self, addr: &str) -> Result<Channel, String> {
         let connect = tower::service_fn(|uri: Uri| async move {
             let authority = uri.authority().map(|a| a.to_string()).ok_or_else(|| {
                 io::Error::new(
@@ -114,10 +119,6 @@ impl Connector for SimConnector {
             let stream = TcpStream::connect(authority).await?;
             Ok::<_, io::Error>(TokioIo::new(stream))
         });
-        let channel = endpoint(addr, &self.timeouts)?.connect_with_connector_lazy(connect);
-        if self.shared {
-            channels.insert(addr.to_string(), channel.clone());
-        }
-        Ok(channel)
+        Ok(endpoint(addr, &self.timeouts)?.connect_with_connector_lazy(connect))
     }
 }

@@ -186,14 +186,14 @@ pub fn run(args: &AgentArgs, servers: Option<&str>, tls_args: &TlsArgs) -> ExitC
     };
     init_logging(args.log_format, "info,h2=warn,tower=warn,hyper=warn");
     // The flags over the config file's keys of the same names.
-    let merged = TlsArgs {
-        tls_dir: tls_args.tls_dir.clone().or(config.tls_dir.clone()),
-        tls_ca: tls_args.tls_ca.clone().or(config.tls_ca.clone()),
-        tls_cert: tls_args.tls_cert.clone().or(config.tls_cert.clone()),
-        tls_key: tls_args.tls_key.clone().or(config.tls_key.clone()),
+    let merged = tls_args.over(&TlsArgs {
+        tls_dir: config.tls_dir.clone(),
+        tls_ca: config.tls_ca.clone(),
+        tls_cert: config.tls_cert.clone(),
+        tls_key: config.tls_key.clone(),
         token: None,
-        insecure: tls_args.insecure || config.insecure,
-    };
+        insecure: config.insecure,
+    });
     // Reported after the inventory: a node without a driver says that
     // first, whatever else is missing.
     let tls = merged.resolve(&Role::Agent(config.cluster.clone()));

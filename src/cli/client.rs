@@ -101,8 +101,11 @@ pub async fn connect_with(
 }
 
 fn source_text(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
+    with_sources(e.to_string(), e.source())
+}
+
+/// `text` followed by each cause in `source`'s chain.
+fn with_sources(mut text: String, mut source: Option<&dyn std::error::Error>) -> String {
     while let Some(s) = source {
         // Error chains often repeat their cause's text; say it once.
         let part = s.to_string();
@@ -148,15 +151,10 @@ pub fn status_line(status: &tonic::Status) -> String {
     };
     // Transport failures carry their cause (a TLS alert, a protocol
     // error) only in the source chain.
-    let mut text = format!("{code}: {}", status.message());
-    let mut source = std::error::Error::source(status);
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.contains(&part) {
-            text = format!("{text}: {part}");
-        }
-        source = s.source();
-    }
+    let mut text = with_sources(
+        format!("{code}: {}", status.message()),
+        std::error::Error::source(status),
+    );
     if text.contains("h2 protocol error") || text.contains("transport error") {
         text.push_str(" (TLS: does the server trust this client's certificate, is it the CA's of --tls-dir, or is one side --insecure and the other not?)");
     }

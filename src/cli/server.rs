@@ -427,15 +427,7 @@ fn security(
     flags: &TlsArgs,
 ) -> Result<(Option<Tls>, fleetq_server::auth::Authorizer), String> {
     let file = &settings.tls;
-    let merged = TlsArgs {
-        tls_dir: flags.tls_dir.clone().or(file.tls_dir.clone()),
-        tls_ca: flags.tls_ca.clone().or(file.tls_ca.clone()),
-        tls_cert: flags.tls_cert.clone().or(file.tls_cert.clone()),
-        tls_key: flags.tls_key.clone().or(file.tls_key.clone()),
-        token: None,
-        insecure: flags.insecure || file.insecure,
-    };
-    let tls = merged.resolve(&Role::Node(settings.node.id))?;
+    let tls = flags.over(file).resolve(&Role::Node(settings.node.id))?;
     let auth = match (&tls, &settings.auth_policy) {
         (Some(_), policy) => fleetq_server::auth::Authorizer::secure(policy.clone())?,
         (None, Some(_)) => {

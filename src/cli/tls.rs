@@ -78,6 +78,19 @@ impl TlsArgs {
         self.tls_dir.clone().or_else(default_dir)
     }
 
+    /// These flags over a config file's keys of the same names (no token:
+    /// daemons have none).
+    pub fn over(&self, file: &TlsArgs) -> TlsArgs {
+        TlsArgs {
+            tls_dir: self.tls_dir.clone().or(file.tls_dir.clone()),
+            tls_ca: self.tls_ca.clone().or(file.tls_ca.clone()),
+            tls_cert: self.tls_cert.clone().or(file.tls_cert.clone()),
+            tls_key: self.tls_key.clone().or(file.tls_key.clone()),
+            token: None,
+            insecure: self.insecure || file.insecure,
+        }
+    }
+
     /// The files `role` uses; errors name the flag.
     pub fn files(&self, role: &Role) -> Result<TlsFiles, String> {
         let identity = match (&self.tls_cert, &self.tls_key) {

@@ -10,7 +10,9 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
+
+use fleetq_server::clock::{Clock, SystemClock};
 
 use super::system::System;
 
@@ -35,13 +37,6 @@ pub struct Round {
     pub leader_ms: u64,
     /// Kill -> the first admission the ledger stamped.
     pub admission_ms: u64,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// The `q`-quantile (0..=1) of `v`, nearest rank.
@@ -114,7 +109,8 @@ fn one_round(system: &mut System, k: usize) -> Result<Round, String> {
     std::thread::sleep(Duration::from_millis(500));
     system.kill_server(old);
     let killed_at = Instant::now();
-    let t0 = now_ms();
+    // The clock the servers stamp admissions with.
+    let t0 = SystemClock.now().0;
     let survivors: Vec<usize> = (0..system.servers.len()).filter(|i| *i != old).collect();
 
     let clients = system.clients();

@@ -58,6 +58,28 @@ pub trait Connector: Send + Sync + 'static {
 
 pub type SharedConnector = Arc<dyn Connector>;
 
+/// One channel per peer address, opened on first use and shared after
+/// (a channel multiplexes requests and reconnects by itself).
+#[derive(Debug, Default)]
+pub struct ChannelCache(Mutex<HashMap<String, Channel>>);
+
+impl ChannelCache {
+    /// The channel to `addr`, opened with `open` if there is none yet.
+    pub fn get_or_open(
+        &self,
+        addr: &str,
+        open: impl FnOnce() -> Result<Channel, String>,
+    ) -> Result<Channel, String> {
+        let mut channels = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = channels.get(addr) {
+            return Ok(c.clone());
+        }
+        let channel = open()?;
+        channels.insert(addr.to_string(), channel.clone());
+        Ok(channel)
+    }
+}
+
 /// Real TCP. One HTTP/2 connection per peer address, shared by every
 /// caller (a channel multiplexes requests and reconnects by itself), so a
 /// forwarded request costs a stream, not a TCP and HTTP/2 handshake.
@@ -67,7 +89,7 @@ pub struct TcpConnector {
     /// The local address outgoing connections bind to (a multi-homed host
     /// picking its interface; the live chaos harness telling peers apart).
     pub source: Option<std::net::IpAddr>,
-    channels: Mutex<HashMap<String, Channel>>,
+    channels: ChannelCache,
 }
 
 impl TcpConnector {
@@ -75,7 +97,7 @@ impl TcpConnector {
         TcpConnector {
             timeouts,
             source: None,
-            channels: Mutex::new(HashMap::new()),
+            channels: ChannelCache::default(),
         }
     }
 
@@ -88,14 +110,10 @@ impl TcpConnector {
 
 impl Connector for TcpConnector {
     fn channel(&self, addr: &str) -> Result<Channel, String> {
-        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = channels.get(addr) {
-            return Ok(c.clone());
-        }
-        let channel = endpoint(addr, &self.timeouts)?
-            .local_address(self.source)
-            .connect_lazy();
-        channels.insert(addr.to_string(), channel.clone());
-        Ok(channel)
+        self.channels.get_or_open(addr, || {
+            Ok(endpoint(addr, &self.timeouts)?
+                .local_address(self.source)
+                .connect_lazy())
+        })
     }
 }

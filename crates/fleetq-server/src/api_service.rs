@@ -243,10 +243,7 @@ fn parse_workload(json: &str, index: usize) -> Result<Workload, FieldError> {
 #[tonic::async_trait]
 impl FleetQ for ApiService {
     async fn apply(&self, request: Request<pb::ApplyRequest>) -> Reply<pb::ApplyResponse> {
-        let caller = self.auth.caller(&request).map_err(|s| {
-            self.auth
-                .refuse(&request, "Apply", crate::limits::reason::UNAUTHENTICATED, s)
-        })?;
+        let caller = self.auth.identify(&request, "Apply")?;
         self.writes.admit("Apply", &request, &caller)?;
         let documents = match import_manifests(&request.get_ref().manifests) {
             Ok(d) => d,
@@ -434,14 +431,7 @@ impl FleetQ for ApiService {
     }
 
     async fn submit(&self, request: Request<pb::SubmitRequest>) -> Reply<pb::SubmitResponse> {
-        let caller = self.auth.caller(&request).map_err(|s| {
-            self.auth.refuse(
-                &request,
-                "Submit",
-                crate::limits::reason::UNAUTHENTICATED,
-                s,
-            )
-        })?;
+        let caller = self.auth.identify(&request, "Submit")?;
         self.writes.admit("Submit", &request, &caller)?;
         let req = request.get_ref();
         let mut texts: Vec<&str> = req.workloads_json.iter().map(String::as_str).collect();

@@ -1,16 +1,14 @@
 //! The client side: gRPC channels over TLS.
 
-use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
-use std::sync::Mutex;
 
 use hyper_util::rt::TokioIo;
 use rustls_pki_types::ServerName;
 use tonic::transport::{Channel, Uri};
 
 use super::Tls;
-use crate::transport::{endpoint, Connector, Timeouts};
+use crate::transport::{endpoint, ChannelCache, Connector, Timeouts};
 
 /// Opens `uri`'s host over TCP (from `source` when given) and runs the TLS
 /// handshake with the configuration current at that moment, checking the
@@ -72,7 +70,7 @@ pub struct TlsConnector {
     pub timeouts: Timeouts,
     pub source: Option<IpAddr>,
     tls: Tls,
-    channels: Mutex<HashMap<String, Channel>>,
+    channels: ChannelCache,
 }
 
 impl TlsConnector {
@@ -81,19 +79,15 @@ impl TlsConnector {
             timeouts,
             source,
             tls,
-            channels: Mutex::new(HashMap::new()),
+            channels: ChannelCache::default(),
         }
     }
 }
 
 impl Connector for TlsConnector {
     fn channel(&self, addr: &str) -> Result<Channel, String> {
-        let mut channels = self.channels.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(c) = channels.get(addr) {
-            return Ok(c.clone());
-        }
-        let channel = tls_channel(addr, &self.timeouts, &self.tls, self.source)?;
-        channels.insert(addr.to_string(), channel.clone());
-        Ok(channel)
+        self.channels.get_or_open(addr, || {
+            tls_channel(addr, &self.timeouts, &self.tls, self.source)
+        })
     }
 }

@@ -237,7 +237,7 @@ impl Authorizer {
 
     /// Who sent `request`: its bearer token's tenant, else its client
     /// certificate's identity.
-    pub fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+    fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
         if !self.secure {
             return Ok(Caller::Insecure);
         }
@@ -280,6 +280,20 @@ impl Authorizer {
         })
     }
 
+    /// The caller of `request`, or the refusal, logged and counted:
+    /// `unauthenticated` without a known identity, `forbidden` for a
+    /// tenant the policy lacks.
+    pub fn identify<T>(&self, request: &Request<T>, rpc: &str) -> Result<Caller, Status> {
+        self.caller(request).map_err(|status| {
+            let why = if status.code() == tonic::Code::Unauthenticated {
+                reason::UNAUTHENTICATED
+            } else {
+                reason::FORBIDDEN
+            };
+            self.refuse(request, rpc, why, status)
+        })
+    }
+
     /// The caller of a client API request, if it may do `action`;
     /// otherwise the refusal, logged and counted.
     pub fn api<T>(
@@ -288,9 +302,7 @@ impl Authorizer {
         rpc: &str,
         action: Action<'_>,
     ) -> Result<Caller, Status> {
-        let caller = self
-            .caller(request)
-            .map_err(|s| self.refuse_status(request, rpc, s))?;
+        let caller = self.identify(request, rpc)?;
         self.allow(request, rpc, &caller, action)?;
         Ok(caller)
     }
@@ -313,23 +325,14 @@ impl Authorizer {
         })
     }
 
-    fn refuse_status<T>(&self, request: &Request<T>, rpc: &str, status: Status) -> Status {
-        let why = if status.code() == tonic::Code::Unauthenticated {
-            reason::UNAUTHENTICATED
-        } else {
-            reason::FORBIDDEN
-        };
-        self.refuse(request, rpc, why, status)
-    }
-
     /// The cluster an Agent service request may speak for: `Some(cluster)`
     /// for an agent's certificate, `None` (any) when insecure; anyone else
     /// is refused.
     pub fn agent<T>(&self, request: &Request<T>, rpc: &str) -> Result<Option<String>, Status> {
-        match self.caller(request) {
-            Ok(Caller::Insecure) => Ok(None),
-            Ok(Caller::Agent(c)) => Ok(Some(c)),
-            Ok(other) => Err(self.refuse(
+        match self.identify(request, rpc)? {
+            Caller::Insecure => Ok(None),
+            Caller::Agent(c) => Ok(Some(c)),
+            other => Err(self.refuse(
                 request,
                 rpc,
                 reason::FORBIDDEN,
@@ -337,7 +340,6 @@ impl Authorizer {
                     "{other}: only agents may use the Agent service"
                 )),
             )),
-            Err(s) => Err(self.refuse_status(request, rpc, s)),
         }
     }
 
@@ -371,16 +373,16 @@ impl Authorizer {
     /// `members` (any node while `members` is empty: this node has not
     /// joined yet).
     pub fn peer<T>(&self, request: &Request<T>, rpc: &str, members: &[u64]) -> Result<(), Status> {
-        match self.caller(request) {
-            Ok(Caller::Insecure) => Ok(()),
-            Ok(Caller::Node(id)) if members.is_empty() || members.contains(&id) => Ok(()),
-            Ok(Caller::Node(id)) => Err(self.refuse(
+        match self.identify(request, rpc)? {
+            Caller::Insecure => Ok(()),
+            Caller::Node(id) if members.is_empty() || members.contains(&id) => Ok(()),
+            Caller::Node(id) => Err(self.refuse(
                 request,
                 rpc,
                 reason::FORBIDDEN,
                 Status::permission_denied(format!("node {id} is not a member of this group")),
             )),
-            Ok(other) => Err(self.refuse(
+            other => Err(self.refuse(
                 request,
                 rpc,
                 reason::FORBIDDEN,
@@ -388,7 +390,6 @@ impl Authorizer {
                     "{other}: only member nodes may use the Raft service"
                 )),
             )),
-            Err(s) => Err(self.refuse_status(request, rpc, s)),
         }
     }
 }
