@@ -2,7 +2,8 @@
 //! machine with its snapshots.
 //!
 //! - [`sled_log`]: the log, vote and committed index in sled; `append`
-//!   acknowledges only after sled has flushed (DESIGN.md §7).
+//!   acknowledges only after sled has flushed and the data file and any
+//!   new blob files are synced (DESIGN.md §7).
 //! - [`mem`]: the same in memory with an explicit fsync model: writes sit
 //!   in a volatile buffer until synced, and [`mem::MemDisk::crash`] throws
 //!   away what was not synced. The deterministic simulator uses it.
@@ -34,7 +35,7 @@ pub fn open_sled(
         .mode(sled::Mode::HighThroughput)
         .open()
         .map_err(|e| format!("cannot open the data directory {}: {e}", dir.display()))?;
-    let log = SledLogStore::new(&db).map_err(|e| format!("cannot open the Raft log: {e}"))?;
+    let log = SledLogStore::new(&db, dir).map_err(|e| format!("cannot open the Raft log: {e}"))?;
     let snapshots =
         SledSnapshotStore::new(&db).map_err(|e| format!("cannot open the snapshot store: {e}"))?;
     let sm = StateMachineStore::open(snapshots, scheduler)?;
