@@ -811,3 +811,82 @@ impl Drop for GhostAgent {
         }
     }
 }
+
+/// An agent that reports running an admission the ledger does not hold
+/// (one withdrawn while its assignment was on the way, started from an
+/// older session) is told at once to stop it: a withdrawn Stop for that
+/// workload and epoch. Found by the simulator (seeds 20551, 21028): such a
+/// run overlapped the workload's next admission on the same cluster.
+#[test]
+fn running_what_the_ledger_does_not_hold_is_stopped() {
+    use fleetq_proto::v1 as pb;
+    use pb::agent_message::Body as Up;
+    use pb::control_message::Body as Down;
+    let group = Group::start(3, &["--lease-ttl", "60s"]);
+    let leader = group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    let url = format!("http://{}", group.addr(leader));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let stop = runtime.block_on(async move {
+        let up = |body| pb::AgentMessage {
+            cluster: "rogue".into(),
+            body: Some(body),
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        tx.send(up(Up::Inventory(pb::RegisterRequest {
+            cluster: "rogue".into(),
+            labels: Default::default(),
+            inventory: vec![pb::FlavorInventory {
+                flavor: "h100-80gb".into(),
+                resources: vec![pb::Quantity {
+                    resource: "nvidia.com/gpu".into(),
+                    value: "8".into(),
+                }],
+            }],
+            lease_policy: "fence".into(),
+        })))
+        .await
+        .expect("queue");
+        tx.send(up(Up::Reconcile(pb::Reconcile { running: vec![] })))
+            .await
+            .expect("queue");
+        tx.send(up(Up::Status(pb::StatusReport {
+            workload_id: 4242,
+            epoch: 7,
+            phase: "Running".into(),
+            message: String::new(),
+        })))
+        .await
+        .expect("queue");
+        let mut client = pb::agent_client::AgentClient::connect(url)
+            .await
+            .expect("connect");
+        let mut inbound = client
+            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+            .expect("session")
+            .into_inner();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let m = tokio::time::timeout_at(deadline, inbound.message())
+                .await
+                .expect("a Stop within 10 s")
+                .expect("the session stays open");
+            match m {
+                Some(pb::ControlMessage {
+                    body: Some(Down::Stop(s)),
+                }) => return s,
+                Some(_) => {}
+                None => panic!("the session ended without a Stop"),
+            }
+        }
+    });
+    assert_eq!((stop.workload_id, stop.epoch), (4242, 7), "{stop:?}");
+    assert!(stop.withdrawn, "{stop:?}");
+}

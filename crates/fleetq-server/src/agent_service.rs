@@ -411,7 +411,7 @@ impl Session {
                 self.proposer
                     .propose(Command::ReportStatus {
                         reports: vec![StatusReport {
-                            cluster,
+                            cluster: cluster.clone(),
                             workload: r.workload_id,
                             epoch: r.epoch,
                             phase,
@@ -420,6 +420,24 @@ impl Session {
                     })
                     .await
                     .map_err(Status::from)?;
+                // Running something the ledger does not hold here (an
+                // assignment withdrawn while it was on its way, started
+                // from an older session): stop it now, before its quota,
+                // already given back, is given to someone else.
+                if phase == Phase::Running
+                    && self.leader().0
+                    && !self.holds(&cluster, r.workload_id, r.epoch)
+                {
+                    self.assigned.remove(&(r.workload_id, r.epoch));
+                    self.send(Down::Stop(pb::Stop {
+                        workload_id: r.workload_id,
+                        epoch: r.epoch,
+                        reason: "not assigned to this cluster with this epoch".into(),
+                        grace_period_ms: 0,
+                        withdrawn: true,
+                    }))
+                    .await;
+                }
                 Ok(())
             }
             Some(Up::Reconcile(rec)) => {
@@ -452,13 +470,65 @@ impl Session {
                         &written.response.errors,
                     )));
                 }
-                // Everything assigned here is pushed again after a reconnect.
+                // Assignments pushed earlier in this session that the
+                // ledger no longer holds are withdrawn first: the agent may
+                // still hold them, deferred until its lease is confirmed.
+                // Then everything assigned here is pushed again.
+                let withdrawn = self.withdrawn();
+                for stop in withdrawn {
+                    if !self.send(stop).await {
+                        return Ok(());
+                    }
+                }
                 self.assigned.clear();
                 self.stopped.clear();
                 self.push().await;
                 Ok(())
             }
         }
+    }
+
+    /// Whether the ledger holds an admission of `workload` with `epoch` on
+    /// `cluster` (reserved there, running or not).
+    fn holds(&self, cluster: &str, workload: u64, epoch: u64) -> bool {
+        let sm = self.handle.read();
+        sm.ledger
+            .workload(workload)
+            .and_then(|r| r.reservation.as_ref())
+            .is_some_and(|res| res.epoch == epoch && res.assignment.cluster == cluster)
+    }
+
+    /// Stops for the admissions pushed in this session that the ledger no
+    /// longer holds (evicted, expired or reconciled away before they were
+    /// reported running): whatever the agent started, or still keeps
+    /// deferred, for them must stop. A stop for an admission that already
+    /// ended there is a no-op for the agent.
+    fn withdrawn(&mut self) -> Vec<Down> {
+        let Some(cluster) = self.cluster.clone() else {
+            return Vec::new();
+        };
+        // A deposed leader's state may lag: it withdraws nothing.
+        if !self.leader().0 {
+            return Vec::new();
+        }
+        let gone: Vec<(u64, u64)> = self
+            .assigned
+            .iter()
+            .filter(|(id, epoch)| !self.holds(&cluster, *id, *epoch))
+            .copied()
+            .collect();
+        gone.into_iter()
+            .map(|(id, epoch)| {
+                self.assigned.remove(&(id, epoch));
+                Down::Stop(pb::Stop {
+                    workload_id: id,
+                    epoch,
+                    reason: "admission withdrawn".into(),
+                    grace_period_ms: 0,
+                    withdrawn: true,
+                })
+            })
+            .collect()
     }
 
     /// Pushes every assignment and stop for this cluster not pushed yet.
@@ -473,34 +543,10 @@ impl Session {
         if !self.leader().0 {
             return true;
         }
-        let mut out = Vec::new();
+        let mut out = self.withdrawn();
         {
             let sm = self.handle.read();
             let ledger = &sm.ledger;
-            // Admissions pushed earlier that the ledger no longer holds
-            // (evicted before they were reported running): whatever the
-            // agent started for them must stop.
-            let withdrawn: Vec<(u64, u64)> = self
-                .assigned
-                .iter()
-                .filter(|(id, epoch)| {
-                    ledger.workload(*id).is_none_or(|r| {
-                        r.reservation.as_ref().is_none_or(|res| res.epoch != *epoch)
-                            && !r.state.is_terminal()
-                    })
-                })
-                .copied()
-                .collect();
-            for (id, epoch) in withdrawn {
-                self.assigned.remove(&(id, epoch));
-                out.push(Down::Stop(pb::Stop {
-                    workload_id: id,
-                    epoch,
-                    reason: "admission withdrawn".into(),
-                    grace_period_ms: 0,
-                    withdrawn: true,
-                }));
-            }
             for a in ledger.snapshot().admitted() {
                 if a.assignment.cluster != cluster {
                     continue;
