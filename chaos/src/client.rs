@@ -382,7 +382,7 @@ async fn wait_converged(
         let mut statuses = Vec::new();
         for client in &api.clients {
             let mut c = client.clone();
-            match c.node_status(pb::NodeStatusRequest {}).await {
+            match c.node_status(pb::NodeStatusRequest::default()).await {
                 Ok(s) => statuses.push(s.into_inner()),
                 Err(status) => last = format!("a node did not answer: {status}"),
             }

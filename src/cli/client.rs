@@ -121,7 +121,12 @@ fn with_sources(mut text: String, mut source: Option<&dyn std::error::Error>) ->
 pub async fn wait_for_leader(c: &mut Client, timeout: Duration) -> Result<u64, String> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        if let Ok(s) = c.node_status(fleetq_proto::v1::NodeStatusRequest {}).await {
+        if let Ok(s) = c
+            .node_status(fleetq_proto::v1::NodeStatusRequest {
+                skip_state_hash: true,
+            })
+            .await
+        {
             let leader = s.into_inner().leader_id;
             if leader != 0 {
                 return Ok(leader);

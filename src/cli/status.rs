@@ -17,7 +17,7 @@ pub struct StatusArgs {
 pub fn run(server: &str, args: &StatusArgs) -> ExitCode {
     let result = client::block_on(async {
         let mut c = client::connect(server).await?;
-        c.node_status(pb::NodeStatusRequest {})
+        c.node_status(pb::NodeStatusRequest::default())
             .await
             .map(|r| r.into_inner())
             .map_err(|s| client::status_line(&s))

@@ -175,7 +175,9 @@ fn dash(s: &str) -> String {
 async fn frame(c: &mut Client, server: &str) -> Result<String, String> {
     let status = |s: tonic::Status| client::status_line(&s);
     let node = c
-        .node_status(pb::NodeStatusRequest {})
+        .node_status(pb::NodeStatusRequest {
+            skip_state_hash: true,
+        })
         .await
         .map_err(status)?
         .into_inner();

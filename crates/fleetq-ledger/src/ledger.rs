@@ -1389,7 +1389,13 @@ impl Ledger {
     /// The clock (`now`) is left out: it only follows the stamps of the
     /// log, and a refused command must leave the hash unchanged.
     pub fn state_hash(&self) -> String {
-        let mut state = self.exported_state();
+        Ledger::hash_of(self.exported_state())
+    }
+
+    /// [`Ledger::state_hash`] of a state copied out with
+    /// [`Ledger::exported_state`]: the copy is quick to take under a lock,
+    /// the hash can then be computed without it.
+    pub fn hash_of(mut state: LedgerState) -> String {
         state.now = Timestamp::default();
         crate::hash::state_hash(&state)
     }

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use fleetq_ledger::store::{Change, LedgerHandle};
-use fleetq_ledger::{Command, Outcome, Response, Submission, SubmitResult};
+use fleetq_ledger::{Command, Ledger, Outcome, Response, Submission, SubmitResult};
 use fleetq_model::config::Object;
 use fleetq_model::kueue::import_manifests;
 use fleetq_model::{FieldError, Workload};
@@ -676,11 +676,14 @@ impl FleetQ for ApiService {
         request: Request<pb::NodeStatusRequest>,
     ) -> Reply<pb::NodeStatusResponse> {
         self.auth.api(&request, "NodeStatus", Action::ReadCluster)?;
-        Ok(tonic::Response::new(node_status(
-            self.node_id,
-            &self.proposer,
-            &self.handle,
-        )))
+        let hash = if request.get_ref().skip_state_hash {
+            StateHash::Skip
+        } else {
+            StateHash::Compute
+        };
+        Ok(tonic::Response::new(
+            node_status(self.node_id, &self.proposer, &self.handle, hash).await,
+        ))
     }
 
     async fn add_learner(
@@ -717,11 +720,9 @@ impl FleetQ for ApiService {
             }
             Err(e) => return Err(Status::failed_precondition(e.to_string())),
         }
-        Ok(tonic::Response::new(node_status(
-            self.node_id,
-            &self.proposer,
-            &self.handle,
-        )))
+        Ok(tonic::Response::new(
+            node_status(self.node_id, &self.proposer, &self.handle, StateHash::Skip).await,
+        ))
     }
 
     async fn change_membership(
@@ -748,11 +749,9 @@ impl FleetQ for ApiService {
             }
             Err(e) => return Err(Status::failed_precondition(e.to_string())),
         }
-        Ok(tonic::Response::new(node_status(
-            self.node_id,
-            &self.proposer,
-            &self.handle,
-        )))
+        Ok(tonic::Response::new(
+            node_status(self.node_id, &self.proposer, &self.handle, StateHash::Skip).await,
+        ))
     }
 
     async fn debug_propose(
@@ -780,11 +779,22 @@ impl FleetQ for ApiService {
     }
 }
 
-/// This node's view of the Raft group and its ledger.
-pub fn node_status(
+/// Whether a status answer carries the ledger's state hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateHash {
+    Compute,
+    Skip,
+}
+
+/// This node's view of the Raft group and its ledger. The state hash, when
+/// asked for, is computed off the state machine's lock and off the async
+/// workers: only the copy of the state is taken under the lock, so a
+/// status call on a large ledger delays apply by the copy, not the hash.
+pub async fn node_status(
     node_id: u64,
     proposer: &Proposer,
     handle: &LedgerHandle,
+    hash: StateHash,
 ) -> pb::NodeStatusResponse {
     let metrics = proposer.raft().metrics().borrow().clone();
     let membership = metrics.membership_config.membership();
@@ -802,19 +812,32 @@ pub fn node_status(
         .current_leader
         .and_then(|l| membership.get_node(&l).map(|n| n.addr.clone()))
         .unwrap_or_default();
-    let sm = handle.read();
+    let (last_applied, counters_json, state) = {
+        let sm = handle.read();
+        (
+            sm.last_applied.map(|l| l.index).unwrap_or(0),
+            serde_json::to_string(sm.ledger.counters()).unwrap_or_default(),
+            (hash == StateHash::Compute).then(|| sm.ledger.exported_state()),
+        )
+    };
+    let state_hash = match state {
+        None => String::new(),
+        Some(state) => tokio::task::spawn_blocking(move || Ledger::hash_of(state))
+            .await
+            .unwrap_or_default(),
+    };
     pb::NodeStatusResponse {
         node_id,
         leader_id: metrics.current_leader.unwrap_or(0),
         leader_addr,
         term: metrics.current_term,
-        last_applied: sm.last_applied.map(|l| l.index).unwrap_or(0),
+        last_applied,
         last_log_index: metrics.last_log_index.unwrap_or(0),
-        state_hash: sm.ledger.state_hash(),
+        state_hash,
         server_state: format!("{:?}", metrics.state),
         voters,
         learners,
-        counters_json: serde_json::to_string(sm.ledger.counters()).unwrap_or_default(),
+        counters_json,
         snapshot_index: metrics.snapshot.map(|l| l.index).unwrap_or(0),
         purged_index: metrics.purged.map(|l| l.index).unwrap_or(0),
     }
