@@ -7,7 +7,7 @@
 //! stops its workloads (policy `fence`) before the leader could give their
 //! quota away.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 
 use fleetq_model::Workload;
@@ -60,6 +60,12 @@ pub struct Agent {
     /// dropped if the agent fences or the session ends first (the leader
     /// has expired them then, or pushes them again to the next session).
     deferred: Vec<(u64, u64, Workload, Assignment)>,
+    /// The highest epoch this agent started of each workload. An admission
+    /// runs at most once: a repeated assignment (pushed again after a
+    /// reconnect or a reconcile, or both started and deferred) of one that
+    /// already ran, or one older than what already ran, is ignored. One
+    /// entry per workload this process has run.
+    started: HashMap<u64, u64>,
     /// How sessions reach a server: fresh TCP by default; the simulator
     /// supplies its own network.
     connector: Option<SharedConnector>,
@@ -116,6 +122,7 @@ impl Agent {
             clock_origin: Instant::now(),
             fenced: false,
             deferred: Vec::new(),
+            started: HashMap::new(),
             connector: None,
             tls: None,
             rng: StdRng::from_entropy(),
@@ -378,6 +385,25 @@ impl Agent {
         }
     }
 
+    /// Starts an admission unless this agent already started it, or a
+    /// later admission of the same workload.
+    fn start(&mut self, workload: u64, epoch: u64, spec: &Workload, assignment: &Assignment) {
+        match self.started.get(&workload) {
+            Some(&done) if done >= epoch => {
+                tracing::debug!(
+                    workload,
+                    epoch,
+                    started = done,
+                    "assignment already started"
+                );
+            }
+            _ => {
+                self.started.insert(workload, epoch);
+                self.executor.start(workload, epoch, spec, assignment);
+            }
+        }
+    }
+
     /// Acts on one message from the leader; returns a leader address to
     /// move to.
     fn on_control(&mut self, m: pb::ControlMessage) -> Option<String> {
@@ -412,7 +438,7 @@ impl Agent {
                 if sent + ttl.saturating_sub(ttl / 4) > Instant::now() {
                     self.fenced = false;
                     for (workload, epoch, w, asg) in std::mem::take(&mut self.deferred) {
-                        self.executor.start(workload, epoch, &w, &asg);
+                        self.start(workload, epoch, &w, &asg);
                     }
                 }
             }
@@ -429,8 +455,13 @@ impl Agent {
                 );
                 match parsed {
                     Ok((w, asg)) if self.lease_live() => {
-                        self.executor.start(a.workload_id, a.epoch, &w, &asg)
+                        self.start(a.workload_id, a.epoch, &w, &asg)
                     }
+                    Ok(_)
+                        if self
+                            .deferred
+                            .iter()
+                            .any(|(id, e, ..)| (*id, *e) == (a.workload_id, a.epoch)) => {}
                     Ok((w, asg)) => self.deferred.push((a.workload_id, a.epoch, w, asg)),
                     Err(e) => {
                         tracing::error!(workload = a.workload_id, error = %e, "unreadable assignment")
@@ -500,5 +531,87 @@ impl Executor {
             Executor::Process(e) => e.running(),
             Executor::Kubernetes(e) => e.running(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent_config() -> AgentConfig {
+        toml::from_str(
+            r#"cluster = "east"
+servers = ["127.0.0.1:1"]
+[[inventory]]
+flavor = "h100-80gb"
+resources = { "nvidia.com/gpu" = "8" }
+"#,
+        )
+        .expect("config")
+    }
+
+    fn control(body: Down) -> pb::ControlMessage {
+        pb::ControlMessage { body: Some(body) }
+    }
+
+    fn assign(workload: u64, epoch: u64) -> pb::ControlMessage {
+        let w: Workload = serde_json::from_value(serde_json::json!({
+            "namespace": "default",
+            "name": format!("w{workload}"),
+            "spec": {
+                "queueName": "team-a",
+                "podSets": [{"name": "main", "count": 1, "requests": {"nvidia.com/gpu": "1"}}],
+                "run": {"duration": "20ms"}
+            }
+        }))
+        .expect("workload");
+        let asg = Assignment {
+            cluster: "east".into(),
+            pod_sets: Vec::new(),
+            usage: Default::default(),
+        };
+        control(Down::Assign(pb::Assignment {
+            workload_id: workload,
+            epoch,
+            workload_json: serde_json::to_string(&w).expect("json"),
+            assignment_json: serde_json::to_string(&asg).expect("json"),
+        }))
+    }
+
+    /// An admission runs at most once, however often it is assigned: a
+    /// repeat after it ended (pushed again after a reconcile), a repeat
+    /// while deferred, and an older epoch after a newer one all start
+    /// nothing. Found by the simulator (seeds 20503, 20509, 20705).
+    #[tokio::test]
+    async fn an_admission_runs_at_most_once() {
+        let journal = JournalSink::new(|| 0);
+        let mut agent = Agent::new(agent_config())
+            .await
+            .expect("agent")
+            .with_journal(journal.clone());
+        let starts = |j: &JournalSink| {
+            j.entries()
+                .iter()
+                .filter(|e| e.event == "started")
+                .map(|e| (e.workload, e.epoch))
+                .collect::<Vec<_>>()
+        };
+        // No ack yet: deferred, and a repeat is not deferred twice.
+        agent.on_control(assign(1, 5));
+        agent.on_control(assign(1, 5));
+        assert!(starts(&journal).is_empty());
+        agent.on_control(control(Down::Ack(pb::HeartbeatAck {
+            lease_ttl_ms: 60_000,
+            leader_term: 1,
+            heartbeat_sent_at_ms: 0,
+        })));
+        assert_eq!(starts(&journal), vec![(1, 5)]);
+        // It ends; the same admission assigned again starts nothing.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        agent.on_control(assign(1, 5));
+        // A newer admission of the workload runs; an older one never.
+        agent.on_control(assign(1, 7));
+        agent.on_control(assign(1, 6));
+        assert_eq!(starts(&journal), vec![(1, 5), (1, 7)]);
     }
 }
