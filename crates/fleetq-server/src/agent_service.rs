@@ -256,6 +256,25 @@ impl Session {
         self.tx.send(down(body)).await.is_ok()
     }
 
+    /// Writes a command of this session on this node, which leads (a
+    /// session lives on the leader), and never forwards or retries it
+    /// elsewhere: what an agent said in a session must not be applied
+    /// after that session's node lost the leadership. Otherwise a
+    /// reconcile sent before a partition, held by a deposed leader and
+    /// forwarded after the heal, would release work the agent started
+    /// since, in a newer session (simulator seed 21819: a workload ran on
+    /// two clusters). On failure the session ends and the agent
+    /// reconnects to the leader with what it runs now.
+    async fn write(&self, command: Command) -> Result<crate::proposer::Written, Status> {
+        self.proposer
+            .write_local(command)
+            .await
+            .written()
+            .map_err(|e| {
+                Status::unavailable(format!("agent session: {e}; reconnect to the leader"))
+            })
+    }
+
     fn leader(&self) -> (bool, String, u64) {
         let m = self.proposer.raft().metrics().borrow().clone();
         let addr = m
@@ -386,13 +405,11 @@ impl Session {
                 let (c, lease_policy) = cluster_of(&req)
                     .map_err(|e| Status::invalid_argument(status::describe_errors(&e)))?;
                 let written = self
-                    .proposer
-                    .propose(Command::RegisterCluster {
+                    .write(Command::RegisterCluster {
                         cluster: c,
                         lease_policy,
                     })
-                    .await
-                    .map_err(Status::from)?;
+                    .await?;
                 if !written.response.is_ok() {
                     return Err(Status::invalid_argument(status::describe_errors(
                         &written.response.errors,
@@ -408,18 +425,16 @@ impl Session {
                         r.phase
                     ))
                 })?;
-                self.proposer
-                    .propose(Command::ReportStatus {
-                        reports: vec![StatusReport {
-                            cluster: cluster.clone(),
-                            workload: r.workload_id,
-                            epoch: r.epoch,
-                            phase,
-                            message: r.message,
-                        }],
-                    })
-                    .await
-                    .map_err(Status::from)?;
+                self.write(Command::ReportStatus {
+                    reports: vec![StatusReport {
+                        cluster: cluster.clone(),
+                        workload: r.workload_id,
+                        epoch: r.epoch,
+                        phase,
+                        message: r.message,
+                    }],
+                })
+                .await?;
                 // Running something the ledger does not hold here (an
                 // assignment withdrawn while it was on its way, started
                 // from an older session): stop it now, before its quota,
@@ -450,10 +465,8 @@ impl Session {
                     })
                     .collect();
                 let written = self
-                    .proposer
-                    .propose(Command::ReconcileCluster { cluster, running })
-                    .await
-                    .map_err(Status::from)?;
+                    .write(Command::ReconcileCluster { cluster, running })
+                    .await?;
                 if let Outcome::Reconciled { stop, .. } = written.response.outcome {
                     for s in stop {
                         self.send(Down::Stop(pb::Stop {
