@@ -723,6 +723,58 @@ fn wait_for_ready_evicts_requeues_with_backoff_and_deactivates() {
     );
 }
 
+/// A message of a fake agent for `cluster`.
+fn up(
+    cluster: &str,
+    body: fleetq_proto::v1::agent_message::Body,
+) -> fleetq_proto::v1::AgentMessage {
+    fleetq_proto::v1::AgentMessage {
+        cluster: cluster.into(),
+        body: Some(body),
+    }
+}
+
+/// Opens a fake agent's session for `cluster` (8 H100s, fence): it
+/// registers, reconciles with nothing running, then sends `then`. Returns
+/// the sender for more messages and the leader's messages.
+async fn fake_session(
+    url: String,
+    cluster: &str,
+    then: Vec<fleetq_proto::v1::agent_message::Body>,
+) -> (
+    tokio::sync::mpsc::Sender<fleetq_proto::v1::AgentMessage>,
+    tonic::Streaming<fleetq_proto::v1::ControlMessage>,
+) {
+    use fleetq_proto::v1 as pb;
+    use pb::agent_message::Body as Up;
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let register = Up::Inventory(pb::RegisterRequest {
+        cluster: cluster.into(),
+        labels: Default::default(),
+        inventory: vec![pb::FlavorInventory {
+            flavor: "h100-80gb".into(),
+            resources: vec![pb::Quantity {
+                resource: "nvidia.com/gpu".into(),
+                value: "8".into(),
+            }],
+        }],
+        lease_policy: "fence".into(),
+    });
+    let reconcile = Up::Reconcile(pb::Reconcile { running: vec![] });
+    for body in [register, reconcile].into_iter().chain(then) {
+        tx.send(up(cluster, body)).await.expect("queue");
+    }
+    let mut client = pb::agent_client::AgentClient::connect(url)
+        .await
+        .expect("connect");
+    let inbound = client
+        .session(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("session")
+        .into_inner();
+    (tx, inbound)
+}
+
 /// A fake agent for cluster "ghost" (8 H100s): keeps its session and
 /// lease, confirms every Stop, and never reports anything running.
 struct GhostAgent {
@@ -744,36 +796,8 @@ impl GhostAgent {
                 .build()
                 .expect("runtime");
             runtime.block_on(async move {
-                let up = |body| pb::AgentMessage {
-                    cluster: "ghost".into(),
-                    body: Some(body),
-                };
-                let (tx, rx) = tokio::sync::mpsc::channel(64);
-                tx.send(up(Up::Inventory(pb::RegisterRequest {
-                    cluster: "ghost".into(),
-                    labels: Default::default(),
-                    inventory: vec![pb::FlavorInventory {
-                        flavor: "h100-80gb".into(),
-                        resources: vec![pb::Quantity {
-                            resource: "nvidia.com/gpu".into(),
-                            value: "8".into(),
-                        }],
-                    }],
-                    lease_policy: "fence".into(),
-                })))
-                .await
-                .expect("queue");
-                tx.send(up(Up::Reconcile(pb::Reconcile { running: vec![] })))
-                    .await
-                    .expect("queue");
-                let mut client = pb::agent_client::AgentClient::connect(url)
-                    .await
-                    .expect("connect");
-                let mut inbound = client
-                    .session(tokio_stream::wrappers::ReceiverStream::new(rx))
-                    .await
-                    .expect("session")
-                    .into_inner();
+                let up = |body| up("ghost", body);
+                let (tx, mut inbound) = fake_session(url, "ghost", Vec::new()).await;
                 let mut beat = tokio::time::interval(Duration::from_millis(200));
                 while !flag.load(std::sync::atomic::Ordering::SeqCst) {
                     tokio::select! {
@@ -834,44 +858,13 @@ fn running_what_the_ledger_does_not_hold_is_stopped() {
         .build()
         .expect("runtime");
     let stop = runtime.block_on(async move {
-        let up = |body| pb::AgentMessage {
-            cluster: "rogue".into(),
-            body: Some(body),
-        };
-        let (tx, rx) = tokio::sync::mpsc::channel(64);
-        tx.send(up(Up::Inventory(pb::RegisterRequest {
-            cluster: "rogue".into(),
-            labels: Default::default(),
-            inventory: vec![pb::FlavorInventory {
-                flavor: "h100-80gb".into(),
-                resources: vec![pb::Quantity {
-                    resource: "nvidia.com/gpu".into(),
-                    value: "8".into(),
-                }],
-            }],
-            lease_policy: "fence".into(),
-        })))
-        .await
-        .expect("queue");
-        tx.send(up(Up::Reconcile(pb::Reconcile { running: vec![] })))
-            .await
-            .expect("queue");
-        tx.send(up(Up::Status(pb::StatusReport {
+        let running = Up::Status(pb::StatusReport {
             workload_id: 4242,
             epoch: 7,
             phase: "Running".into(),
             message: String::new(),
-        })))
-        .await
-        .expect("queue");
-        let mut client = pb::agent_client::AgentClient::connect(url)
-            .await
-            .expect("connect");
-        let mut inbound = client
-            .session(tokio_stream::wrappers::ReceiverStream::new(rx))
-            .await
-            .expect("session")
-            .into_inner();
+        });
+        let (_tx, mut inbound) = fake_session(url, "rogue", vec![running]).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             let m = tokio::time::timeout_at(deadline, inbound.message())
