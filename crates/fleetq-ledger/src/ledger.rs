@@ -79,13 +79,13 @@ impl Ledger {
             snapshot: Snapshot::new(Config::default(), &[]),
             counters: Counters::default(),
             scheduler,
-            check_invariants: cfg!(debug_assertions),
+            check_invariants: cfg!(debug_assertions) || fleetq_model::mutants::COMPILED,
             changed: Vec::new(),
         }
     }
 
     /// Turns the after-every-command invariant check on or off (it is on in
-    /// debug builds).
+    /// debug builds and in builds with the planted bugs of the mutant test).
     pub fn set_invariant_checks(&mut self, on: bool) {
         self.check_invariants = on;
     }

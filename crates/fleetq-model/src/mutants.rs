@@ -5,6 +5,11 @@
 //! hook folds away. With it, `FLEETQ_MUTANT=<name>` in the environment
 //! switches one bug on for the whole process.
 
+/// Whether the planted bugs are compiled in (the `chaos-mutants` feature).
+/// Such builds also check the ledger's invariants after every command,
+/// as debug builds do, so the mutant test can run optimised.
+pub const COMPILED: bool = cfg!(feature = "chaos-mutants");
+
 /// A known bug of the class the chaos suite exists to catch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mutant {
