@@ -247,6 +247,31 @@ struct Session {
     stopped: BTreeSet<(u64, u64)>,
 }
 
+/// Why an agent must stop what it reports running but the ledger does
+/// not hold there.
+const NOT_ASSIGNED: &str = "not assigned to this cluster with this epoch";
+
+/// A Stop for an admission the ledger does not hold (any more): the agent
+/// stops it if it runs, drops it if deferred, and reports nothing otherwise.
+fn withdrawn_stop(workload: u64, epoch: u64, reason: &str) -> Down {
+    Down::Stop(pb::Stop {
+        workload_id: workload,
+        epoch,
+        reason: reason.into(),
+        grace_period_ms: 0,
+        withdrawn: true,
+    })
+}
+
+/// Whether `ledger` holds an admission of `workload` with `epoch` on
+/// `cluster` (reserved there, running or not).
+fn holds(ledger: &fleetq_ledger::Ledger, cluster: &str, workload: u64, epoch: u64) -> bool {
+    ledger
+        .workload(workload)
+        .and_then(|r| r.reservation.as_ref())
+        .is_some_and(|res| res.epoch == epoch && res.assignment.cluster == cluster)
+}
+
 fn down(body: Down) -> Result<pb::ControlMessage, Status> {
     Ok(pb::ControlMessage { body: Some(body) })
 }
@@ -444,14 +469,8 @@ impl Session {
                     && !self.holds(&cluster, r.workload_id, r.epoch)
                 {
                     self.assigned.remove(&(r.workload_id, r.epoch));
-                    self.send(Down::Stop(pb::Stop {
-                        workload_id: r.workload_id,
-                        epoch: r.epoch,
-                        reason: "not assigned to this cluster with this epoch".into(),
-                        grace_period_ms: 0,
-                        withdrawn: true,
-                    }))
-                    .await;
+                    self.send(withdrawn_stop(r.workload_id, r.epoch, NOT_ASSIGNED))
+                        .await;
                 }
                 Ok(())
             }
@@ -469,14 +488,8 @@ impl Session {
                     .await?;
                 if let Outcome::Reconciled { stop, .. } = written.response.outcome {
                     for s in stop {
-                        self.send(Down::Stop(pb::Stop {
-                            workload_id: s.workload,
-                            epoch: s.epoch,
-                            reason: "not assigned to this cluster with this epoch".into(),
-                            grace_period_ms: 0,
-                            withdrawn: true,
-                        }))
-                        .await;
+                        self.send(withdrawn_stop(s.workload, s.epoch, NOT_ASSIGNED))
+                            .await;
                     }
                 } else if !written.response.is_ok() {
                     return Err(Status::failed_precondition(status::describe_errors(
@@ -504,11 +517,7 @@ impl Session {
     /// Whether the ledger holds an admission of `workload` with `epoch` on
     /// `cluster` (reserved there, running or not).
     fn holds(&self, cluster: &str, workload: u64, epoch: u64) -> bool {
-        let sm = self.handle.read();
-        sm.ledger
-            .workload(workload)
-            .and_then(|r| r.reservation.as_ref())
-            .is_some_and(|res| res.epoch == epoch && res.assignment.cluster == cluster)
+        holds(&self.handle.read().ledger, cluster, workload, epoch)
     }
 
     /// Stops for the admissions pushed in this session that the ledger no
@@ -524,22 +533,18 @@ impl Session {
         if !self.leader().0 {
             return Vec::new();
         }
-        let gone: Vec<(u64, u64)> = self
-            .assigned
-            .iter()
-            .filter(|(id, epoch)| !self.holds(&cluster, *id, *epoch))
-            .copied()
-            .collect();
+        let gone: Vec<(u64, u64)> = {
+            let sm = self.handle.read();
+            self.assigned
+                .iter()
+                .filter(|(id, epoch)| !holds(&sm.ledger, &cluster, *id, *epoch))
+                .copied()
+                .collect()
+        };
         gone.into_iter()
             .map(|(id, epoch)| {
                 self.assigned.remove(&(id, epoch));
-                Down::Stop(pb::Stop {
-                    workload_id: id,
-                    epoch,
-                    reason: "admission withdrawn".into(),
-                    grace_period_ms: 0,
-                    withdrawn: true,
-                })
+                withdrawn_stop(id, epoch, "admission withdrawn")
             })
             .collect()
     }
