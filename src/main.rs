@@ -91,6 +91,12 @@ fn main() -> ExitCode {
     // Usage errors exit with status 2 from inside `parse`.
     let cli = Cli::parse();
     cli::client::configure(cli.tls.clone());
+    if matches!(
+        cli.command,
+        Command::Dev(_) | Command::Server(_) | Command::Bench(_)
+    ) {
+        cli::huge_pages::disable_transparent_huge_pages();
+    }
     match cli.command {
         Command::Validate(args) => cli::validate::run(&args),
         Command::Dev(args) => cli::dev::run(&args, &cli.tls),

@@ -11,6 +11,7 @@ pub mod delete;
 pub mod describe;
 pub mod dev;
 pub mod get;
+pub mod huge_pages;
 pub mod input;
 pub mod limits;
 pub mod members;

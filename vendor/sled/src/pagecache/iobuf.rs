@@ -933,7 +933,11 @@ pub(in crate::pagecache) fn make_stable_inner(
             // nothing to write, don't bother sealing
             // current IO buffer.
         } else {
-            maybe_seal_and_write_iobuf(iobufs, &iobuf, header, false)?;
+            // fleetq: write the sealed buffer on this thread, which is
+            // about to wait for it anyway, instead of handing it to the
+            // thread pool and sleeping until a pool thread has written
+            // it (two context switches per flush). See vendor/README.md.
+            maybe_seal_and_write_iobuf_inner(iobufs, &iobuf, header, false, true)?;
             stable = iobufs.stable();
             // NB we have to continue here to possibly clear
             // the next io buffer, which may have dirty
@@ -1022,6 +1026,18 @@ pub(in crate::pagecache) fn maybe_seal_and_write_iobuf(
     iobuf: &Arc<IoBuf>,
     header: Header,
     from_reserve: bool,
+) -> Result<()> {
+    maybe_seal_and_write_iobuf_inner(iobufs, iobuf, header, from_reserve, false)
+}
+
+/// `inline`: if this call must write the buffer, write it on the calling
+/// thread rather than on the thread pool (fleetq's patch).
+fn maybe_seal_and_write_iobuf_inner(
+    iobufs: &Arc<IoBufs>,
+    iobuf: &Arc<IoBuf>,
+    header: Header,
+    from_reserve: bool,
+    inline: bool,
 ) -> Result<()> {
     if header::is_sealed(header) {
         // this buffer is already sealed. nothing to do here.
@@ -1174,6 +1190,22 @@ pub(in crate::pagecache) fn maybe_seal_and_write_iobuf(
     // if writers is 0, it's our responsibility to write the buffer.
     if header::n_writers(sealed) == 0 {
         iobufs.config.global_error()?;
+        if inline {
+            if let Err(e) = iobufs.write_to_log(iobuf) {
+                error!(
+                    "hit error while writing iobuf with lsn {}: {:?}",
+                    lsn, e
+                );
+                // as the pool's job below does: store the error, then
+                // wake every waiter so that it sees it
+                iobufs.config.set_global_error(e.clone());
+                let intervals = iobufs.intervals.lock();
+                drop(intervals);
+                let _notified = iobufs.interval_updated.notify_all();
+                return Err(e);
+            }
+            return Ok(());
+        }
         trace!(
             "asynchronously writing iobuf with lsn {} to log from maybe_seal",
             lsn
