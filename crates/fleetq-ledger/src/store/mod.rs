@@ -4,6 +4,8 @@
 //! - [`sled_log`]: the log, vote and committed index in sled; `append`
 //!   acknowledges only after sled has flushed and the data file and any
 //!   new blob files are synced (DESIGN.md §7).
+//!   The entries it appended last are also kept decoded in memory
+//!   (`recent_entries`), so replication and apply do not parse them back.
 //! - [`mem`]: the same in memory with an explicit fsync model: writes sit
 //!   in a volatile buffer until synced, and [`mem::MemDisk::crash`] throws
 //!   away what was not synced. The deterministic simulator uses it.
@@ -12,6 +14,7 @@
 //!   after a restart the state is the last snapshot plus the committed log.
 
 pub mod mem;
+mod recent_entries;
 #[allow(clippy::result_large_err)] // openraft's StorageError is what the traits return
 pub mod sled_log;
 pub mod snapshot_store;

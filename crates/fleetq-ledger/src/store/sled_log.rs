@@ -16,6 +16,9 @@
 //! files under `blobs/` without any sync. So the flusher also syncs every
 //! blob file it has not synced yet, the `blobs/` directory when one
 //! appeared, and then the data file (`fdatasync`), before it acknowledges.
+//!
+//! Reads of the newest entries (replication, apply) are served decoded
+//! from memory when they can be ([`super::recent_entries`]).
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -29,6 +32,7 @@ use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{ErrorSubject, ErrorVerb, OptionalSend, RaftLogReader};
 
 use super::io_error;
+use super::recent_entries::{RecentEntries, MAX_CACHED_BYTES};
 use crate::raft::{Entry, LogId, NodeId, StorageError, TypeConfig, Vote};
 
 const VOTE: &[u8] = b"vote";
@@ -41,6 +45,8 @@ pub struct SledLogStore {
     logs: sled::Tree,
     meta: sled::Tree,
     flusher: Arc<Flusher>,
+    /// The newest entries, decoded, shared with the log readers.
+    recent: Arc<Mutex<RecentEntries>>,
 }
 
 /// What the flusher thread is asked to make durable.
@@ -184,6 +190,19 @@ impl SledLogStore {
             logs: db.open_tree("raft_log")?,
             meta: db.open_tree("raft_meta")?,
             flusher: Arc::new(Flusher::start(Disk::open(db.clone(), dir)?)?),
+            recent: Arc::new(Mutex::new(RecentEntries::new(MAX_CACHED_BYTES))),
+        })
+    }
+
+    /// The cache of recent entries; a poisoned lock (a panic while it was
+    /// held) is an error, never a stale answer.
+    fn recent(&self) -> Result<std::sync::MutexGuard<'_, RecentEntries>, StorageError> {
+        self.recent.lock().map_err(|_| {
+            io_error(
+                ErrorSubject::Logs,
+                ErrorVerb::Read,
+                std::io::Error::other("the log's entry cache is poisoned"),
+            )
         })
     }
 
@@ -251,6 +270,9 @@ impl RaftLogReader<TypeConfig> for SledLogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
+        if let Some(entries) = self.recent()?.get(&range) {
+            return Ok(entries);
+        }
         let mut out = Vec::new();
         for item in self.logs.range(bounds(&range)) {
             let (_, v) = item.map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, e))?;
@@ -322,14 +344,24 @@ impl RaftLogStorage<TypeConfig> for SledLogStore {
         I::IntoIter: OptionalSend,
     {
         let mut batch = sled::Batch::default();
+        let mut appended = Vec::new();
         for entry in entries {
             let bytes = serde_json::to_vec(&entry)
                 .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
+            let len = bytes.len();
             batch.insert(&key(entry.log_id.index), bytes);
+            appended.push((len, entry));
         }
         self.logs
             .apply_batch(batch)
             .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
+        // Cached only once in sled: a reader that misses the cache finds
+        // the entries there.
+        let mut recent = self.recent()?;
+        for (len, entry) in appended {
+            recent.append(entry, len);
+        }
+        drop(recent);
         // Acknowledged only once the entries are on disk, by the flusher.
         self.flusher.send(FlushJob::Append(callback)).map_err(|e| {
             io_error(
@@ -344,6 +376,7 @@ impl RaftLogStorage<TypeConfig> for SledLogStore {
         // Appends still waiting for their flush are acknowledged first, so
         // openraft never hears of an entry after it was truncated.
         self.flush(ErrorSubject::Logs, ErrorVerb::Delete).await?;
+        self.recent()?.truncate(log_id.index);
         let mut batch = sled::Batch::default();
         for item in self.logs.range(key(log_id.index)..) {
             let (k, _) = item.map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
@@ -359,6 +392,7 @@ impl RaftLogStorage<TypeConfig> for SledLogStore {
         // Record the purge point first: a crash in between leaves extra
         // entries, never a hole.
         self.write_meta(LAST_PURGED, &log_id).await?;
+        self.recent()?.purge(log_id.index);
         let mut batch = sled::Batch::default();
         for item in self.logs.range(..=key(log_id.index)) {
             let (k, _) = item.map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
