@@ -123,41 +123,29 @@ impl ApiService {
             .iter()
             .map(|w| (w.namespace.clone(), w.name.clone()))
             .collect();
-        let results: Vec<SubmitResult> = if workloads.len() == 1 {
-            let submission = Submission {
-                request_id: (!request_id.is_empty()).then(|| request_id.to_string()),
-                workload: workloads
-                    .into_iter()
-                    .next()
-                    .ok_or_else(|| Status::internal("empty"))?,
-            };
-            vec![self
-                .batcher
-                .submit(submission)
-                .await
-                .map_err(Status::from)?]
-        } else {
-            let submissions = workloads
-                .into_iter()
-                .enumerate()
-                .map(|(i, workload)| Submission {
-                    request_id: (!request_id.is_empty()).then(|| format!("{request_id}-{i}")),
-                    workload,
-                })
-                .collect();
-            match self
-                .propose(Command::SubmitWorkloads {
-                    submissions,
-                    // The leader stamps its limit (Proposer::write_local).
-                    max_pending_per_local_queue: None,
-                })
-                .await?
-                .outcome
-            {
-                Outcome::Submitted { results } => results,
-                _ => return Err(Status::internal("the ledger gave no submission results")),
-            }
-        };
+        // One workload keeps the caller's request id; several get theirs
+        // numbered, so that each can be told apart on a retry.
+        let single = workloads.len() == 1;
+        let submissions = workloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, workload)| Submission {
+                request_id: (!request_id.is_empty()).then(|| {
+                    if single {
+                        request_id.to_string()
+                    } else {
+                        format!("{request_id}-{i}")
+                    }
+                }),
+                workload,
+            })
+            .collect();
+        let results = self
+            .batcher
+            .submit(submissions)
+            .await
+            .map_err(Status::from)?
+            .results;
         Ok(results
             .into_iter()
             .zip(names)

@@ -226,7 +226,7 @@ impl Node {
             node_id: config.id,
             proposer: Arc::clone(&proposer),
             handle: handle.clone(),
-            batcher,
+            batcher: batcher.clone(),
             debug_endpoints: config.debug_endpoints,
             writes: WriteGate::new(&limits, metrics.clone())?,
             auth: auth.clone(),
@@ -257,6 +257,7 @@ impl Node {
         let peer = RaftService {
             raft: raft.clone(),
             proposer: Arc::clone(&proposer),
+            batcher,
             auth,
         };
         let mut stop = shutdown_rx.clone();

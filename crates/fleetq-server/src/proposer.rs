@@ -64,8 +64,12 @@ pub enum Forwarded {
 pub enum ForwardReply {
     Written(Written),
     ReadIndex(u64),
-    NotLeader { leader: Option<(NodeId, String)> },
+    NotLeader {
+        leader: Option<(NodeId, String)>,
+    },
     Failed(String),
+    /// The leader could not tell whether the command was applied.
+    Unknown(String),
 }
 
 enum Local<T> {
@@ -123,6 +127,11 @@ impl Proposer {
         &self.raft
     }
 
+    /// Whether this node leads now, by its Raft metrics (no round trip).
+    pub fn is_leader(&self) -> bool {
+        self.raft.metrics().borrow().state == openraft::ServerState::Leader
+    }
+
     /// A channel to a peer by address, with the node's timeouts.
     pub fn channel(&self, addr: &str) -> Result<tonic::transport::Channel, String> {
         self.connector.channel(addr)
@@ -144,6 +153,7 @@ impl Proposer {
                     {
                         Ok(ForwardReply::Written(w)) => return Ok(w),
                         Ok(ForwardReply::Failed(e)) => return Err(ProposeError::Raft(e)),
+                        Ok(ForwardReply::Unknown(e)) => return Err(ProposeError::Unknown(e)),
                         Ok(ForwardReply::NotLeader { .. }) => {
                             last = format!("{addr} is not the leader any more")
                         }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use fleetq_ledger::raft::{Raft, TypeConfig};
+use fleetq_ledger::{Command, Outcome, Response as LedgerResponse, Submission};
 use fleetq_proto::v1::raft_server;
 use fleetq_proto::v1::RaftPayload;
 use openraft::raft::{AppendEntriesRequest, InstallSnapshotRequest, VoteRequest};
@@ -12,11 +13,14 @@ use serde::Serialize;
 use tonic::{Request, Response, Status};
 
 use crate::auth::Authorizer;
-use crate::proposer::{Forwarded, Proposer};
+use crate::batcher::SubmitBatcher;
+use crate::proposer::{ForwardReply, Forwarded, ProposeError, Proposer, Written};
 
 pub struct RaftService {
     pub raft: Raft,
     pub proposer: Arc<Proposer>,
+    /// The leader folds forwarded submissions into its own batches.
+    pub batcher: SubmitBatcher,
     /// Only member nodes (by certificate) are served.
     pub auth: Authorizer,
 }
@@ -88,6 +92,29 @@ impl raft_server::Raft for RaftService {
     ) -> Result<Response<RaftPayload>, Status> {
         self.check(&request, "Forward")?;
         let req: Forwarded = decode(request.get_ref())?;
-        encode(&self.proposer.serve_forwarded(req).await)
+        let reply = match req {
+            Forwarded::Propose(Command::SubmitWorkloads {
+                submissions,
+                max_pending_per_local_queue: None,
+            }) if self.proposer.is_leader() => self.submit_forwarded(submissions).await,
+            other => self.proposer.serve_forwarded(other).await,
+        };
+        encode(&reply)
+    }
+}
+
+impl RaftService {
+    /// A follower's batch of submissions joins the leader's own batch, so
+    /// that the whole group writes one entry at a time (crate::batcher).
+    async fn submit_forwarded(&self, submissions: Vec<Submission>) -> ForwardReply {
+        match self.batcher.submit(submissions).await {
+            Ok(s) => ForwardReply::Written(Written {
+                index: s.index,
+                response: LedgerResponse::ok(Outcome::Submitted { results: s.results }),
+            }),
+            Err(ProposeError::NoLeader(_)) => ForwardReply::NotLeader { leader: None },
+            Err(ProposeError::Unknown(e)) => ForwardReply::Unknown(e),
+            Err(ProposeError::Raft(e)) => ForwardReply::Failed(e),
+        }
     }
 }
