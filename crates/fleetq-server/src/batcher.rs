@@ -182,3 +182,53 @@ fn answer(replies: Vec<(usize, Reply)>, result: Result<(u64, Vec<SubmitResult>),
         }));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn created(id: u64) -> SubmitResult {
+        SubmitResult::Created { id }
+    }
+
+    #[test]
+    fn each_group_gets_its_share_of_the_results_in_order() {
+        let (a, mut ra) = oneshot::channel();
+        let (b, mut rb) = oneshot::channel();
+        let (c, mut rc) = oneshot::channel();
+        let results = (1..=4).map(created).collect();
+        answer(vec![(1, a), (0, b), (3, c)], Ok((7, results)));
+        let share = |r: Result<Result<Submitted, ProposeError>, _>| r.ok().and_then(Result::ok);
+        assert_eq!(
+            share(ra.try_recv()),
+            Some(Submitted {
+                index: 7,
+                results: vec![created(1)]
+            })
+        );
+        assert_eq!(
+            share(rb.try_recv()),
+            Some(Submitted {
+                index: 7,
+                results: vec![]
+            })
+        );
+        assert_eq!(
+            share(rc.try_recv()),
+            Some(Submitted {
+                index: 7,
+                results: vec![created(2), created(3), created(4)]
+            })
+        );
+    }
+
+    #[test]
+    fn a_failed_batch_fails_every_group() {
+        let (a, mut ra) = oneshot::channel();
+        let (b, mut rb) = oneshot::channel();
+        let e = ProposeError::Unknown("connection lost".into());
+        answer(vec![(2, a), (1, b)], Err(e.clone()));
+        assert_eq!(ra.try_recv().ok(), Some(Err(e.clone())));
+        assert_eq!(rb.try_recv().ok(), Some(Err(e)));
+    }
+}
