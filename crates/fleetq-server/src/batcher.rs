@@ -97,16 +97,9 @@ async fn run(proposer: Arc<Proposer>, mut rx: mpsc::Receiver<Group>) {
         // in this batch.
         let mut size = first.submissions.len();
         let mut batch = vec![first];
-        while size < MAX_BATCH {
+        while held.is_none() && size < MAX_BATCH {
             match rx.try_recv() {
-                Ok(g) if size + g.submissions.len() > MAX_BATCH => {
-                    held = Some(g);
-                    break;
-                }
-                Ok(g) => {
-                    size += g.submissions.len();
-                    batch.push(g);
-                }
+                Ok(g) => held = add(&mut batch, &mut size, g),
                 Err(_) => break,
             }
         }
@@ -114,11 +107,7 @@ async fn run(proposer: Arc<Proposer>, mut rx: mpsc::Receiver<Group>) {
         while held.is_none() && size < EAGER_SIZE && permits.available_permits() + 1 < IN_FLIGHT {
             tokio::select! {
                 g = rx.recv() => match g {
-                    Some(g) if size + g.submissions.len() > MAX_BATCH => held = Some(g),
-                    Some(g) => {
-                        size += g.submissions.len();
-                        batch.push(g);
-                    }
+                    Some(g) => held = add(&mut batch, &mut size, g),
                     None => break,
                 },
                 _ = done.notified() => {}
@@ -139,6 +128,17 @@ async fn run(proposer: Arc<Proposer>, mut rx: mpsc::Receiver<Group>) {
             answer(replies, result);
         });
     }
+}
+
+/// Adds `group` to `batch` (of `size` submissions) if it fits under
+/// [`MAX_BATCH`]; otherwise hands it back, for the next batch.
+fn add(batch: &mut Vec<Group>, size: &mut usize, group: Group) -> Option<Group> {
+    if *size + group.submissions.len() > MAX_BATCH {
+        return Some(group);
+    }
+    *size += group.submissions.len();
+    batch.push(group);
+    None
 }
 
 /// Proposes the batch's submissions as one command.

@@ -194,13 +194,16 @@ impl SledLogStore {
         })
     }
 
-    /// The cache of recent entries; a poisoned lock (a panic while it was
-    /// held) is an error, never a stale answer.
-    fn recent(&self) -> Result<std::sync::MutexGuard<'_, RecentEntries>, StorageError> {
+    /// The cache of recent entries, for a `verb` on the log; a poisoned
+    /// lock (a panic while it was held) is an error, never a stale answer.
+    fn recent(
+        &self,
+        verb: ErrorVerb,
+    ) -> Result<std::sync::MutexGuard<'_, RecentEntries>, StorageError> {
         self.recent.lock().map_err(|_| {
             io_error(
                 ErrorSubject::Logs,
-                ErrorVerb::Read,
+                verb,
                 std::io::Error::other("the log's entry cache is poisoned"),
             )
         })
@@ -270,7 +273,7 @@ impl RaftLogReader<TypeConfig> for SledLogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
-        if let Some(entries) = self.recent()?.get(&range) {
+        if let Some(entries) = self.recent(ErrorVerb::Read)?.get(&range) {
             return Ok(entries);
         }
         let mut out = Vec::new();
@@ -357,7 +360,7 @@ impl RaftLogStorage<TypeConfig> for SledLogStore {
             .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
         // Cached only once in sled: a reader that misses the cache finds
         // the entries there.
-        let mut recent = self.recent()?;
+        let mut recent = self.recent(ErrorVerb::Write)?;
         for (len, entry) in appended {
             recent.append(entry, len);
         }
@@ -376,7 +379,7 @@ impl RaftLogStorage<TypeConfig> for SledLogStore {
         // Appends still waiting for their flush are acknowledged first, so
         // openraft never hears of an entry after it was truncated.
         self.flush(ErrorSubject::Logs, ErrorVerb::Delete).await?;
-        self.recent()?.truncate(log_id.index);
+        self.recent(ErrorVerb::Delete)?.truncate(log_id.index);
         let mut batch = sled::Batch::default();
         for item in self.logs.range(key(log_id.index)..) {
             let (k, _) = item.map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;
@@ -392,7 +395,7 @@ impl RaftLogStorage<TypeConfig> for SledLogStore {
         // Record the purge point first: a crash in between leaves extra
         // entries, never a hole.
         self.write_meta(LAST_PURGED, &log_id).await?;
-        self.recent()?.purge(log_id.index);
+        self.recent(ErrorVerb::Delete)?.purge(log_id.index);
         let mut batch = sled::Batch::default();
         for item in self.logs.range(..=key(log_id.index)) {
             let (k, _) = item.map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Delete, e))?;

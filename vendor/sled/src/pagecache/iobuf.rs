@@ -1030,6 +1030,30 @@ pub(in crate::pagecache) fn maybe_seal_and_write_iobuf(
     maybe_seal_and_write_iobuf_inner(iobufs, iobuf, header, from_reserve, false)
 }
 
+/// Writes a sealed buffer; on an error, stores it as the global error and
+/// wakes every thread waiting for the stable lsn so that it sees it. (The
+/// body of the pool's job, moved here by fleetq's patch so that an inline
+/// write shares it.)
+fn write_iobuf_or_fail(iobufs: &IoBufs, iobuf: &IoBuf, lsn: Lsn) -> Result<()> {
+    if let Err(e) = iobufs.write_to_log(iobuf) {
+        error!("hit error while writing iobuf with lsn {}: {:?}", lsn, e);
+
+        // store error before notifying so that waiting threads will see
+        // it
+        iobufs.config.set_global_error(e.clone());
+
+        let intervals = iobufs.intervals.lock();
+
+        // having held the mutex makes this linearized
+        // with the notify below.
+        drop(intervals);
+
+        let _notified = iobufs.interval_updated.notify_all();
+        return Err(e);
+    }
+    Ok(())
+}
+
 /// `inline`: if this call must write the buffer, write it on the calling
 /// thread rather than on the thread pool (fleetq's patch).
 fn maybe_seal_and_write_iobuf_inner(
@@ -1191,20 +1215,7 @@ fn maybe_seal_and_write_iobuf_inner(
     if header::n_writers(sealed) == 0 {
         iobufs.config.global_error()?;
         if inline {
-            if let Err(e) = iobufs.write_to_log(iobuf) {
-                error!(
-                    "hit error while writing iobuf with lsn {}: {:?}",
-                    lsn, e
-                );
-                // as the pool's job below does: store the error, then
-                // wake every waiter so that it sees it
-                iobufs.config.set_global_error(e.clone());
-                let intervals = iobufs.intervals.lock();
-                drop(intervals);
-                let _notified = iobufs.interval_updated.notify_all();
-                return Err(e);
-            }
-            return Ok(());
+            return write_iobuf_or_fail(iobufs, iobuf, lsn);
         }
         trace!(
             "asynchronously writing iobuf with lsn {} to log from maybe_seal",
@@ -1213,24 +1224,7 @@ fn maybe_seal_and_write_iobuf_inner(
         let iobufs = iobufs.clone();
         let iobuf = iobuf.clone();
         let _result = threadpool::spawn(move || {
-            if let Err(e) = iobufs.write_to_log(&iobuf) {
-                error!(
-                    "hit error while writing iobuf with lsn {}: {:?}",
-                    lsn, e
-                );
-
-                // store error before notifying so that waiting threads will see
-                // it
-                iobufs.config.set_global_error(e);
-
-                let intervals = iobufs.intervals.lock();
-
-                // having held the mutex makes this linearized
-                // with the notify below.
-                drop(intervals);
-
-                let _notified = iobufs.interval_updated.notify_all();
-            }
+            let _ = write_iobuf_or_fail(&iobufs, &iobuf, lsn);
         })?;
 
         #[cfg(feature = "event_log")]
