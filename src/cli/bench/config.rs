@@ -1,0 +1,212 @@
+//! The configuration a bench group is given: N ClusterQueues with free
+//! quota (optionally in cohorts, over several flavors, with priority
+//! classes), a LocalQueue each, and, for `--pending`, a parked queue with
+//! no quota that holds a deep backlog.
+
+use std::fmt::Write;
+
+/// Namespace of the measured workloads.
+pub const NAMESPACE: &str = "bench";
+/// Namespace of the `--pending` backlog (never admitted: its queue has no
+/// quota), so the measured workloads can be counted apart.
+pub const PARKED_NAMESPACE: &str = "bench-parked";
+/// The LocalQueue of the backlog.
+pub const PARKED_QUEUE: &str = "parked";
+/// The flavor that holds the free quota; with `--flavors F` the first
+/// F-1 flavors are small, so the scheduler fills them and falls through
+/// to this one (Kueue's flavor fungibility).
+const BIG_FLAVOR: &str = "h100-80gb";
+/// GPUs of each small flavor per ClusterQueue.
+const SMALL_FLAVOR_QUOTA: u64 = 16;
+/// GPUs of the big flavor per ClusterQueue: never the limit.
+const BIG_FLAVOR_QUOTA: u64 = 1_000_000;
+
+/// What the measured workloads are spread over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mix {
+    pub cluster_queues: u64,
+    /// 0: no cohorts; otherwise ClusterQueue q joins cohort q % cohorts.
+    pub cohorts: u64,
+    pub flavors: u64,
+    /// 1: no priority class; otherwise workload i names class i % priorities.
+    pub priorities: u64,
+}
+
+impl Mix {
+    /// Checks the counts, naming the flag at fault.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=10_000).contains(&self.cluster_queues) {
+            return Err("--cluster-queues: must be 1 to 10000".into());
+        }
+        if self.cohorts > self.cluster_queues {
+            return Err(format!(
+                "--cohorts: {} cohorts for {} ClusterQueues; at most one per ClusterQueue",
+                self.cohorts, self.cluster_queues
+            ));
+        }
+        if !(1..=16).contains(&self.flavors) {
+            return Err("--flavors: must be 1 to 16".into());
+        }
+        if !(1..=100).contains(&self.priorities) {
+            return Err("--priorities: must be 1 to 100".into());
+        }
+        Ok(())
+    }
+
+    fn flavor_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = (1..self.flavors)
+            .map(|k| format!("bench-small-{k}"))
+            .collect();
+        names.push(BIG_FLAVOR.to_string());
+        names
+    }
+
+    /// The Kueue objects to apply, as one multi-document YAML.
+    pub fn yaml(&self, parked: bool) -> String {
+        let mut y = String::new();
+        let mut doc = |body: String| {
+            if !y.is_empty() {
+                y.push_str("---\n");
+            }
+            y.push_str("apiVersion: kueue.x-k8s.io/v1beta2\n");
+            y.push_str(&body);
+        };
+        for flavor in self.flavor_names() {
+            doc(format!(
+                "kind: ResourceFlavor\nmetadata:\n  name: {flavor}\n"
+            ));
+        }
+        for c in 0..self.cohorts {
+            doc(format!(
+                "kind: Cohort\nmetadata:\n  name: bench-cohort-{c}\n"
+            ));
+        }
+        if self.priorities > 1 {
+            for p in 0..self.priorities {
+                doc(format!(
+                    "kind: WorkloadPriorityClass\nmetadata:\n  name: bench-p{p}\nvalue: {}\n",
+                    p * 10
+                ));
+            }
+        }
+        for q in 0..self.cluster_queues {
+            let cohort = match self.cohorts {
+                0 => String::new(),
+                n => format!("  cohortName: bench-cohort-{}\n", q % n),
+            };
+            doc(format!(
+                "kind: ClusterQueue\nmetadata:\n  name: bench-{q}\nspec:\n{cohort}{}",
+                self.resource_groups(false)
+            ));
+            doc(format!(
+                "kind: LocalQueue\nmetadata:\n  namespace: {NAMESPACE}\n  name: q-{q}\nspec:\n  clusterQueue: bench-{q}\n"
+            ));
+        }
+        if parked {
+            doc(format!(
+                "kind: ClusterQueue\nmetadata:\n  name: bench-parked\nspec:\n{}",
+                self.resource_groups(true)
+            ));
+            doc(format!(
+                "kind: LocalQueue\nmetadata:\n  namespace: {PARKED_NAMESPACE}\n  name: {PARKED_QUEUE}\nspec:\n  clusterQueue: bench-parked\n"
+            ));
+        }
+        y
+    }
+
+    /// One resource group over every flavor; `empty`: no quota at all.
+    fn resource_groups(&self, empty: bool) -> String {
+        let mut s = String::from(
+            "  resourceGroups:\n  - coveredResources: [\"nvidia.com/gpu\"]\n    flavors:\n",
+        );
+        for flavor in self.flavor_names() {
+            let quota = match (empty, flavor == BIG_FLAVOR) {
+                (true, _) => 0,
+                (false, true) => BIG_FLAVOR_QUOTA,
+                (false, false) => SMALL_FLAVOR_QUOTA,
+            };
+            let _ = write!(
+                s,
+                "    - name: {flavor}\n      resources:\n      - name: nvidia.com/gpu\n        nominalQuota: {quota}\n"
+            );
+        }
+        s
+    }
+
+    /// The simulated cluster: room for every flavor's quota.
+    pub fn cluster_spec(&self) -> String {
+        let small = SMALL_FLAVOR_QUOTA * self.cluster_queues;
+        let items: Vec<String> = self
+            .flavor_names()
+            .into_iter()
+            .map(|f| {
+                let n = if f == BIG_FLAVOR { 100_000_000 } else { small };
+                format!("{f}={n}")
+            })
+            .collect();
+        format!("bench-1:{}", items.join(","))
+    }
+
+    /// The priority class workload `i` names, if any.
+    pub fn priority_class(&self, i: u64) -> Option<String> {
+        (self.priorities > 1).then(|| format!("bench-p{}", i % self.priorities))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mix(cluster_queues: u64, cohorts: u64, flavors: u64, priorities: u64) -> Mix {
+        Mix {
+            cluster_queues,
+            cohorts,
+            flavors,
+            priorities,
+        }
+    }
+
+    #[test]
+    fn the_generated_objects_are_valid_kueue_objects() {
+        for m in [mix(10, 0, 1, 1), mix(12, 3, 3, 4)] {
+            for parked in [false, true] {
+                let objects = fleetq_model::kueue::import_manifests(&m.yaml(parked))
+                    .unwrap_or_else(|e| panic!("{m:?} parked={parked}: {e:?}"));
+                let expected = m.flavors
+                    + m.cohorts
+                    + if m.priorities > 1 { m.priorities } else { 0 }
+                    + 2 * m.cluster_queues
+                    + if parked { 2 } else { 0 };
+                assert_eq!(objects.len() as u64, expected, "{m:?} parked={parked}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_simulated_cluster_offers_every_flavor() {
+        let spec = mix(10, 0, 3, 1).cluster_spec();
+        let cluster = fleetq_server::simulated::SimulatedCluster::parse(&spec).unwrap();
+        assert_eq!(cluster.capacity.len(), 3);
+    }
+
+    #[test]
+    fn bad_counts_name_their_flag() {
+        assert!(mix(0, 0, 1, 1)
+            .validate()
+            .unwrap_err()
+            .contains("--cluster-queues"));
+        assert!(mix(2, 3, 1, 1)
+            .validate()
+            .unwrap_err()
+            .contains("--cohorts"));
+        assert!(mix(2, 0, 0, 1)
+            .validate()
+            .unwrap_err()
+            .contains("--flavors"));
+        assert!(mix(2, 0, 1, 0)
+            .validate()
+            .unwrap_err()
+            .contains("--priorities"));
+        assert!(mix(2, 2, 16, 100).validate().is_ok());
+    }
+}

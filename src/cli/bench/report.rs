@@ -1,0 +1,234 @@
+//! What `fleetq bench` reports: a table for people, JSON or YAML with
+//! `-o`, and in the table's last line the headline figures as `key=value`
+//! pairs for scripts.
+
+use serde::Serialize;
+
+/// Percentiles of a set of latencies in milliseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Percentiles {
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub max: u64,
+}
+
+impl Percentiles {
+    /// Nearest-rank percentiles of `values` (all zero when empty).
+    pub fn of(mut values: Vec<u64>) -> Percentiles {
+        values.sort_unstable();
+        let at = |p: f64| {
+            values
+                .get(((values.len().saturating_sub(1)) as f64 * p).round() as usize)
+                .copied()
+                .unwrap_or(0)
+        };
+        Percentiles {
+            p50: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            p999: at(0.999),
+            max: values.last().copied().unwrap_or(0),
+        }
+    }
+
+    /// `p50 A p99 B max C`, for the stage lines.
+    pub fn short(&self) -> String {
+        format!("p50 {} p99 {} max {}", self.p50, self.p99, self.max)
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub workloads: u64,
+    pub mode: String,
+    pub clients: u64,
+    pub batch: u64,
+    pub cluster_queues: u64,
+    pub cohorts: u64,
+    pub flavors: u64,
+    pub priorities: u64,
+    /// Workloads parked pending (never admitted) during the run.
+    pub pending_backlog: u64,
+    pub submit_seconds: f64,
+    pub submissions_per_second: f64,
+    pub admit_seconds: f64,
+    pub admissions_per_second: f64,
+    /// Finished workloads per second, from the first finish to the last.
+    pub completions_per_second: f64,
+    /// Submit -> admitted (see `admitted_measured_at`).
+    pub latency_ms_p50: u64,
+    pub latency_ms_p90: u64,
+    pub latency_ms_p99: u64,
+    pub latency_ms_p999: u64,
+    pub latency_ms_max: u64,
+    /// What "admitted" was timed by.
+    pub admitted_measured_at: String,
+    /// Workloads whose admission was not observed and were timed by their
+    /// Running report instead (a watcher fell behind).
+    pub admitted_fallbacks: u64,
+    /// Submit -> the leader's stamp on the executor's Running report.
+    pub running_ms_p50: u64,
+    pub running_ms_p90: u64,
+    pub running_ms_p99: u64,
+    pub running_ms_p999: u64,
+    pub running_ms_max: u64,
+    /// Submit call until the leader stamped the submission.
+    pub stage_submit_ms: String,
+    /// Submission until the leader stamped (proposed) the admission.
+    pub stage_schedule_ms: String,
+    /// Admission proposed until the executor's Running report was stamped.
+    pub stage_executor_ms: String,
+    pub scheduler_cycles: u64,
+    pub scheduler_cycle_us_mean: u64,
+    pub admit_batches: u64,
+    pub decisions_per_batch: f64,
+    /// CPU of this whole process (group, executor and clients) from the
+    /// first submission until the last admission.
+    pub cpu_seconds: f64,
+    pub cpu_seconds_per_1k: f64,
+    /// Resident memory the `--pending` backlog added, per workload and per
+    /// replica (the three nodes share this process).
+    pub rss_bytes_per_pending: Option<u64>,
+}
+
+impl Report {
+    pub fn set_latency(&mut self, p: Percentiles) {
+        self.latency_ms_p50 = p.p50;
+        self.latency_ms_p90 = p.p90;
+        self.latency_ms_p99 = p.p99;
+        self.latency_ms_p999 = p.p999;
+        self.latency_ms_max = p.max;
+    }
+
+    pub fn set_running(&mut self, p: Percentiles) {
+        self.running_ms_p50 = p.p50;
+        self.running_ms_p90 = p.p90;
+        self.running_ms_p99 = p.p99;
+        self.running_ms_p999 = p.p999;
+        self.running_ms_max = p.max;
+    }
+
+    /// The headline figures as `key=value` pairs.
+    pub fn machine_line(&self) -> String {
+        let mut line = format!(
+            "admissions_per_s={:.0} p50_ms={} p99_ms={} cpu_s_per_1k={:.3} \
+             submissions_per_s={:.0} completions_per_s={:.0} p90_ms={} p999_ms={} \
+             running_p50_ms={} running_p99_ms={} decisions_per_entry={:.1}",
+            self.admissions_per_second,
+            self.latency_ms_p50,
+            self.latency_ms_p99,
+            self.cpu_seconds_per_1k,
+            self.submissions_per_second,
+            self.completions_per_second,
+            self.latency_ms_p90,
+            self.latency_ms_p999,
+            self.running_ms_p50,
+            self.running_ms_p99,
+            self.decisions_per_batch,
+        );
+        if let Some(rss) = self.rss_bytes_per_pending {
+            line.push_str(&format!(" rss_bytes_per_pending={rss}"));
+        }
+        line
+    }
+
+    pub fn print(&self) {
+        let mut mix = format!("{} ClusterQueues", self.cluster_queues);
+        if self.cohorts > 0 {
+            mix.push_str(&format!(" in {} cohorts", self.cohorts));
+        }
+        if self.flavors > 1 {
+            mix.push_str(&format!(", {} flavors", self.flavors));
+        }
+        if self.priorities > 1 {
+            mix.push_str(&format!(", {} priorities", self.priorities));
+        }
+        println!(
+            "{} workloads, {}, {} per call, {mix}, 3 nodes, sled fsync on",
+            self.workloads, self.mode, self.batch
+        );
+        if self.pending_backlog > 0 {
+            println!(
+                "backlog                  {} workloads pending in a queue with no quota",
+                self.pending_backlog
+            );
+        }
+        println!(
+            "submissions/s            {:>10.0}   ({:.2} s)",
+            self.submissions_per_second, self.submit_seconds
+        );
+        println!(
+            "admissions/s             {:>10.0}   ({:.2} s from first submit to last admission)",
+            self.admissions_per_second, self.admit_seconds
+        );
+        println!(
+            "completions/s            {:>10.0}",
+            self.completions_per_second
+        );
+        println!(
+            "submit->admitted ms      p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            self.latency_ms_p50,
+            self.latency_ms_p90,
+            self.latency_ms_p99,
+            self.latency_ms_p999,
+            self.latency_ms_max
+        );
+        println!("  admitted = {}", self.admitted_measured_at);
+        if self.admitted_fallbacks > 0 {
+            println!(
+                "  ({} workloads' admissions not observed; timed by their Running report)",
+                self.admitted_fallbacks
+            );
+        }
+        println!(
+            "submit->running ms       p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            self.running_ms_p50,
+            self.running_ms_p90,
+            self.running_ms_p99,
+            self.running_ms_p999,
+            self.running_ms_max
+        );
+        println!(
+            "  stages ms              send->submission stamped {}; ->admission proposed {}; ->running stamped {}",
+            self.stage_submit_ms, self.stage_schedule_ms, self.stage_executor_ms
+        );
+        if self.scheduler_cycles > 0 {
+            println!(
+                "scheduler                {} cycles, mean {} us; {} AdmitBatch entries, {:.1} decisions per entry",
+                self.scheduler_cycles,
+                self.scheduler_cycle_us_mean,
+                self.admit_batches,
+                self.decisions_per_batch
+            );
+        }
+        if self.cpu_seconds > 0.0 {
+            println!(
+                "CPU                      {:.1} s (this process), {:.3} s per 1,000 admissions",
+                self.cpu_seconds, self.cpu_seconds_per_1k
+            );
+        }
+        if let Some(rss) = self.rss_bytes_per_pending {
+            println!("RSS per pending          {rss} bytes per workload per replica");
+        }
+        println!("{}", self.machine_line());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let p = Percentiles::of((1..=1000).rev().collect());
+        assert_eq!(
+            (p.p50, p.p90, p.p99, p.p999, p.max),
+            (501, 900, 990, 999, 1000)
+        );
+        assert_eq!(Percentiles::of(Vec::new()), Percentiles::default());
+        assert_eq!(Percentiles::of(vec![7]).p99, 7);
+    }
+}
