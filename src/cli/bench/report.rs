@@ -56,8 +56,9 @@ pub struct Report {
     pub submissions_per_second: f64,
     pub admit_seconds: f64,
     pub admissions_per_second: f64,
-    /// Finished workloads per second, from the first finish to the last.
-    pub completions_per_second: f64,
+    /// Finished workloads per second, from the first finish to the last;
+    /// not measured when workloads run longer than a minute.
+    pub completions_per_second: Option<f64>,
     /// Submit -> admitted (see `admitted_measured_at`).
     pub latency_ms_p50: u64,
     pub latency_ms_p90: u64,
@@ -115,14 +116,15 @@ impl Report {
     pub fn machine_line(&self) -> String {
         let mut line = format!(
             "admissions_per_s={:.0} p50_ms={} p99_ms={} cpu_s_per_1k={:.3} \
-             submissions_per_s={:.0} completions_per_s={:.0} p90_ms={} p999_ms={} \
+             submissions_per_s={:.0} completions_per_s={} p90_ms={} p999_ms={} \
              running_p50_ms={} running_p99_ms={} decisions_per_entry={:.1}",
             self.admissions_per_second,
             self.latency_ms_p50,
             self.latency_ms_p99,
             self.cpu_seconds_per_1k,
             self.submissions_per_second,
-            self.completions_per_second,
+            self.completions_per_second
+                .map_or("n/a".to_string(), |c| format!("{c:.0}")),
             self.latency_ms_p90,
             self.latency_ms_p999,
             self.running_ms_p50,
@@ -164,10 +166,10 @@ impl Report {
             "admissions/s             {:>10.0}   ({:.2} s from first submit to last admission)",
             self.admissions_per_second, self.admit_seconds
         );
-        println!(
-            "completions/s            {:>10.0}",
-            self.completions_per_second
-        );
+        match self.completions_per_second {
+            Some(c) => println!("completions/s            {c:>10.0}"),
+            None => println!("completions/s                   n/a   (workloads run over a minute)"),
+        }
         println!(
             "submit->admitted ms      p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
             self.latency_ms_p50,
