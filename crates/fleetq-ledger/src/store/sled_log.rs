@@ -16,6 +16,10 @@
 //! files under `blobs/` without any sync. So the flusher also syncs every
 //! blob file it has not synced yet, the `blobs/` directory when one
 //! appeared, and then the data file (`fdatasync`), before it acknowledges.
+//! Those rounds make contents durable, not names: when the store opens it
+//! syncs the files sled keeps in the data directory, `blobs/`, the data
+//! directory and its parent once, so that a power cut soon after a node's
+//! first start cannot lose the whole log it had acknowledged.
 //!
 //! Reads of the newest entries (replication, apply) are served decoded
 //! from memory when they can be ([`super::recent_entries`]).
@@ -82,6 +86,7 @@ impl Disk {
         let data = std::fs::OpenOptions::new()
             .write(true)
             .open(dir.join("db"))?;
+        sync_names(dir)?;
         Ok(Disk {
             db,
             data,
@@ -124,6 +129,29 @@ impl Disk {
         self.synced_blobs = present;
         Ok(())
     }
+}
+
+/// Syncs the files directly in `dir` (sled's data file, its `conf`, its
+/// snapshots), then `dir/blobs`, `dir` and the directory that holds `dir`
+/// (which may have just been created): the names, which the flush rounds
+/// do not sync.
+fn sync_names(dir: &Path) -> std::io::Result<()> {
+    let dir = dir.canonicalize()?;
+    for entry in std::fs::read_dir(&dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            File::open(entry.path())?.sync_all()?;
+        }
+    }
+    let blobs = dir.join("blobs");
+    if blobs.is_dir() {
+        File::open(&blobs)?.sync_all()?;
+    }
+    File::open(&dir)?.sync_all()?;
+    if let Some(parent) = dir.parent() {
+        File::open(parent)?.sync_all()?;
+    }
+    Ok(())
 }
 
 impl Flusher {
