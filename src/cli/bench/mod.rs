@@ -247,7 +247,7 @@ fn batch_docs(start: u64, end: u64, mix: &Mix, runtime: Duration) -> Result<Vec<
         .map(|i| {
             let w = workload(
                 NAMESPACE,
-                format!("w-{i}"),
+                workload_name(i),
                 format!("q-{}", i % mix.cluster_queues),
                 mix.priority_class(i),
                 runtime,
@@ -342,6 +342,16 @@ async fn wait_until_none(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The name of measured workload `i`.
+fn workload_name(i: u64) -> String {
+    format!("w-{i}")
+}
+
+/// The index of a measured workload, from its name.
+fn workload_index(name: &str) -> Option<usize> {
+    name.strip_prefix("w-")?.parse().ok()
 }
 
 /// The stamp of the first history event in `state`.
@@ -457,11 +467,8 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     let mut stages: [Vec<u64>; 3] = Default::default();
     let (mut last_admitted, mut first_finished, mut last_finished) = (0, u64::MAX, 0);
     for w in &list {
-        let index: usize = w
-            .name
-            .trim_start_matches("w-")
-            .parse()
-            .map_err(|_| format!("unexpected workload {}", w.name))?;
+        let index =
+            workload_index(&w.name).ok_or_else(|| format!("unexpected workload {}", w.name))?;
         let running_at = stamp(w, "Running")
             .ok_or_else(|| format!("workload {} never reported Running", w.name))?;
         let admitted_at = match observer.admitted_at(index) {
@@ -549,9 +556,6 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     };
     report.set_latency(Percentiles::of(admitted));
     report.set_running(Percentiles::of(running));
-    if observer.missed() > 0 {
-        tracing::debug!(missed = observer.missed(), "admission watcher fell behind");
-    }
     drop(observer);
     for n in nodes {
         let _ = tokio::time::timeout(Duration::from_secs(5), n.shutdown()).await;

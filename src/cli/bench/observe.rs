@@ -21,8 +21,6 @@ const UNSEEN: u64 = u64::MAX;
 /// wall-clock millisecond any node applied its admission.
 pub struct AdmissionObserver {
     admitted_at: Arc<Vec<AtomicU64>>,
-    /// Change notices missed because a watcher fell behind the feed.
-    missed: Arc<AtomicU64>,
     watchers: Vec<JoinHandle<()>>,
 }
 
@@ -32,22 +30,15 @@ impl AdmissionObserver {
     pub fn start(handles: &[LedgerHandle], workloads: u64) -> AdmissionObserver {
         let admitted_at: Arc<Vec<AtomicU64>> =
             Arc::new((0..workloads).map(|_| AtomicU64::new(UNSEEN)).collect());
-        let missed = Arc::new(AtomicU64::new(0));
         let watchers = handles
             .iter()
             .map(|handle| {
                 let changes = handle.changes();
-                tokio::spawn(watch(
-                    handle.clone(),
-                    changes,
-                    Arc::clone(&admitted_at),
-                    Arc::clone(&missed),
-                ))
+                tokio::spawn(watch(handle.clone(), changes, Arc::clone(&admitted_at)))
             })
             .collect();
         AdmissionObserver {
             admitted_at,
-            missed,
             watchers,
         }
     }
@@ -58,12 +49,6 @@ impl AdmissionObserver {
             .get(index)
             .map(|a| a.load(Ordering::Relaxed))
             .filter(|&t| t != UNSEEN)
-    }
-
-    /// Change notices the watchers missed (their workloads fall back to a
-    /// later stamp; see the report).
-    pub fn missed(&self) -> u64 {
-        self.missed.load(Ordering::Relaxed)
     }
 }
 
@@ -79,17 +64,15 @@ async fn watch(
     handle: LedgerHandle,
     mut changes: tokio::sync::broadcast::Receiver<Change>,
     admitted_at: Arc<Vec<AtomicU64>>,
-    missed: Arc<AtomicU64>,
 ) {
     loop {
         let ids = match changes.recv().await {
             Ok(Change::Workloads(ids)) => ids,
             // A snapshot install replaces the state: nothing to time.
             Ok(Change::All) => continue,
-            Err(RecvError::Lagged(n)) => {
-                missed.fetch_add(n, Ordering::Relaxed);
-                continue;
-            }
+            // Missed notices: their workloads are timed by their Running
+            // report instead, and the report counts them.
+            Err(RecvError::Lagged(_)) => continue,
             Err(RecvError::Closed) => return,
         };
         let now = super::now_ms();
@@ -101,11 +84,7 @@ async fn watch(
             if record.state == WorkloadState::Pending || record.workload.namespace != NAMESPACE {
                 continue;
             }
-            let index = record
-                .workload
-                .name
-                .strip_prefix("w-")
-                .and_then(|i| i.parse::<usize>().ok());
+            let index = super::workload_index(&record.workload.name);
             if let Some(slot) = index.and_then(|i| admitted_at.get(i)) {
                 slot.fetch_min(now, Ordering::Relaxed);
             }
