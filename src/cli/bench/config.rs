@@ -30,6 +30,9 @@ pub struct Mix {
     pub flavors: u64,
     /// 1: no priority class; otherwise workload i names class i % priorities.
     pub priorities: u64,
+    /// GPUs of the big flavor in the simulated cluster; `None`: room for
+    /// every workload at once.
+    pub gpus: Option<u64>,
 }
 
 impl Mix {
@@ -50,6 +53,9 @@ impl Mix {
         if !(1..=100).contains(&self.priorities) {
             return Err("--priorities: must be 1 to 100".into());
         }
+        if self.gpus == Some(0) {
+            return Err("--gpus: must be at least 1".into());
+        }
         Ok(())
     }
 
@@ -61,8 +67,10 @@ impl Mix {
         names
     }
 
-    /// The Kueue objects to apply, as one multi-document YAML.
-    pub fn yaml(&self, parked: bool) -> String {
+    /// The Kueue objects to apply, as one multi-document YAML; `parked`:
+    /// with the `--pending` queue; `held`: the measured ClusterQueues
+    /// admit nothing (`stopPolicy: Hold`) until applied again without it.
+    pub fn yaml(&self, parked: bool, held: bool) -> String {
         let mut y = String::new();
         let mut doc = |body: String| {
             if !y.is_empty() {
@@ -94,8 +102,9 @@ impl Mix {
                 0 => String::new(),
                 n => format!("  cohortName: bench-cohort-{}\n", q % n),
             };
+            let stop = if held { "  stopPolicy: Hold\n" } else { "" };
             doc(format!(
-                "kind: ClusterQueue\nmetadata:\n  name: bench-{q}\nspec:\n{cohort}{}",
+                "kind: ClusterQueue\nmetadata:\n  name: bench-{q}\nspec:\n{cohort}{stop}{}",
                 self.resource_groups(false)
             ));
             doc(format!(
@@ -133,14 +142,19 @@ impl Mix {
         s
     }
 
-    /// The simulated cluster: room for every flavor's quota.
+    /// The simulated cluster: room for every flavor's quota, or `gpus` of
+    /// the big flavor.
     pub fn cluster_spec(&self) -> String {
         let small = SMALL_FLAVOR_QUOTA * self.cluster_queues;
         let items: Vec<String> = self
             .flavor_names()
             .into_iter()
             .map(|f| {
-                let n = if f == BIG_FLAVOR { 100_000_000 } else { small };
+                let n = if f == BIG_FLAVOR {
+                    self.gpus.unwrap_or(100_000_000)
+                } else {
+                    small
+                };
                 format!("{f}={n}")
             })
             .collect();
@@ -163,14 +177,15 @@ mod tests {
             cohorts,
             flavors,
             priorities,
+            gpus: None,
         }
     }
 
     #[test]
     fn the_generated_objects_are_valid_kueue_objects() {
         for m in [mix(10, 0, 1, 1), mix(12, 3, 3, 4)] {
-            for parked in [false, true] {
-                let objects = fleetq_model::kueue::import_manifests(&m.yaml(parked))
+            for (parked, held) in [(false, false), (true, false), (false, true)] {
+                let objects = fleetq_model::kueue::import_manifests(&m.yaml(parked, held))
                     .unwrap_or_else(|e| panic!("{m:?} parked={parked}: {e:?}"));
                 let expected = m.flavors
                     + m.cohorts
@@ -179,6 +194,23 @@ mod tests {
                     + if parked { 2 } else { 0 };
                 assert_eq!(objects.len() as u64, expected, "{m:?} parked={parked}");
             }
+        }
+    }
+
+    #[test]
+    fn held_queues_admit_nothing_until_released() {
+        use fleetq_model::cluster_queue::StopPolicy;
+        let m = mix(3, 0, 2, 1);
+        for (held, policy) in [(true, StopPolicy::Hold), (false, StopPolicy::None)] {
+            let objects = fleetq_model::kueue::import_manifests(&m.yaml(false, held)).unwrap();
+            let policies: Vec<StopPolicy> = objects
+                .iter()
+                .filter_map(|d| match &d.object {
+                    fleetq_model::config::Object::ClusterQueue(cq) => Some(cq.spec.stop_policy),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(policies, vec![policy; 3], "held={held}");
         }
     }
 
@@ -207,6 +239,13 @@ mod tests {
             .validate()
             .unwrap_err()
             .contains("--priorities"));
+        assert!(Mix {
+            gpus: Some(0),
+            ..mix(2, 0, 1, 1)
+        }
+        .validate()
+        .unwrap_err()
+        .contains("--gpus"));
         assert!(mix(2, 2, 16, 100).validate().is_ok());
     }
 }

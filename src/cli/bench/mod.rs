@@ -67,6 +67,17 @@ pub struct BenchArgs {
     /// over), and report the memory they take.
     #[arg(long, default_value_t = 0)]
     pub pending: u64,
+    /// Slurm's "jobs started with a deep queue": submit every workload
+    /// first while the measured ClusterQueues are held (`stopPolicy:
+    /// Hold`), then release them all with one apply and time the drain.
+    /// Rates, latencies and CPU then count from the release.
+    #[arg(long)]
+    pub deep_queue: bool,
+    /// GPUs of the simulated cluster (default: room for every workload at
+    /// once). With fewer, admissions wait for running workloads to finish
+    /// (see --runtime), as jobs wait for nodes.
+    #[arg(long)]
+    pub gpus: Option<u64>,
     /// How long each workload "runs" on the simulated executor. Up to 60 s
     /// the bench waits for every workload to finish and reports the
     /// completion rate; longer runtimes are not waited for.
@@ -93,7 +104,19 @@ impl BenchArgs {
             cohorts: self.cohorts,
             flavors: self.flavors,
             priorities: self.priorities,
+            gpus: self.gpus,
         }
+    }
+
+    /// Flags that cannot go together, named.
+    fn check_combinations(&self) -> Result<(), String> {
+        if self.deep_queue && self.rate.is_some() {
+            return Err("--rate: a --deep-queue run submits everything before it starts timing; drop one of them".into());
+        }
+        if self.gpus.is_some() && !self.target.is_empty() {
+            return Err("--gpus: sizes the simulated cluster of the group bench starts itself, not a --target group".into());
+        }
+        Ok(())
     }
 }
 
@@ -305,6 +328,28 @@ async fn park_backlog(client: &mut client::Client, count: u64) -> Result<(), Str
     Ok(())
 }
 
+/// Releases the held ClusterQueues of a `--deep-queue` run (the same
+/// objects without `stopPolicy: Hold`); returns the wall-clock millisecond
+/// just before the apply was sent.
+async fn release(client: &mut client::Client, mix: &Mix, parked: bool) -> Result<u64, String> {
+    let at = now_ms();
+    let applied = client
+        .apply(pb::ApplyRequest {
+            manifests: mix.yaml(parked, false),
+            dry_run: false,
+        })
+        .await
+        .map_err(|s| client::status_line(&s))?
+        .into_inner();
+    if !applied.errors.is_empty() {
+        return Err(format!(
+            "releasing the held queues refused: {:?}",
+            applied.errors
+        ));
+    }
+    Ok(at)
+}
+
 /// Completions are measured (waited for) only when workloads run at most
 /// this long.
 const MAX_RUNTIME_FOR_COMPLETIONS: Duration = Duration::from_secs(60);
@@ -366,6 +411,7 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     if args.workloads == 0 || args.clients == 0 || args.batch == 0 {
         return Err("--workloads, --clients and --batch must be at least 1".into());
     }
+    args.check_combinations()?;
     let mix = args.mix();
     mix.validate()?;
     let runtime = fleetq_model::time::parse_duration(&args.runtime)
@@ -390,7 +436,7 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     client::wait_for_leader(&mut admin, Duration::from_secs(10)).await?;
     let applied = admin
         .apply(pb::ApplyRequest {
-            manifests: mix.yaml(args.pending > 0),
+            manifests: mix.yaml(args.pending > 0, args.deep_queue),
             dry_run: false,
         })
         .await
@@ -418,11 +464,11 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     for addr in &addrs {
         clients.push(connect(addr.clone()).await?);
     }
-    let cpu_before = cpu_seconds();
     let sent_at: Arc<Vec<AtomicU64>> =
         Arc::new((0..args.workloads).map(|_| AtomicU64::new(0)).collect());
+    let mut cpu_before = cpu_seconds();
     let started = Instant::now();
-    let first_send = now_ms();
+    let mut first_send = now_ms();
     let tasks = match args.rate {
         Some(rate) => open_loop(args, rate, mix, runtime, &clients, &sent_at, first_send).await,
         None => closed_loop(args, mix, runtime, &clients, &sent_at),
@@ -431,6 +477,15 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
         t.await.map_err(|e| e.to_string())??;
     }
     let submit_seconds = started.elapsed().as_secs_f64();
+    if args.deep_queue {
+        // Every workload is committed and pending: open the queues and
+        // time everything from here.
+        cpu_before = cpu_seconds();
+        first_send = release(&mut admin, &mix, args.pending > 0).await?;
+        for t in sent_at.iter() {
+            t.store(first_send, Ordering::Relaxed);
+        }
+    }
     wait_until_none(&mut admin, &["Pending", "Admitted"], "admitted").await?;
     let cpu = cpu_seconds() - cpu_before;
     // Completions are stamped when the executor reports them, one runtime
@@ -465,7 +520,8 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     // Where the time goes: send -> submission stamped, -> admission
     // stamped (proposed), -> executor's Running stamped.
     let mut stages: [Vec<u64>; 3] = Default::default();
-    let (mut last_admitted, mut first_finished, mut last_finished) = (0, u64::MAX, 0);
+    let (mut last_admitted, mut last_running) = (0, 0);
+    let (mut first_finished, mut last_finished) = (u64::MAX, 0);
     for w in &list {
         let index =
             workload_index(&w.name).ok_or_else(|| format!("unexpected workload {}", w.name))?;
@@ -481,6 +537,7 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
             }
         };
         last_admitted = last_admitted.max(admitted_at);
+        last_running = last_running.max(running_at);
         if let Some(done) = stamp(w, "Succeeded") {
             first_finished = first_finished.min(done);
             last_finished = last_finished.max(done);
@@ -490,11 +547,14 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
         running.push(running_at.saturating_sub(sent));
         let proposed = stamp(w, "Admitted").unwrap_or(running_at);
         stages[0].push(w.created_at_ms.saturating_sub(sent));
-        stages[1].push(proposed.saturating_sub(w.created_at_ms));
+        // In a deep-queue run the submission is stamped long before the
+        // release, which is where scheduling can begin.
+        stages[1].push(proposed.saturating_sub(w.created_at_ms.max(sent)));
         stages[2].push(running_at.saturating_sub(proposed));
     }
     let [submit_stage, schedule_stage, executor_stage] = stages.map(|v| Percentiles::of(v).short());
     let admit_seconds = (last_admitted.saturating_sub(first_send)) as f64 / 1000.0;
+    let start_seconds = (last_running.saturating_sub(first_send)) as f64 / 1000.0;
     let finish_seconds = last_finished.saturating_sub(first_finished) as f64 / 1000.0;
     let (mut cycles, mut cycle_us, mut batches, mut decided) = (0, 0, 0, 0);
     for n in &nodes {
@@ -506,10 +566,16 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     }
     let mut report = Report {
         workloads: args.workloads,
-        mode: match args.rate {
-            Some(r) => format!("open loop at {r} workloads/s"),
-            None => format!("closed loop, {} clients", args.clients),
+        mode: match (args.rate, args.deep_queue) {
+            (Some(r), _) => format!("open loop at {r} workloads/s"),
+            (None, false) => format!("closed loop, {} clients", args.clients),
+            (None, true) => format!(
+                "deep queue (submitted by {} clients while held, then released)",
+                args.clients
+            ),
         },
+        timed_from: if args.deep_queue { "release" } else { "submit" }.into(),
+        gpus: args.gpus,
         clients: args.clients,
         batch: args.batch,
         cluster_queues: mix.cluster_queues,
@@ -521,6 +587,8 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
         submissions_per_second: args.workloads as f64 / submit_seconds,
         admit_seconds,
         admissions_per_second: args.workloads as f64 / admit_seconds.max(0.001),
+        start_seconds,
+        starts_per_second: args.workloads as f64 / start_seconds.max(0.001),
         completions_per_second: measure_completions
             .then(|| args.workloads.saturating_sub(1) as f64 / finish_seconds.max(0.001)),
         latency_ms_p50: 0,

@@ -44,6 +44,11 @@ impl Percentiles {
 pub struct Report {
     pub workloads: u64,
     pub mode: String,
+    /// What latencies and rates count from: `submit` (each workload's
+    /// send time) or `release` (a `--deep-queue` run's release).
+    pub timed_from: String,
+    /// GPUs of the simulated cluster, when limited.
+    pub gpus: Option<u64>,
     pub clients: u64,
     pub batch: u64,
     pub cluster_queues: u64,
@@ -56,6 +61,9 @@ pub struct Report {
     pub submissions_per_second: f64,
     pub admit_seconds: f64,
     pub admissions_per_second: f64,
+    /// Until the last Running report (Slurm's "started").
+    pub start_seconds: f64,
+    pub starts_per_second: f64,
     /// Finished workloads per second, from the first finish to the last;
     /// not measured when workloads run longer than a minute.
     pub completions_per_second: Option<f64>,
@@ -117,7 +125,7 @@ impl Report {
         let mut line = format!(
             "admissions_per_s={:.0} p50_ms={} p99_ms={} cpu_s_per_1k={:.3} \
              submissions_per_s={:.0} completions_per_s={} p90_ms={} p999_ms={} \
-             running_p50_ms={} running_p99_ms={} decisions_per_entry={:.1}",
+             running_p50_ms={} running_p99_ms={} decisions_per_entry={:.1} starts_per_s={:.0}",
             self.admissions_per_second,
             self.latency_ms_p50,
             self.latency_ms_p99,
@@ -130,6 +138,7 @@ impl Report {
             self.running_ms_p50,
             self.running_ms_p99,
             self.decisions_per_batch,
+            self.starts_per_second,
         );
         if let Some(rss) = self.rss_bytes_per_pending {
             line.push_str(&format!(" rss_bytes_per_pending={rss}"));
@@ -148,6 +157,15 @@ impl Report {
         if self.priorities > 1 {
             mix.push_str(&format!(", {} priorities", self.priorities));
         }
+        if let Some(gpus) = self.gpus {
+            mix.push_str(&format!(", {gpus} GPUs"));
+        }
+        let from = &self.timed_from;
+        let since = if from == "release" {
+            "the release"
+        } else {
+            "the first submit"
+        };
         println!(
             "{} workloads, {}, {} per call, {mix}, 3 nodes, sled fsync on",
             self.workloads, self.mode, self.batch
@@ -163,15 +181,20 @@ impl Report {
             self.submissions_per_second, self.submit_seconds
         );
         println!(
-            "admissions/s             {:>10.0}   ({:.2} s from first submit to last admission)",
+            "admissions/s             {:>10.0}   ({:.2} s from {since} to the last admission)",
             self.admissions_per_second, self.admit_seconds
+        );
+        println!(
+            "started/s                {:>10.0}   ({:.2} s from {since} to the last Running report)",
+            self.starts_per_second, self.start_seconds
         );
         match self.completions_per_second {
             Some(c) => println!("completions/s            {c:>10.0}"),
             None => println!("completions/s                   n/a   (workloads run over a minute)"),
         }
         println!(
-            "submit->admitted ms      p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            "{:<25}p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            format!("{from}->admitted ms"),
             self.latency_ms_p50,
             self.latency_ms_p90,
             self.latency_ms_p99,
@@ -186,17 +209,25 @@ impl Report {
             );
         }
         println!(
-            "submit->running ms       p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            "{:<25}p50 {}  p90 {}  p99 {}  p99.9 {}  max {}",
+            format!("{from}->running ms"),
             self.running_ms_p50,
             self.running_ms_p90,
             self.running_ms_p99,
             self.running_ms_p999,
             self.running_ms_max
         );
-        println!(
-            "  stages ms              send->submission stamped {}; ->admission proposed {}; ->running stamped {}",
-            self.stage_submit_ms, self.stage_schedule_ms, self.stage_executor_ms
-        );
+        if from == "release" {
+            println!(
+                "  stages ms              release->admission proposed {}; ->running stamped {}",
+                self.stage_schedule_ms, self.stage_executor_ms
+            );
+        } else {
+            println!(
+                "  stages ms              send->submission stamped {}; ->admission proposed {}; ->running stamped {}",
+                self.stage_submit_ms, self.stage_schedule_ms, self.stage_executor_ms
+            );
+        }
         if self.scheduler_cycles > 0 {
             println!(
                 "scheduler                {} cycles, mean {} us; {} AdmitBatch entries, {:.1} decisions per entry",
