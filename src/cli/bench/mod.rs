@@ -12,6 +12,12 @@
 //! executor's Running report, which it sends as soon as it sees the
 //! admission. Against a `--target` group the commit of an admission cannot
 //! be observed, and both are timed by the Running report.
+//!
+//! `--deep-queue` measures draining instead (Slurm's "jobs started with a
+//! deep queue"): everything is submitted while the measured ClusterQueues
+//! are held, then one apply releases them and both latencies count from
+//! that release; `--gpus` makes the simulated cluster small enough that
+//! the drain waits for quota to turn over.
 
 mod config;
 mod observe;
