@@ -41,7 +41,7 @@ use super::client;
 use super::view::{self, Output};
 use config::{Mix, NAMESPACE, PARKED_NAMESPACE, PARKED_QUEUE};
 use observe::AdmissionObserver;
-use report::{Percentiles, Report};
+use report::{Percentiles, Report, TimedFrom};
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
@@ -334,26 +334,27 @@ async fn park_backlog(client: &mut client::Client, count: u64) -> Result<(), Str
     Ok(())
 }
 
-/// Releases the held ClusterQueues of a `--deep-queue` run (the same
-/// objects without `stopPolicy: Hold`); returns the wall-clock millisecond
-/// just before the apply was sent.
-async fn release(client: &mut client::Client, mix: &Mix, parked: bool) -> Result<u64, String> {
-    let at = now_ms();
+/// Applies the bench's Kueue objects (`held`: the measured ClusterQueues
+/// with `stopPolicy: Hold`); `what` names the step in a refusal.
+async fn apply_config(
+    client: &mut client::Client,
+    mix: &Mix,
+    parked: bool,
+    held: bool,
+    what: &str,
+) -> Result<(), String> {
     let applied = client
         .apply(pb::ApplyRequest {
-            manifests: mix.yaml(parked, false),
+            manifests: mix.yaml(parked, held),
             dry_run: false,
         })
         .await
         .map_err(|s| client::status_line(&s))?
         .into_inner();
     if !applied.errors.is_empty() {
-        return Err(format!(
-            "releasing the held queues refused: {:?}",
-            applied.errors
-        ));
+        return Err(format!("{what} refused: {:?}", applied.errors));
     }
-    Ok(at)
+    Ok(())
 }
 
 /// Completions are measured (waited for) only when workloads run at most
@@ -440,18 +441,16 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     };
     let mut admin = connect(addrs[0].clone()).await?;
     client::wait_for_leader(&mut admin, Duration::from_secs(10)).await?;
-    let applied = admin
-        .apply(pb::ApplyRequest {
-            manifests: mix.yaml(args.pending > 0, args.deep_queue),
-            dry_run: false,
-        })
-        .await
-        .map_err(|s| client::status_line(&s))?
-        .into_inner();
-    if !applied.errors.is_empty() {
-        return Err(format!("bench configuration refused: {:?}", applied.errors));
-    }
-    let rss_per_pending = if args.pending > 0 {
+    let parked = args.pending > 0;
+    apply_config(
+        &mut admin,
+        &mix,
+        parked,
+        args.deep_queue,
+        "bench configuration",
+    )
+    .await?;
+    let rss_per_pending = if parked {
         let before = rss_bytes();
         park_backlog(&mut admin, args.pending).await?;
         // Let every replica apply the backlog before reading the memory.
@@ -484,10 +483,12 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     }
     let submit_seconds = started.elapsed().as_secs_f64();
     if args.deep_queue {
-        // Every workload is committed and pending: open the queues and
-        // time everything from here.
+        // Every workload is committed and pending: release the queues
+        // (the same objects without the hold) and time everything from
+        // just before.
         cpu_before = cpu_seconds();
-        first_send = release(&mut admin, &mix, args.pending > 0).await?;
+        first_send = now_ms();
+        apply_config(&mut admin, &mix, parked, false, "releasing the held queues").await?;
         for t in sent_at.iter() {
             t.store(first_send, Ordering::Relaxed);
         }
@@ -580,7 +581,11 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
                 args.clients
             ),
         },
-        timed_from: if args.deep_queue { "release" } else { "submit" }.into(),
+        timed_from: if args.deep_queue {
+            TimedFrom::Release
+        } else {
+            TimedFrom::Submit
+        },
         gpus: args.gpus,
         clients: args.clients,
         batch: args.batch,

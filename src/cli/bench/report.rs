@@ -39,14 +39,39 @@ impl Percentiles {
     }
 }
 
+/// What a run's latencies and rates count from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TimedFrom {
+    /// Each workload's send time.
+    Submit,
+    /// A `--deep-queue` run's release of the held queues.
+    Release,
+}
+
+impl TimedFrom {
+    fn label(self) -> &'static str {
+        match self {
+            TimedFrom::Submit => "submit",
+            TimedFrom::Release => "release",
+        }
+    }
+
+    /// Where the rates' spans begin, in words.
+    fn since(self) -> &'static str {
+        match self {
+            TimedFrom::Submit => "the first submit",
+            TimedFrom::Release => "the release",
+        }
+    }
+}
+
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     pub workloads: u64,
     pub mode: String,
-    /// What latencies and rates count from: `submit` (each workload's
-    /// send time) or `release` (a `--deep-queue` run's release).
-    pub timed_from: String,
+    pub timed_from: TimedFrom,
     /// GPUs of the simulated cluster, when limited.
     pub gpus: Option<u64>,
     pub clients: u64,
@@ -160,12 +185,8 @@ impl Report {
         if let Some(gpus) = self.gpus {
             mix.push_str(&format!(", {gpus} GPUs"));
         }
-        let from = &self.timed_from;
-        let since = if from == "release" {
-            "the release"
-        } else {
-            "the first submit"
-        };
+        let from = self.timed_from.label();
+        let since = self.timed_from.since();
         println!(
             "{} workloads, {}, {} per call, {mix}, 3 nodes, sled fsync on",
             self.workloads, self.mode, self.batch
@@ -217,7 +238,7 @@ impl Report {
             self.running_ms_p999,
             self.running_ms_max
         );
-        if from == "release" {
+        if self.timed_from == TimedFrom::Release {
             println!(
                 "  stages ms              release->admission proposed {}; ->running stamped {}",
                 self.stage_schedule_ms, self.stage_executor_ms
