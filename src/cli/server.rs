@@ -92,6 +92,13 @@ pub struct ServerArgs {
     /// Deactivate (fail) a workload after this many such requeues.
     #[arg(long, value_name = "N")]
     pub requeue_limit: Option<u32>,
+    /// Turn off admission on submit: by default the leader plans
+    /// admissions for the workloads it is about to queue and writes them in
+    /// the same log entry, so a workload that finds room (and nothing
+    /// waiting ahead of it) is admitted with one commit instead of two.
+    /// Off, every admission waits for the next cycle.
+    #[arg(long)]
+    pub no_admit_on_submit: bool,
     /// Agents' lease: a cluster silent this long is expired (its fenced
     /// workloads requeued), e.g. 10s.
     #[arg(long, value_name = "DURATION")]
@@ -140,6 +147,7 @@ struct FileConfig {
     requeue_backoff_base: Option<String>,
     requeue_backoff_max: Option<String>,
     requeue_limit: Option<u32>,
+    admit_on_submit: Option<bool>,
     http_listen: Option<SocketAddr>,
     reserved_not_running_after: Option<String>,
     log_format: Option<LogFormat>,
@@ -296,6 +304,9 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
         lease.ttl = ttl;
     }
     let mut scheduler = fleetq_scheduler::SchedulerConfig::default();
+    if args.no_admit_on_submit || file.admit_on_submit == Some(false) {
+        scheduler.admit_on_submit = false;
+    }
     let duration = |flag: &str, v: &String| {
         fleetq_model::time::parse_duration(v).map_err(|e| format!("--{flag} {v:?}: {e}"))
     };

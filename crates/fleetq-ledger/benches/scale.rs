@@ -243,6 +243,7 @@ fn main() {
         let r = ledger.apply(&clock.request(Command::SubmitWorkloads {
             submissions,
             max_pending_per_local_queue: None,
+            admit: Vec::new(),
         }));
         match &r.outcome {
             Outcome::Submitted { results } => {

@@ -4,7 +4,7 @@
 
 use fleetq_model::config::Object;
 use fleetq_model::{Cluster, FieldError, Timestamp, Workload};
-use fleetq_scheduler::{Admission, PendingReason, Preemption, WorkloadId};
+use fleetq_scheduler::{Admission, Assignment, PendingReason, Preemption, WorkloadId};
 use serde::{Deserialize, Serialize};
 
 use crate::record::{LeasePolicy, WorkloadState};
@@ -47,6 +47,16 @@ pub enum Command {
         /// no limit (and entries written before the limit existed).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_pending_per_local_queue: Option<u64>,
+        /// Admissions the leader planned for these submissions, so that a
+        /// workload that finds room is admitted by the entry that queues it
+        /// (one commit instead of two). Applied after every submission,
+        /// only if nothing else was waiting before the command, each
+        /// re-validated as an `AdmitBatch` admission is; the first that no
+        /// longer holds ends them, and the rest stay queued for the
+        /// ordinary cycle. The leader replaces whatever a command arrives
+        /// with by its own plan (Proposer::write_local).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        admit: Vec<FreshAdmission>,
     },
     CancelWorkload {
         namespace: String,
@@ -109,6 +119,46 @@ pub struct Submission {
     #[serde(default)]
     pub request_id: Option<String>,
     pub workload: Workload,
+}
+
+/// An admission planned for a workload the same command submits
+/// ([`Command::SubmitWorkloads`]): it names the submission by position,
+/// since the workload's id is assigned at apply.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FreshAdmission {
+    /// Index into the command's `submissions`.
+    pub submission: u32,
+    pub cluster_queue: String,
+    pub assignment: Assignment,
+    #[serde(default)]
+    pub budget_charge: u64,
+    #[serde(default)]
+    pub afs_penalty: u64,
+}
+
+impl FreshAdmission {
+    /// The decision for submission `submission`, from a plan that named
+    /// the workloads by any ids (`schedule_fresh`'s input).
+    pub fn planned(submission: u32, admission: Admission) -> FreshAdmission {
+        FreshAdmission {
+            submission,
+            cluster_queue: admission.cluster_queue,
+            assignment: admission.assignment,
+            budget_charge: admission.budget_charge,
+            afs_penalty: admission.afs_penalty,
+        }
+    }
+
+    /// The decision for the workload the submission created.
+    pub fn for_workload(&self, workload: WorkloadId) -> Admission {
+        Admission {
+            workload,
+            cluster_queue: self.cluster_queue.clone(),
+            assignment: self.assignment.clone(),
+            budget_charge: self.budget_charge,
+            afs_penalty: self.afs_penalty,
+        }
+    }
 }
 
 /// Identifies the admission cycle that produced a batch: the leader's Raft

@@ -9,14 +9,14 @@ use fleetq_model::config::Object;
 use fleetq_model::{Cluster, ClusterState, Config, FieldError, Timestamp, Workload};
 use fleetq_scheduler::snapshot::LocalQueueState;
 use fleetq_scheduler::{
-    AdmittedWorkload, PendingReason, PendingWorkload, ReasonKind, SchedulerConfig, Snapshot,
-    WorkloadId,
+    Admission, AdmittedWorkload, PendingReason, PendingWorkload, ReasonKind, SchedulerConfig,
+    Snapshot, WorkloadId,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::command::{
-    AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, Outcome, Phase, Request, Response,
-    RunningWorkload, StatusReport, Submission, SubmitResult,
+    AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, FreshAdmission, Outcome, Phase, Request,
+    Response, RunningWorkload, StatusReport, Submission, SubmitResult,
 };
 use crate::record::{
     AfterStop, ClusterRecord, Counters, LeasePolicy, Reservation, WorkloadRecord, WorkloadState,
@@ -172,7 +172,8 @@ impl Ledger {
             Command::SubmitWorkloads {
                 submissions,
                 max_pending_per_local_queue,
-            } => self.submit(submissions, *max_pending_per_local_queue, at),
+                admit,
+            } => self.submit(submissions, *max_pending_per_local_queue, admit, at),
             Command::CancelWorkload { namespace, name } => self.cancel(namespace, name, at),
             Command::AdmitBatch(batch) => self.admit_batch(batch, term, at),
             Command::RegisterCluster {
@@ -431,13 +432,95 @@ impl Ledger {
         &mut self,
         submissions: &[Submission],
         max_pending: Option<u64>,
+        admit: &[FreshAdmission],
         at: Timestamp,
     ) -> Response {
-        let results = submissions
+        let nothing_waiting = self.snapshot.pending_count() == 0;
+        let results: Vec<SubmitResult> = submissions
             .iter()
             .map(|s| self.submit_one(s, max_pending, at))
             .collect();
+        if !admit.is_empty() {
+            self.admit_fresh(admit, &results, nothing_waiting, at);
+        }
         Response::ok(Outcome::Submitted { results })
+    }
+
+    /// The leader's planned admissions of workloads this command created.
+    /// The plan assumed nothing else waited and that its decisions hold in
+    /// order; where either is no longer so, the rest of the plan is dropped
+    /// and those workloads wait for the ordinary cycle, which orders them
+    /// with everything else.
+    fn admit_fresh(
+        &mut self,
+        admit: &[FreshAdmission],
+        results: &[SubmitResult],
+        nothing_waiting: bool,
+        at: Timestamp,
+    ) {
+        let mut made = 0;
+        for fresh in admit {
+            if !nothing_waiting {
+                break;
+            }
+            let created = match results.get(fresh.submission as usize) {
+                Some(SubmitResult::Created { id }) => Some(*id),
+                _ => None,
+            };
+            let Some(id) = created else {
+                break;
+            };
+            if self.admit_one(&fresh.for_workload(id), true, at).is_err() {
+                break;
+            }
+            made += 1;
+        }
+        self.counters.fresh_admissions += made;
+        self.counters.fresh_rejected += admit.len() as u64 - made;
+    }
+
+    /// Plans admissions for `submissions` as the next cycle would make them
+    /// once they were queued, for the leader to put in the
+    /// `SubmitWorkloads` entry that queues them (see
+    /// [`fleetq_scheduler::schedule_fresh`], which answers nothing where
+    /// its plan could differ from the cycle's). Leaves out submissions
+    /// that would not create a workload.
+    pub fn plan_fresh(&self, submissions: &[Submission], now: Timestamp) -> Vec<FreshAdmission> {
+        if self.snapshot.pending_count() > 0 || submissions.is_empty() {
+            return Vec::new();
+        }
+        let now = now.max(self.state.now);
+        let mut names = std::collections::HashSet::new();
+        let mut fresh = Vec::with_capacity(submissions.len());
+        for (position, s) in submissions.iter().enumerate() {
+            let key = s.workload.key();
+            let known = s
+                .request_id
+                .as_ref()
+                .is_some_and(|r| self.state.by_request.contains_key(r))
+                || self.state.by_name.contains_key(&key);
+            if known || !names.insert(key) {
+                continue;
+            }
+            let Ok(binding) = self.state.config.bind_workload(&s.workload) else {
+                continue;
+            };
+            fresh.push(PendingWorkload {
+                // Stands for the submission until apply assigns the id;
+                // ordered as the real ids will be.
+                id: position as WorkloadId,
+                workload: Arc::new(s.workload.clone()),
+                local_queue: binding.local_queue,
+                cluster_queue: binding.cluster_queue,
+                priority: binding.priority,
+                created_at: now,
+                not_before: None,
+            });
+        }
+        fleetq_scheduler::schedule_fresh(&self.snapshot, fresh, now, &self.scheduler)
+            .into_iter()
+            .map(|a| FreshAdmission::planned(a.workload as u32, a))
+            .collect()
     }
 
     fn submit_one(
@@ -621,58 +704,8 @@ impl Ledger {
             }
         }
         for a in &batch.admissions {
-            // Queued since submission or the last requeue (Kueue's
-            // admission wait), read before the record changes.
-            let queued_since = self.state.workloads.get(&a.workload).map(|r| {
-                r.history
-                    .iter()
-                    .rev()
-                    .find(|e| e.state == WorkloadState::Pending)
-                    .map_or(r.created_at, |e| e.at)
-            });
-            match self.snapshot.admit(a, at) {
-                Ok(()) => {
-                    outcome.admitted += 1;
-                    self.counters.admissions += 1;
-                    if let Some(since) = queued_since {
-                        self.counters
-                            .admission_wait
-                            .entry(a.cluster_queue.clone())
-                            .or_default()
-                            .observe(at.since(since).as_millis() as u64);
-                    }
-                    let epoch = self.state.next_epoch;
-                    self.state.next_epoch += 1;
-                    let (lq, priority) = self
-                        .snapshot
-                        .get_admitted(a.workload)
-                        .map(|w| (w.pending.local_queue.clone(), w.pending.priority))
-                        .unwrap_or_default();
-                    if let Some(record) = self.record_mut(a.workload) {
-                        record.reservation = Some(Box::new(Reservation {
-                            epoch,
-                            cluster_queue: a.cluster_queue.clone(),
-                            local_queue: lq,
-                            priority,
-                            assignment: a.assignment.clone(),
-                            admitted_at: at,
-                            budget_charge: a.budget_charge,
-                            stopping: None,
-                            after_stop: AfterStop::Requeue,
-                            started_at: None,
-                        }));
-                        record.reason = None;
-                        record.not_before = None;
-                        record.push_event(
-                            at,
-                            WorkloadState::Admitted,
-                            format!(
-                                "admitted by ClusterQueue {} to cluster {}",
-                                a.cluster_queue, a.assignment.cluster
-                            ),
-                        );
-                    }
-                }
+            match self.admit_one(a, false, at) {
+                Ok(()) => outcome.admitted += 1,
                 Err(e) => {
                     self.counters.admissions_rejected += 1;
                     self.counters.rejected(rejection_reason(&e), 1);
@@ -700,6 +733,71 @@ impl Ledger {
             }
         }
         Response::ok(Outcome::Admitted(outcome))
+    }
+
+    /// Admits one pending workload after re-validating the decision
+    /// (`fresh`: planned into the entry that submitted it). On error
+    /// nothing changed.
+    fn admit_one(
+        &mut self,
+        a: &Admission,
+        fresh: bool,
+        at: Timestamp,
+    ) -> Result<(), fleetq_scheduler::SnapshotError> {
+        // Queued since submission or the last requeue (Kueue's
+        // admission wait), read before the record changes.
+        let queued_since = self.state.workloads.get(&a.workload).map(|r| {
+            r.history
+                .iter()
+                .rev()
+                .find(|e| e.state == WorkloadState::Pending)
+                .map_or(r.created_at, |e| e.at)
+        });
+        if fresh {
+            self.snapshot.admit_fresh(a, at)?;
+        } else {
+            self.snapshot.admit(a, at)?;
+        }
+        self.counters.admissions += 1;
+        if let Some(since) = queued_since {
+            self.counters
+                .admission_wait
+                .entry(a.cluster_queue.clone())
+                .or_default()
+                .observe(at.since(since).as_millis() as u64);
+        }
+        let epoch = self.state.next_epoch;
+        self.state.next_epoch += 1;
+        let (lq, priority) = self
+            .snapshot
+            .get_admitted(a.workload)
+            .map(|w| (w.pending.local_queue.clone(), w.pending.priority))
+            .unwrap_or_default();
+        if let Some(record) = self.record_mut(a.workload) {
+            record.reservation = Some(Box::new(Reservation {
+                epoch,
+                cluster_queue: a.cluster_queue.clone(),
+                local_queue: lq,
+                priority,
+                assignment: a.assignment.clone(),
+                admitted_at: at,
+                budget_charge: a.budget_charge,
+                stopping: None,
+                after_stop: AfterStop::Requeue,
+                started_at: None,
+            }));
+            record.reason = None;
+            record.not_before = None;
+            record.push_event(
+                at,
+                WorkloadState::Admitted,
+                format!(
+                    "admitted by ClusterQueue {} to cluster {}",
+                    a.cluster_queue, a.assignment.cluster
+                ),
+            );
+        }
+        Ok(())
     }
 
     fn preempt(

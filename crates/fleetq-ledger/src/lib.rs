@@ -52,8 +52,8 @@ pub mod record;
 pub mod store;
 
 pub use command::{
-    AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, Outcome, Phase, Request, Response,
-    RunningWorkload, StatusReport, Submission, SubmitResult,
+    AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, FreshAdmission, Outcome, Phase, Request,
+    Response, RunningWorkload, StatusReport, Submission, SubmitResult,
 };
 pub use ledger::{Ledger, LedgerState};
 pub use record::{

@@ -176,6 +176,16 @@ pub struct Counters {
     pub admit_batches: u64,
     pub admissions: u64,
     pub admissions_rejected: u64,
+    /// Admissions made by the entry that submitted the workload (leader
+    /// planned, see `Command::SubmitWorkloads`); also counted in
+    /// `admissions`.
+    #[serde(default)]
+    pub fresh_admissions: u64,
+    /// Such planned admissions apply() did not make (something waited
+    /// before the command, the submission created nothing, or the decision
+    /// no longer held); those workloads stay queued for the cycle.
+    #[serde(default)]
+    pub fresh_rejected: u64,
     pub preemptions: u64,
     pub preemptions_rejected: u64,
     pub stale_batches: u64,

@@ -97,6 +97,7 @@ fn import_keeps_a_misconfigured_reason_the_scheduler_gave() {
                 },
             }],
             max_pending_per_local_queue: None,
+            admit: Vec::new(),
         },
     );
     let decisions = schedule(

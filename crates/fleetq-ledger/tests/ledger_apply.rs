@@ -180,6 +180,7 @@ impl Harness {
         let r = self.apply(Command::SubmitWorkloads {
             submissions,
             max_pending_per_local_queue: None,
+            admit: Vec::new(),
         });
         assert!(r.is_ok(), "{r:?}");
         match r.outcome {
@@ -702,6 +703,7 @@ fn submit_limited(h: &mut Harness, limit: Option<u64>, names: &[&str]) -> Vec<Su
     let r = h.apply(Command::SubmitWorkloads {
         submissions,
         max_pending_per_local_queue: limit,
+        admit: Vec::new(),
     });
     assert!(r.is_ok(), "{r:?}");
     match r.outcome {
@@ -2251,6 +2253,7 @@ fn apply_uses_the_stamp_and_time_never_goes_backwards() {
                 workload: workload("b", 1, None),
             }],
             max_pending_per_local_queue: None,
+            admit: Vec::new(),
         },
     });
     assert!(r.is_ok());
@@ -2329,4 +2332,151 @@ fn counters_record_evictions_preemptions_wait_times_and_rejections() {
     let bytes = h.ledger.export().expect("export");
     let back = Ledger::import(&bytes, h.ledger.scheduler_config().clone()).expect("import");
     assert_eq!(back.counters(), h.ledger.counters());
+}
+
+// ----- admission on submit ---------------------------------------------------
+
+fn submissions(specs: &[(&str, u64)]) -> Vec<Submission> {
+    specs
+        .iter()
+        .map(|(name, gpus)| Submission {
+            request_id: None,
+            workload: workload(name, *gpus, None),
+        })
+        .collect()
+}
+
+impl Harness {
+    /// The submissions with the plan the leader would make for them now.
+    fn planned(&self, specs: &[(&str, u64)]) -> Command {
+        let submissions = submissions(specs);
+        let admit = self
+            .ledger
+            .plan_fresh(&submissions, Timestamp(self.now + 1_000));
+        Command::SubmitWorkloads {
+            submissions,
+            max_pending_per_local_queue: None,
+            admit,
+        }
+    }
+
+    fn id_of(&self, name: &str) -> WorkloadId {
+        self.ledger
+            .workload_by_name("default", name)
+            .unwrap_or_else(|| panic!("{name} exists"))
+            .id
+    }
+
+    fn fresh(&self) -> (u64, u64) {
+        let c = self.ledger.counters();
+        (c.fresh_admissions, c.fresh_rejected)
+    }
+}
+
+fn plan_len(command: &Command) -> usize {
+    match command {
+        Command::SubmitWorkloads { admit, .. } => admit.len(),
+        _ => 0,
+    }
+}
+
+#[test]
+fn a_planned_submission_is_admitted_by_the_entry_that_queues_it() {
+    let mut h = Harness::new();
+    // 8 GPUs of quota: a and b fit, c does not, and team-a may preempt:
+    // a cycle would look for victims for c, which a plan does not see, so
+    // there is no plan and the cycle decides all three.
+    assert_eq!(plan_len(&h.planned(&[("a", 4), ("b", 4), ("c", 4)])), 0);
+    let command = h.planned(&[("a", 4), ("b", 4)]);
+    assert_eq!(plan_len(&command), 2);
+    let r = h.apply(command);
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(h.state_of(h.id_of("a")), WorkloadState::Admitted);
+    assert_eq!(h.state_of(h.id_of("b")), WorkloadState::Admitted);
+    assert_eq!(h.fresh(), (2, 0));
+    assert_eq!(h.ledger.counters().admissions, 2);
+    // Queued and admitted at the same stamp, in that order.
+    let record = h.ledger.workload(h.id_of("a")).expect("a");
+    let states: Vec<_> = record.history.iter().map(|e| (e.state, e.at)).collect();
+    assert_eq!(
+        states,
+        [
+            (WorkloadState::Pending, Timestamp(h.now)),
+            (WorkloadState::Admitted, Timestamp(h.now))
+        ]
+    );
+}
+
+#[test]
+fn a_plan_is_made_only_when_nothing_waits() {
+    let mut h = Harness::new();
+    // 10 GPUs never fit the 8 of quota: it waits.
+    h.submit("big", 10, None);
+    assert_eq!(plan_len(&h.planned(&[("a", 2)])), 0);
+}
+
+#[test]
+fn a_plan_applied_after_something_began_waiting_admits_nothing() {
+    let mut h = Harness::new();
+    let command = h.planned(&[("a", 2)]);
+    assert_eq!(plan_len(&command), 1);
+    h.submit("big", 10, None);
+    let r = h.apply(command);
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(h.state_of(h.id_of("a")), WorkloadState::Pending);
+    assert_eq!(h.fresh(), (0, 1));
+    // The cycle orders it with what waited before it, and admits it.
+    let (_, outcome) = h.cycle();
+    assert_eq!(outcome.admitted, 1);
+    assert_eq!(h.state_of(h.id_of("a")), WorkloadState::Admitted);
+}
+
+#[test]
+fn a_plan_whose_quota_went_meanwhile_stops_at_its_first_refused_decision() {
+    let mut h = Harness::new();
+    let command = h.planned(&[("a", 4), ("b", 2)]);
+    assert_eq!(plan_len(&command), 2);
+    // Another entry takes 6 of the 8 GPUs before the plan applies.
+    let c = h.submit("c", 6, None);
+    h.cycle();
+    assert_eq!(h.state_of(c), WorkloadState::Admitted);
+    let r = h.apply(command);
+    assert!(r.is_ok(), "{r:?}");
+    // a no longer fits; b would, but the plan assumed a was admitted, so
+    // it stops there and the cycle decides both.
+    assert_eq!(h.state_of(h.id_of("a")), WorkloadState::Pending);
+    assert_eq!(h.state_of(h.id_of("b")), WorkloadState::Pending);
+    assert_eq!(h.fresh(), (0, 2));
+    let (_, outcome) = h.cycle();
+    assert_eq!(outcome.admitted, 1);
+    assert_eq!(h.state_of(h.id_of("b")), WorkloadState::Admitted);
+}
+
+#[test]
+fn a_planned_entry_applied_twice_admits_once() {
+    let mut h = Harness::new();
+    let command = h.planned(&[("a", 2)]);
+    h.apply(command.clone());
+    let a = h.id_of("a");
+    let epoch = h.epoch(a);
+    let r = h.apply(command);
+    let Outcome::Submitted { results } = r.outcome else {
+        panic!("{r:?}")
+    };
+    assert_eq!(results, [SubmitResult::Existing { id: a }]);
+    assert_eq!(h.epoch(a), epoch, "the reservation is the first one");
+    assert_eq!(h.ledger.counters().admissions, 1);
+    assert_eq!(h.fresh(), (1, 1));
+}
+
+#[test]
+fn a_plan_leaves_out_what_would_not_be_created() {
+    let mut h = Harness::new();
+    h.submit("known", 1, None);
+    h.cycle();
+    let mut subs = submissions(&[("known", 1), ("a", 1), ("a", 1), ("b", 1)]);
+    subs[3].workload.spec.queue_name = "missing".into();
+    let admit = h.ledger.plan_fresh(&subs, Timestamp(h.now + 1_000));
+    let planned: Vec<u32> = admit.iter().map(|a| a.submission).collect();
+    assert_eq!(planned, [1], "only the first a is new and bound");
 }

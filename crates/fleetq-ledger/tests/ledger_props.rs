@@ -127,6 +127,17 @@ enum Op {
         request: Option<u8>,
     },
     Cycle,
+    /// Submissions with the admissions the leader planned for them
+    /// (admission on submit): applied at once and compared with what
+    /// queueing them and running a cycle decides, or kept for later.
+    SubmitPlanned {
+        subs: Vec<Op>,
+        keep: bool,
+    },
+    /// A kept plan applied late (the state moved on since), perhaps again.
+    ApplyPlanned {
+        pick: usize,
+    },
     /// A batch seen before, again: as it was (stale) or under a new cycle
     /// id (each decision must be rejected on its own).
     Replay {
@@ -162,10 +173,11 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        5 => (0u8..12, 1u64..=8, 0u8..9, 0u8..7, proptest::option::of(0u8..6)).prop_map(
-            |(name, gpus, queue, class, request)| Op::Submit { name, gpus, queue, class, request }
-        ),
+        5 => submit_op(),
         5 => Just(Op::Cycle),
+        3 => (proptest::collection::vec(submit_op(), 1..5), any::<bool>())
+            .prop_map(|(subs, keep)| Op::SubmitPlanned { subs, keep }),
+        1 => any::<usize>().prop_map(|pick| Op::ApplyPlanned { pick }),
         1 => (any::<usize>(), any::<bool>()).prop_map(|(pick, fresh)| Op::Replay { pick, fresh }),
         6 => (
             any::<usize>(),
@@ -187,6 +199,23 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0usize..2).prop_map(|cluster| Op::Register { cluster }),
         1 => (1u64..600).prop_map(|secs| Op::Advance { secs }),
     ]
+}
+
+fn submit_op() -> impl Strategy<Value = Op> {
+    (
+        0u8..12,
+        1u64..=8,
+        0u8..9,
+        0u8..7,
+        proptest::option::of(0u8..6),
+    )
+        .prop_map(|(name, gpus, queue, class, request)| Op::Submit {
+            name,
+            gpus,
+            queue,
+            class,
+            request,
+        })
 }
 
 fn workload(op: &Op) -> Submission {
@@ -242,6 +271,7 @@ struct Replicas {
     now: u64,
     seq: u64,
     batches: Vec<AdmitBatch>,
+    plans: Vec<Command>,
 }
 
 impl Replicas {
@@ -252,6 +282,7 @@ impl Replicas {
             now: 1_000_000,
             seq: 0,
             batches: Vec::new(),
+            plans: Vec::new(),
         };
         for command in setup() {
             let response = r.apply(command);
@@ -308,8 +339,29 @@ impl Replicas {
                 let response = self.apply(Command::SubmitWorkloads {
                     submissions: vec![workload(op)],
                     max_pending_per_local_queue: None,
+                    admit: Vec::new(),
                 });
                 assert!(response.is_ok());
+            }
+            Op::SubmitPlanned { subs, keep } => self.submit_planned(subs, *keep),
+            Op::ApplyPlanned { pick } => {
+                if self.plans.is_empty() {
+                    return;
+                }
+                let command = self.plans[pick % self.plans.len()].clone();
+                let Command::SubmitWorkloads { admit, .. } = &command else {
+                    unreachable!("plans are submissions")
+                };
+                let planned = admit.len() as u64;
+                let before = self.a.counters().clone();
+                let response = self.apply(command);
+                assert!(response.is_ok(), "{response:?}");
+                // Each planned admission is made or dropped, never both.
+                let after = self.a.counters();
+                assert_eq!(
+                    after.fresh_admissions + after.fresh_rejected,
+                    before.fresh_admissions + before.fresh_rejected + planned
+                );
             }
             Op::Cycle => {
                 let decisions = schedule(
@@ -513,6 +565,69 @@ impl Replicas {
             }
             Op::Advance { secs } => self.now += secs * 1_000,
         }
+    }
+}
+
+impl Replicas {
+    /// Admission on submit: the plan, applied with the submissions it
+    /// belongs to, admits exactly what queueing them and running one
+    /// cycle admits, with the same assignments.
+    fn submit_planned(&mut self, subs: &[Op], keep: bool) {
+        let submissions: Vec<Submission> = subs.iter().map(workload).collect();
+        let at = Timestamp(self.now + 1_000);
+        let admit = self.a.plan_fresh(&submissions, at);
+        let command = Command::SubmitWorkloads {
+            submissions: submissions.clone(),
+            max_pending_per_local_queue: None,
+            admit: admit.clone(),
+        };
+        if keep {
+            self.plans.push(command);
+            return;
+        }
+        let waiting = self.a.snapshot().pending_count();
+        let mut queued_then_cycled = self.a.clone();
+        let queued = queued_then_cycled.apply(&Request {
+            at,
+            command: Command::SubmitWorkloads {
+                submissions,
+                max_pending_per_local_queue: None,
+                admit: Vec::new(),
+            },
+        });
+        let cycle = schedule(
+            queued_then_cycled.snapshot(),
+            at,
+            queued_then_cycled.scheduler_config(),
+        );
+        let before = self.a.counters().clone();
+        let response = self.apply(command);
+        assert_eq!(response, queued, "the plan changes no submission's result");
+        let made = self.a.counters().fresh_admissions - before.fresh_admissions;
+        if waiting > 0 {
+            assert!(admit.is_empty(), "no plan while workloads wait");
+            return;
+        }
+        assert_eq!(made, admit.len() as u64, "a plan made on this state holds");
+        if admit.is_empty() {
+            return;
+        }
+        assert!(cycle.preemptions.is_empty(), "{cycle:?}");
+        let Outcome::Submitted { results } = &response.outcome else {
+            panic!("{response:?}");
+        };
+        for a in &cycle.admissions {
+            let record = self.a.workload(a.workload).expect("admitted workload");
+            let reservation = record.reservation.as_ref().unwrap_or_else(|| {
+                panic!(
+                    "the cycle admits {} but the plan did not: {results:?}",
+                    a.workload
+                )
+            });
+            assert_eq!(reservation.assignment, a.assignment);
+            assert_eq!(reservation.cluster_queue, a.cluster_queue);
+        }
+        assert_eq!(made, cycle.admissions.len() as u64, "{cycle:?}");
     }
 }
 

@@ -137,6 +137,7 @@ fn setup_commands() -> Vec<Request> {
             Command::SubmitWorkloads {
                 submissions: vec![submission("a", 4), submission("b", 4), submission("c", 4)],
                 max_pending_per_local_queue: None,
+                admit: Vec::new(),
             },
         ),
     ]
@@ -453,6 +454,7 @@ async fn raft_over_sled_keeps_an_entry_too_big_for_sleds_log_file() {
             Command::SubmitWorkloads {
                 submissions,
                 max_pending_per_local_queue: None,
+                admit: Vec::new(),
             },
         ))
         .await;

@@ -122,6 +122,7 @@ impl Harness {
                 workload,
             }],
             max_pending_per_local_queue: None,
+            admit: Vec::new(),
         });
         self.ledger
             .workload_by_name("default", name)

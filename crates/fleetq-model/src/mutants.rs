@@ -16,6 +16,9 @@ pub enum Mutant {
     /// apply() trusts the leader's decision: an admission that no longer
     /// fits quota or cluster is recorded anyway.
     SkipRevalidation,
+    /// An admission the leader planned into the entry that submits the
+    /// workload is recorded without re-validation.
+    FreshSkipsRevalidation,
     /// A finished workload's quota is released twice.
     DoubleRelease,
     /// Cancel releases the quota at once, before the executor confirms
@@ -28,8 +31,9 @@ pub enum Mutant {
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 5] = [
+    pub const ALL: [Mutant; 6] = [
         Mutant::SkipRevalidation,
+        Mutant::FreshSkipsRevalidation,
         Mutant::DoubleRelease,
         Mutant::ReleaseOnCancel,
         Mutant::AgentIgnoresFence,
@@ -39,6 +43,7 @@ impl Mutant {
     pub fn name(self) -> &'static str {
         match self {
             Mutant::SkipRevalidation => "skip-revalidation",
+            Mutant::FreshSkipsRevalidation => "fresh-skips-revalidation",
             Mutant::DoubleRelease => "double-release",
             Mutant::ReleaseOnCancel => "release-on-cancel",
             Mutant::AgentIgnoresFence => "agent-ignores-fence",

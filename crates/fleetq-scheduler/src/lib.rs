@@ -106,6 +106,15 @@ pub struct SchedulerConfig {
     /// `None` (Kueue's default).
     #[serde(default)]
     pub wait_for_ready: Option<WaitForReady>,
+    /// The leader plans admissions for the workloads it is about to queue
+    /// ([`schedule_fresh`]) and puts them in the same entry, so a workload
+    /// that finds room is admitted with one Raft commit instead of two.
+    #[serde(default = "admit_on_submit_default")]
+    pub admit_on_submit: bool,
+}
+
+fn admit_on_submit_default() -> bool {
+    true
 }
 
 /// Kueue's `waitForPodsReady` with its `requeuingStrategy`.
@@ -155,6 +164,7 @@ impl Default for SchedulerConfig {
             max_admissions_per_cycle: 10_000,
             max_inadmissible_per_queue: 16,
             wait_for_ready: None,
+            admit_on_submit: true,
         }
     }
 }
@@ -162,6 +172,62 @@ impl Default for SchedulerConfig {
 /// Runs one admission cycle over `snapshot` at time `now`.
 pub fn schedule(snapshot: &Snapshot, now: Timestamp, config: &SchedulerConfig) -> Decisions {
     cycle::Cycle::new(snapshot, now, config).run()
+}
+
+/// Admissions for `fresh` workloads, which are not queued yet, as the next
+/// cycle would make them once they were: the leader plans these before it
+/// proposes the submissions, so that a workload that finds room is admitted
+/// by the very entry that queues it (one Raft commit instead of two; the
+/// ledger re-validates each one at apply as it does an `AdmitBatch`).
+///
+/// Answers nothing, leaving every decision to the ordinary cycle, where it
+/// could differ from that cycle's: when other workloads wait (a cycle would
+/// weigh `fresh` against them), and when a fresh workload that does not fit
+/// may preempt (a cycle would reserve quota for it, which needs the
+/// victims this plan does not look at). The admissions come in the cycle's
+/// order of attempts.
+///
+/// ```
+/// use fleetq_scheduler::{schedule_fresh, SchedulerConfig, Snapshot};
+/// use fleetq_model::{Config, Timestamp};
+/// let snapshot = Snapshot::new(Config::default(), &[]);
+/// let plan = schedule_fresh(&snapshot, Vec::new(), Timestamp(0), &SchedulerConfig::default());
+/// assert!(plan.is_empty());
+/// ```
+pub fn schedule_fresh(
+    snapshot: &Snapshot,
+    fresh: Vec<PendingWorkload>,
+    now: Timestamp,
+    config: &SchedulerConfig,
+) -> Vec<Admission> {
+    if fresh.is_empty() || snapshot.pending_count() > 0 {
+        return Vec::new();
+    }
+    let mut view = snapshot.fresh_view(&fresh);
+    let ids: Vec<(WorkloadId, String)> = fresh
+        .iter()
+        .map(|w| (w.id, w.cluster_queue.clone()))
+        .collect();
+    for w in fresh {
+        // A workload bound to no ClusterQueue of this configuration is
+        // refused at apply; the plan leaves it out.
+        let _ = view.add_pending(w);
+    }
+    let decisions = schedule(&view, now, config);
+    let admitted: std::collections::HashSet<WorkloadId> =
+        decisions.admissions.iter().map(|a| a.workload).collect();
+    let left_may_preempt = ids.iter().any(|(id, cq)| {
+        !admitted.contains(id)
+            && snapshot
+                .config()
+                .cluster_queues
+                .get(cq)
+                .is_some_and(preempt::policy_allows_any)
+    });
+    if left_may_preempt {
+        return Vec::new();
+    }
+    decisions.admissions
 }
 
 #[cfg(test)]

@@ -121,7 +121,8 @@ pub enum SnapshotError {
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     pub(crate) config: Arc<Config>,
-    pub(crate) tree: QuotaTree,
+    /// Shared: it changes only when the configuration does (a rebuild).
+    pub(crate) tree: Arc<QuotaTree>,
     pub(crate) usage: Usage,
     pub(crate) clusters: ClusterTable,
     pub(crate) cluster_usage: ClusterUsage,
@@ -148,7 +149,7 @@ impl Snapshot {
         let nodes = tree.nodes.len();
         Snapshot {
             config: Arc::new(config),
-            tree,
+            tree: Arc::new(tree),
             usage,
             clusters,
             cluster_usage,
@@ -193,6 +194,36 @@ impl Snapshot {
     /// Pending workloads queued in LocalQueue `key` (`namespace/name`).
     pub fn pending_in_local_queue(&self, key: &str) -> usize {
         self.pending_by_local_queue.get(key).copied().unwrap_or(0)
+    }
+
+    /// This snapshot's configuration, usage, clusters and the state of
+    /// the LocalQueues `fresh` is queued in, without any workload: where
+    /// the leader plans admissions for workloads not queued yet
+    /// ([`crate::schedule_fresh`]). Cheap to build (the tree is shared);
+    /// with no admitted workloads in it, a cycle on it finds no victims.
+    pub(crate) fn fresh_view(&self, fresh: &[PendingWorkload]) -> Snapshot {
+        let nodes = self.tree.nodes.len();
+        let local_queues = fresh
+            .iter()
+            .filter_map(|w| {
+                let state = self.local_queues.get(&w.local_queue)?;
+                Some((w.local_queue.clone(), *state))
+            })
+            .collect();
+        Snapshot {
+            config: Arc::clone(&self.config),
+            tree: Arc::clone(&self.tree),
+            usage: self.usage.clone(),
+            clusters: self.clusters.clone(),
+            cluster_usage: self.cluster_usage.clone(),
+            queues: vec![ClusterQueueQueue::default(); nodes],
+            pending: BTreeMap::new(),
+            admitted: BTreeMap::new(),
+            admitted_by_node: vec![BTreeSet::new(); nodes],
+            local_queues,
+            pending_by_local_queue: BTreeMap::new(),
+            evicting: BTreeSet::new(),
+        }
     }
 
     pub fn get_pending(&self, id: WorkloadId) -> Option<&PendingWorkload> {
@@ -373,6 +404,29 @@ impl Snapshot {
     /// request, and quota and cluster capacity must still hold it. On
     /// error nothing changes.
     pub fn admit(&mut self, admission: &Admission, at: Timestamp) -> Result<(), SnapshotError> {
+        let trusting = fleetq_model::mutants::active(Mutant::SkipRevalidation);
+        self.admit_checked(admission, at, trusting)
+    }
+
+    /// Admits a workload queued by the same ledger command that carries the
+    /// decision (the leader planned it with [`crate::schedule_fresh`]), with
+    /// the same checks as [`Snapshot::admit`].
+    pub fn admit_fresh(
+        &mut self,
+        admission: &Admission,
+        at: Timestamp,
+    ) -> Result<(), SnapshotError> {
+        let trusting = fleetq_model::mutants::active(Mutant::SkipRevalidation)
+            || fleetq_model::mutants::active(Mutant::FreshSkipsRevalidation);
+        self.admit_checked(admission, at, trusting)
+    }
+
+    fn admit_checked(
+        &mut self,
+        admission: &Admission,
+        at: Timestamp,
+        trusting: bool,
+    ) -> Result<(), SnapshotError> {
         let id = admission.workload;
         let pending = self.pending.get(&id).ok_or(SnapshotError::NotPending(id))?;
         if pending.cluster_queue != admission.cluster_queue {
@@ -392,7 +446,6 @@ impl Snapshot {
                 detail,
             },
         )?;
-        let trusting = fleetq_model::mutants::active(Mutant::SkipRevalidation);
         let cluster = self
             .clusters
             .index_of(&admission.assignment.cluster)

@@ -160,8 +160,10 @@ async fn propose(
     let written = proposer
         .propose(Command::SubmitWorkloads {
             submissions,
-            // The leader stamps its limit (Proposer::write_local).
+            // The leader stamps its limit and plans the admissions
+            // (Proposer::write_local).
             max_pending_per_local_queue: None,
+            admit: Vec::new(),
         })
         .await?;
     match written.response.outcome {

@@ -947,6 +947,7 @@ spec:
                     workload,
                 }],
                 max_pending_per_local_queue: None,
+                admit: Vec::new(),
             });
         }
 

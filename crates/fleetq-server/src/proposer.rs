@@ -175,17 +175,30 @@ impl Proposer {
 
     /// Writes on this node if it is the leader; never forwards.
     pub async fn write_local(&self, mut command: Command) -> LocalWrite {
+        let at = self.clock.now();
         if let Command::SubmitWorkloads {
-            max_pending_per_local_queue: limit @ None,
-            ..
+            submissions,
+            max_pending_per_local_queue: limit,
+            admit,
         } = &mut command
         {
-            *limit = self.pending_limit;
+            if limit.is_none() {
+                *limit = self.pending_limit;
+            }
+            // The leader decides admissions: a plan the command arrived
+            // with (a forwarded one, say) is replaced by this node's own.
+            *admit = if self.is_leader() {
+                let sm = self.handle.read();
+                if sm.ledger.scheduler_config().admit_on_submit {
+                    sm.ledger.plan_fresh(submissions, at)
+                } else {
+                    Vec::new()
+                }
+            } else {
+                Vec::new()
+            };
         }
-        let request = Request {
-            at: self.clock.now(),
-            command,
-        };
+        let request = Request { at, command };
         let started = std::time::Instant::now();
         match self.raft.client_write(request).await {
             Ok(resp) => {

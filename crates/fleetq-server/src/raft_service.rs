@@ -96,6 +96,7 @@ impl raft_server::Raft for RaftService {
             Forwarded::Propose(Command::SubmitWorkloads {
                 submissions,
                 max_pending_per_local_queue: None,
+                ..
             }) if self.proposer.is_leader() => self.submit_forwarded(submissions).await,
             other => self.proposer.serve_forwarded(other).await,
         };

@@ -900,6 +900,7 @@ spec:
                     workload,
                 }],
                 max_pending_per_local_queue: None,
+                admit: Vec::new(),
             });
         }
 

@@ -847,6 +847,7 @@ value: 10
                         workload,
                     }],
                     max_pending_per_local_queue: None,
+                    admit: Vec::new(),
                 },
             );
         }

@@ -98,6 +98,12 @@ pub struct BenchArgs {
     /// starting one; it must run a simulated cluster with room.
     #[arg(long, value_delimiter = ',', value_name = "ADDR")]
     pub target: Vec<String>,
+    /// Start the group with the leader's admission on submit off (as
+    /// `fleetq server --no-admit-on-submit`): every admission then waits
+    /// for a cycle after its submission commits, one more commit. For
+    /// side-by-side comparisons.
+    #[arg(long)]
+    pub no_admit_on_submit: bool,
     /// Output format of the report.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
     pub output: Output,
@@ -118,6 +124,9 @@ impl BenchArgs {
     fn check_combinations(&self) -> Result<(), String> {
         if self.deep_queue && self.rate.is_some() {
             return Err("--rate: a --deep-queue run submits everything before it starts timing; drop one of them".into());
+        }
+        if self.no_admit_on_submit && !self.target.is_empty() {
+            return Err("--no-admit-on-submit: configures the group bench starts itself; start a --target group's servers with it instead".into());
         }
         if self.gpus.is_some() && !self.target.is_empty() {
             return Err("--gpus: sizes the simulated cluster of the group bench starts itself, not a --target group".into());
@@ -189,7 +198,10 @@ pub fn run(args: &BenchArgs) -> ExitCode {
     }
 }
 
-async fn start_group(mix: &Mix) -> Result<(Vec<Node>, Vec<String>, tempfile::TempDir), String> {
+async fn start_group(
+    mix: &Mix,
+    admit_on_submit: bool,
+) -> Result<(Vec<Node>, Vec<String>, tempfile::TempDir), String> {
     let dir = tempfile::Builder::new()
         .prefix("fleetq-bench-")
         .tempdir()
@@ -209,7 +221,10 @@ async fn start_group(mix: &Mix) -> Result<(Vec<Node>, Vec<String>, tempfile::Tem
             advertise: addr.to_string(),
             initial_members: members.clone(),
             timing: RaftTiming::default(),
-            scheduler: fleetq_scheduler::SchedulerConfig::default(),
+            scheduler: fleetq_scheduler::SchedulerConfig {
+                admit_on_submit,
+                ..fleetq_scheduler::SchedulerConfig::default()
+            },
             simulated_clusters: vec![cluster.clone()],
             debug_endpoints: false,
             lease: fleetq_server::leases::LeaseConfig::default(),
@@ -424,7 +439,7 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     let runtime = fleetq_model::time::parse_duration(&args.runtime)
         .map_err(|e| format!("--runtime {:?}: {e}", args.runtime))?;
     let (nodes, addrs, _dir) = if args.target.is_empty() {
-        let (n, a, d) = start_group(&mix).await?;
+        let (n, a, d) = start_group(&mix, !args.no_admit_on_submit).await?;
         (n, a, Some(d))
     } else {
         (Vec::new(), args.target.clone(), None)
@@ -571,6 +586,12 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
         batches += s.batches;
         decided += s.admitted;
     }
+    // Every replica counts the same once it has applied everything.
+    let admitted_on_submit = nodes
+        .iter()
+        .map(|n| n.handle.read().ledger.counters().fresh_admissions)
+        .max()
+        .unwrap_or(0);
     let mut report = Report {
         workloads: args.workloads,
         mode: match (args.rate, args.deep_queue) {
@@ -624,6 +645,7 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
         scheduler_cycles: cycles,
         scheduler_cycle_us_mean: cycle_us.checked_div(cycles).unwrap_or(0),
         admit_batches: batches,
+        admitted_on_submit,
         decisions_per_batch: if batches > 0 {
             decided as f64 / batches as f64
         } else {

@@ -119,6 +119,9 @@ pub struct Report {
     pub scheduler_cycle_us_mean: u64,
     pub admit_batches: u64,
     pub decisions_per_batch: f64,
+    /// Admissions the leader planned into the entry that queued the
+    /// workload (one commit instead of two).
+    pub admitted_on_submit: u64,
     /// CPU of this whole process (group, executor and clients) from the
     /// first submission until the last admission.
     pub cpu_seconds: f64,
@@ -150,7 +153,8 @@ impl Report {
         let mut line = format!(
             "admissions_per_s={:.0} p50_ms={} p99_ms={} cpu_s_per_1k={:.3} \
              submissions_per_s={:.0} completions_per_s={} p90_ms={} p999_ms={} \
-             running_p50_ms={} running_p99_ms={} decisions_per_entry={:.1} starts_per_s={:.0}",
+             running_p50_ms={} running_p99_ms={} decisions_per_entry={:.1} starts_per_s={:.0} \
+             admitted_on_submit={}",
             self.admissions_per_second,
             self.latency_ms_p50,
             self.latency_ms_p99,
@@ -164,6 +168,7 @@ impl Report {
             self.running_ms_p99,
             self.decisions_per_batch,
             self.starts_per_second,
+            self.admitted_on_submit,
         );
         if let Some(rss) = self.rss_bytes_per_pending {
             line.push_str(&format!(" rss_bytes_per_pending={rss}"));
@@ -258,6 +263,10 @@ impl Report {
                 self.decisions_per_batch
             );
         }
+        println!(
+            "admitted on submit       {} of {} (by the entry that queued them)",
+            self.admitted_on_submit, self.workloads
+        );
         if self.cpu_seconds > 0.0 {
             println!(
                 "CPU                      {:.1} s (this process), {:.3} s per 1,000 admissions",
