@@ -246,7 +246,7 @@ fn main() {
             admit: Vec::new(),
         }));
         match &r.outcome {
-            Outcome::Submitted { results } => {
+            Outcome::Submitted { results, .. } => {
                 assert_eq!(results.len(), n);
                 assert!(
                     results

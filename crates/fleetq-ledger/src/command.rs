@@ -263,6 +263,10 @@ pub enum Outcome {
     },
     Submitted {
         results: Vec<SubmitResult>,
+        /// How many of the leader's planned admissions (the command's
+        /// `admit`) apply() made; the rest wait for the ordinary cycle.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        admitted_on_submit: u32,
     },
     Cancelled {
         id: WorkloadId,
@@ -305,6 +309,10 @@ impl Outcome {
     fn is_none(&self) -> bool {
         matches!(self, Outcome::None)
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -440,10 +440,15 @@ impl Ledger {
             .iter()
             .map(|s| self.submit_one(s, max_pending, at))
             .collect();
-        if !admit.is_empty() {
-            self.admit_fresh(admit, &results, nothing_waiting, at);
-        }
-        Response::ok(Outcome::Submitted { results })
+        let admitted_on_submit = if admit.is_empty() {
+            0
+        } else {
+            self.admit_fresh(admit, &results, nothing_waiting, at)
+        };
+        Response::ok(Outcome::Submitted {
+            results,
+            admitted_on_submit,
+        })
     }
 
     /// The leader's planned admissions of workloads this command created.
@@ -457,8 +462,8 @@ impl Ledger {
         results: &[SubmitResult],
         nothing_waiting: bool,
         at: Timestamp,
-    ) {
-        let mut made = 0;
+    ) -> u32 {
+        let mut made = 0u32;
         for fresh in admit {
             if !nothing_waiting {
                 break;
@@ -475,8 +480,9 @@ impl Ledger {
             }
             made += 1;
         }
-        self.counters.fresh_admissions += made;
-        self.counters.fresh_rejected += admit.len() as u64 - made;
+        self.counters.fresh_admissions += u64::from(made);
+        self.counters.fresh_rejected += admit.len() as u64 - u64::from(made);
+        made
     }
 
     /// Plans admissions for `submissions` as the next cycle would make them

@@ -43,6 +43,14 @@
 //!   per-thread seedable election RNG), instead of a type parameter threaded
 //!   through every crate: the simulator picks determinism by seeding it.
 //! - Log entries, snapshots and Raft RPC payloads are JSON.
+//! - Decisions travel in `AdmitBatch`, and also in the `SubmitWorkloads`
+//!   entry that queues the workloads (admission on submit, §3 has only
+//!   the former): the leader plans admissions for the workloads it is
+//!   about to queue and writes them in the same entry, so a workload that
+//!   finds room is admitted with one commit instead of two. apply()
+//!   re-validates each one as it does a batch's, after all the entry's
+//!   submissions, only if nothing waited before the entry, and stops at
+//!   the first that no longer holds; the rest wait for the cycle.
 
 pub mod command;
 pub mod hash;

@@ -184,7 +184,7 @@ impl Harness {
         });
         assert!(r.is_ok(), "{r:?}");
         match r.outcome {
-            Outcome::Submitted { results } => results,
+            Outcome::Submitted { results, .. } => results,
             other => panic!("unexpected outcome {other:?}"),
         }
     }
@@ -707,7 +707,7 @@ fn submit_limited(h: &mut Harness, limit: Option<u64>, names: &[&str]) -> Vec<Su
     });
     assert!(r.is_ok(), "{r:?}");
     match r.outcome {
-        Outcome::Submitted { results } => results,
+        Outcome::Submitted { results, .. } => results,
         other => panic!("unexpected outcome {other:?}"),
     }
 }
@@ -2460,7 +2460,7 @@ fn a_planned_entry_applied_twice_admits_once() {
     let a = h.id_of("a");
     let epoch = h.epoch(a);
     let r = h.apply(command);
-    let Outcome::Submitted { results } = r.outcome else {
+    let Outcome::Submitted { results, .. } = r.outcome else {
         panic!("{r:?}")
     };
     assert_eq!(results, [SubmitResult::Existing { id: a }]);

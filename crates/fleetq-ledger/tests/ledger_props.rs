@@ -613,7 +613,7 @@ impl Replicas {
             return;
         }
         assert!(cycle.preemptions.is_empty(), "{cycle:?}");
-        let Outcome::Submitted { results } = &response.outcome else {
+        let Outcome::Submitted { results, .. } = &response.outcome else {
             panic!("{response:?}");
         };
         for a in &cycle.admissions {

@@ -167,7 +167,9 @@ async fn propose(
         })
         .await?;
     match written.response.outcome {
-        Outcome::Submitted { results } if results.len() == asked => Ok((written.index, results)),
+        Outcome::Submitted { results, .. } if results.len() == asked => {
+            Ok((written.index, results))
+        }
         _ => Err(ProposeError::Raft(
             "the ledger did not answer one result per submission".into(),
         )),

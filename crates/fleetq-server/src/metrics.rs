@@ -47,10 +47,11 @@
 //!   scheduling cycle of the leader that proposed something (admissions,
 //!   preemptions or new pending reasons; a cycle that finds the ledger
 //!   already says it all is not counted, as Kueue does not retry an
-//!   inadmissible workload until something changes); `success` when
-//!   apply() admitted at least one of its decisions. The duration is the
-//!   cycle's computation, without the Raft commit (that is
-//!   `fleetq_raft_append_latency_seconds`).
+//!   inadmissible workload until something changes), and one per
+//!   submission entry that carried a plan of admissions on submit;
+//!   `success` when apply() admitted at least one of its decisions. The
+//!   duration is the cycle's (or the plan's) computation, without the Raft
+//!   commit (that is `fleetq_raft_append_latency_seconds`).
 //! - Resource values are in Kueue's units: counts, cores, bytes.
 
 use std::collections::BTreeMap;

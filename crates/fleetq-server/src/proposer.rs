@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use fleetq_ledger::raft::{NodeId, Raft};
 use fleetq_ledger::store::LedgerHandle;
-use fleetq_ledger::{Command, Request, Response};
+use fleetq_ledger::{Command, Outcome, Request, Response};
 use fleetq_proto::v1::raft_client::RaftClient;
 use fleetq_proto::v1::RaftPayload;
 use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
@@ -176,6 +176,7 @@ impl Proposer {
     /// Writes on this node if it is the leader; never forwards.
     pub async fn write_local(&self, mut command: Command) -> LocalWrite {
         let at = self.clock.now();
+        let mut planned = None;
         if let Command::SubmitWorkloads {
             submissions,
             max_pending_per_local_queue: limit,
@@ -187,6 +188,7 @@ impl Proposer {
             }
             // The leader decides admissions: a plan the command arrived
             // with (a forwarded one, say) is replaced by this node's own.
+            let planning = std::time::Instant::now();
             *admit = if self.is_leader() {
                 let sm = self.handle.read();
                 if sm.ledger.scheduler_config().admit_on_submit {
@@ -197,6 +199,9 @@ impl Proposer {
             } else {
                 Vec::new()
             };
+            if !admit.is_empty() {
+                planned = Some(planning.elapsed());
+            }
         }
         let request = Request { at, command };
         let started = std::time::Instant::now();
@@ -204,6 +209,17 @@ impl Proposer {
             Ok(resp) => {
                 if let Some(m) = &self.metrics {
                     m.appended(started.elapsed());
+                    // A plan is an admission attempt as much as a
+                    // scheduling cycle is (metrics: kueue_admission_attempts).
+                    if let (
+                        Some(took),
+                        Outcome::Submitted {
+                            admitted_on_submit, ..
+                        },
+                    ) = (planned, &resp.data.outcome)
+                    {
+                        m.admission_attempt(*admitted_on_submit > 0, took);
+                    }
                 }
                 Local::Done(Written {
                     index: resp.log_id.index,

@@ -111,7 +111,12 @@ impl RaftService {
         match self.batcher.submit(submissions).await {
             Ok(s) => ForwardReply::Written(Written {
                 index: s.index,
-                response: LedgerResponse::ok(Outcome::Submitted { results: s.results }),
+                // The leader's own write counted its admissions on submit
+                // (Proposer::write_local); a follower does not need them.
+                response: LedgerResponse::ok(Outcome::Submitted {
+                    results: s.results,
+                    admitted_on_submit: 0,
+                }),
             }),
             Err(ProposeError::NoLeader(_)) => ForwardReply::NotLeader { leader: None },
             Err(ProposeError::Unknown(e)) => ForwardReply::Unknown(e),
