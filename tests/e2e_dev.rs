@@ -86,10 +86,20 @@ fn dev_answers_the_cli_admits_and_stops_on_sigterm() {
         stdout.contains("on cluster dev-east") || stdout.contains("on cluster dev-west"),
         "{stdout}"
     );
-    let out = cli_tls(&addr, &tls, &["get", "clusters", "-o", "json"]);
-    assert!(out.status.success(), "{}", text(&out));
-    let clusters: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(clusters.as_array().map(|a| a.len()), Some(2), "{clusters}");
+    // Both simulated clusters register. The second may still be on its
+    // way: with admission on submit, the tour can be admitted (on the
+    // first one) within milliseconds of dev loading its sample.
+    let mut clusters = serde_json::Value::Null;
+    let registered = wait_for(Duration::from_secs(30), || {
+        let out = cli_tls(&addr, &tls, &["get", "clusters", "-o", "json"]);
+        assert!(out.status.success(), "{}", text(&out));
+        clusters = serde_json::from_slice(&out.stdout).expect("json");
+        (clusters.as_array().map(|a| a.len()) == Some(2)).then_some(())
+    });
+    assert!(
+        registered.is_some(),
+        "two clusters never registered: {clusters}"
+    );
 
     // SIGTERM: graceful shutdown, exit 0.
     let status = Command::new("kill")

@@ -16,7 +16,7 @@ use tonic::transport::Channel;
 use tonic::{Code, Status};
 
 use crate::net::SimConnector;
-use crate::plan::{Action, Plan, PlannedWorkload};
+use crate::plan::{config_with_quota, Action, Plan, PlannedWorkload, Race};
 use crate::sim::{node_addr, Violation};
 
 /// How long one API call may take before the client tries another node.
@@ -186,33 +186,12 @@ pub async fn drive(plan: &Plan) -> Result<ClientSummary, Violation> {
     }
 
     for (i, w) in plan.workloads.iter().enumerate() {
+        if plan.is_racing(i) {
+            continue;
+        }
         tokio::time::sleep(Duration::from_millis(w.delay_ms)).await;
-        let request_id = format!("sim-{}-{i}", plan.seed);
-        let json = workload_json(w);
-        let what = format!("submit {}", w.name);
-        let (reply, failures) = api
-            .retry(&what, i, WRITE_LIMIT, |mut c| {
-                let request = pb::SubmitRequest {
-                    request_id: request_id.clone(),
-                    workload_json: json.clone(),
-                    workloads_json: Vec::new(),
-                };
-                async move { c.submit(request).await }
-            })
-            .await?;
-        if failures > 0 {
-            summary.retried_writes += 1;
-        }
-        let Some(result) = reply.results.first() else {
-            return Err(violation("API refusal", format!("{what}: no result")));
-        };
-        if !result.errors.is_empty() || result.id == 0 {
-            return Err(violation(
-                "API refusal",
-                format!("{what}: refused: {:?}", result.errors),
-            ));
-        }
-        summary.acknowledged.insert(w.name.clone(), result.id);
+        let submitted = submit(&api, plan, i, i).await;
+        record(&mut summary, w, submitted)?;
         for (_, action) in plan.after.iter().filter(|(after, _)| *after == i) {
             act(&api, plan, action, &mut summary).await?;
         }
@@ -222,6 +201,10 @@ pub async fn drive(plan: &Plan) -> Result<ClientSummary, Violation> {
     }
 
     wait_all_ended(&api, plan, &summary).await?;
+    for race in &plan.races {
+        run_race(&api, plan, race, &mut summary).await?;
+        wait_all_ended(&api, plan, &summary).await?;
+    }
     // A workload cancelled while pending is never admitted.
     let must_admit = summary.acknowledged.len() - summary.cancelled.len();
     let converged = wait_converged(&api, must_admit, plan.may_preempt).await?;
@@ -229,6 +212,74 @@ pub async fn drive(plan: &Plan) -> Result<ClientSummary, Violation> {
     summary.state_hash = converged.state_hash;
     summary.evict_not_ready = commands_applied(&converged.counters, "EvictNotReady");
     Ok(summary)
+}
+
+/// Submits the workload at `index` of the plan, trying node `first`
+/// first: its id and how many tries failed.
+async fn submit(
+    api: &Api,
+    plan: &Plan,
+    index: usize,
+    first: usize,
+) -> Result<(u64, usize), Violation> {
+    let w = &plan.workloads[index];
+    let request_id = format!("sim-{}-{index}", plan.seed);
+    let json = workload_json(w);
+    let what = format!("submit {}", w.name);
+    let (reply, failures) = api
+        .retry(&what, first, WRITE_LIMIT, |mut c| {
+            let request = pb::SubmitRequest {
+                request_id: request_id.clone(),
+                workload_json: json.clone(),
+                workloads_json: Vec::new(),
+            };
+            async move { c.submit(request).await }
+        })
+        .await?;
+    let Some(result) = reply.results.first() else {
+        return Err(violation("API refusal", format!("{what}: no result")));
+    };
+    if !result.errors.is_empty() || result.id == 0 {
+        return Err(violation(
+            "API refusal",
+            format!("{what}: refused: {:?}", result.errors),
+        ));
+    }
+    Ok((result.id, failures))
+}
+
+/// Records an acknowledged submission of `w`.
+fn record(
+    summary: &mut ClientSummary,
+    w: &PlannedWorkload,
+    submitted: Result<(u64, usize), Violation>,
+) -> Result<(), Violation> {
+    let (id, failures) = submitted?;
+    if failures > 0 {
+        summary.retried_writes += 1;
+    }
+    summary.acknowledged.insert(w.name.clone(), id);
+    Ok(())
+}
+
+/// Plays `race`: sends the quota cut, submits the race's workload `lead`
+/// later while the cut may still be in flight, then restores the quota
+/// so that a workload the cut kept waiting is admitted after all.
+async fn run_race(
+    api: &Api,
+    plan: &Plan,
+    race: &Race,
+    summary: &mut ClientSummary,
+) -> Result<(), Violation> {
+    let cut = config_with_quota(race.cut_to);
+    let submitting = async {
+        tokio::time::sleep(race.lead).await;
+        submit(api, plan, race.workload, race.node).await
+    };
+    let (cut, submitted) = tokio::join!(apply(api, race.node, &cut), submitting);
+    cut?;
+    record(summary, &plan.workloads[race.workload], submitted)?;
+    apply(api, 0, &config_with_quota(8)).await
 }
 
 async fn act(
@@ -239,16 +290,16 @@ async fn act(
 ) -> Result<(), Violation> {
     match action {
         Action::Cancel(victim) => cancel(api, &plan.workloads[*victim].name, summary).await,
-        Action::Apply(manifests) => apply(api, manifests).await,
+        Action::Apply(manifests) => apply(api, 0, manifests).await,
     }
 }
 
-/// Applies `manifests` (a quota change, say). A cut below what is
-/// admitted at that moment is refused (it would over-commit), which is
-/// fine: the quota then stays as it was.
-async fn apply(api: &Api, manifests: &str) -> Result<(), Violation> {
+/// Applies `manifests` (a quota change, say), trying node `first` first.
+/// A cut below what is admitted at that moment is refused (it would
+/// over-commit), which is fine: the quota then stays as it was.
+async fn apply(api: &Api, first: usize, manifests: &str) -> Result<(), Violation> {
     let manifests = manifests.to_string();
-    api.retry("change the quota", 0, WRITE_LIMIT, |mut c| {
+    api.retry("change the quota", first, WRITE_LIMIT, |mut c| {
         let request = pb::ApplyRequest {
             manifests: manifests.clone(),
             dry_run: false,

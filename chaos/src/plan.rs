@@ -16,6 +16,12 @@ use crate::agents::AgentFault;
 
 /// Workloads the random client submits.
 pub const WORKLOADS: usize = 30;
+/// Quota cuts each random plan races against a submission once the
+/// workloads above have all ended ([`Race`]).
+pub const RACES: usize = 3;
+/// Mixed into the seed for the races' own random stream, so that drawing
+/// them leaves every earlier draw of a seed as it was.
+const RACE_STREAM: u64 = 0x7ace_5eed_f2e5;
 
 /// The Kueue configuration of a random run: one ClusterQueue with 8 GPUs
 /// of flavor h100-80gb and a LocalQueue default/team-a.
@@ -315,6 +321,29 @@ pub enum Action {
     Apply(String),
 }
 
+/// A quota cut raced against a submission, with nothing else queued or
+/// running: the client sends the cut, then after `lead` submits
+/// `workload`, which fits the quota before the cut but not after it. The
+/// leader plans an admission for a submission into the entry that queues
+/// it (admission on submit) from the state it has applied, so when the
+/// cut is appended but not yet applied the plan is stale by the time it
+/// applies, and apply() must refuse it (the workload then waits until the
+/// client restores the quota). Either order of the two is fine; what must
+/// never happen is the workload admitted over the cut quota.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Race {
+    /// Index in [`Plan::workloads`] of the workload submitted during the
+    /// cut; the client submits it only in its race.
+    pub workload: usize,
+    /// The ClusterQueue's quota while the cut holds (fewer GPUs than the
+    /// workload asks for).
+    pub cut_to: u32,
+    /// How long after sending the cut the submission goes out.
+    pub lead: Duration,
+    /// The node both calls go to first.
+    pub node: usize,
+}
+
 /// Everything a run does, decided before it starts.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
@@ -330,6 +359,9 @@ pub struct Plan {
     pub after: Vec<(usize, Action)>,
     /// What to do after the last submission.
     pub at_end: Vec<Action>,
+    /// Quota cuts raced against submissions, one after another once
+    /// everything above has ended.
+    pub races: Vec<Race>,
     pub faults: Vec<Fault>,
     pub agent_faults: Vec<AgentFault>,
     /// The most GPUs that may really run at once, whatever the clusters
@@ -352,6 +384,7 @@ impl Plan {
             workloads: Vec::new(),
             after: Vec::new(),
             at_end: Vec::new(),
+            races: Vec::new(),
             faults: Vec::new(),
             agent_faults: Vec::new(),
             quota_gpus,
@@ -373,8 +406,9 @@ impl Plan {
 
     /// The random plan of `seed` on `nodes` control-plane nodes: 30
     /// workloads of 1-3 GPUs, cancels, quota changes during contention,
-    /// a control-plane fault, an agent fault, and (in about half the
-    /// seeds) a second fault of the rarer kinds.
+    /// a control-plane fault, an agent fault, (in about half the seeds) a
+    /// second fault of the rarer kinds, and then three quota cuts raced
+    /// against submissions ([`Race`]).
     pub fn from_seed(seed: u64, nodes: u64) -> Plan {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut plan = Plan::empty(seed, nodes, CONFIG.to_string(), 8);
@@ -434,7 +468,33 @@ impl Plan {
         for &victim in cancels.iter().filter(|&&v| v + 3 >= WORKLOADS) {
             plan.at_end.push(Action::Cancel(victim));
         }
+        plan.add_races();
         plan
+    }
+
+    /// Appends [`RACES`] races, each with a workload of its own (one run
+    /// of a second, 3 or 4 GPUs against a cut to fewer), drawn from the
+    /// races' own stream of the seed.
+    fn add_races(&mut self) {
+        let mut rng = StdRng::seed_from_u64(self.seed ^ RACE_STREAM);
+        for k in 0..RACES {
+            let gpus = rng.gen_range(3..=4);
+            let race = Race {
+                workload: self.workloads.len(),
+                cut_to: rng.gen_range(1..gpus),
+                lead: Duration::from_millis(rng.gen_range(0..8)),
+                node: rng.gen_range(0..self.nodes as usize),
+            };
+            self.workloads
+                .push(PlannedWorkload::simple(format!("race-{k}"), gpus, 1, 0));
+            self.races.push(race);
+        }
+    }
+
+    /// Whether the workload at `index` is submitted in a race, not in the
+    /// main sequence.
+    pub fn is_racing(&self, index: usize) -> bool {
+        self.races.iter().any(|r| r.workload == index)
     }
 
     /// Indices of the workloads the client cancels.
@@ -470,6 +530,21 @@ impl Plan {
         let cancels = self.cancels();
         if !cancels.is_empty() {
             parts.push(format!("cancels {cancels:?}"));
+        }
+        if !self.races.is_empty() {
+            let races: Vec<String> = self
+                .races
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{} GPUs vs a cut to {} ({} ms)",
+                        self.workloads[r.workload].gpus(),
+                        r.cut_to,
+                        r.lead.as_millis()
+                    )
+                })
+                .collect();
+            parts.push(format!("races {}", races.join(", ")));
         }
         parts.join("; ")
     }
@@ -542,11 +617,27 @@ mod tests {
         assert_eq!(Plan::from_seed(7, 3), Plan::from_seed(7, 3));
         assert_ne!(Plan::from_seed(7, 3), Plan::from_seed(8, 3));
         let plan = Plan::from_seed(7, 3);
-        assert_eq!(plan.workloads.len(), WORKLOADS);
-        assert!(plan
-            .workloads
+        assert_eq!(plan.workloads.len(), WORKLOADS + RACES);
+        assert!(plan.workloads[..WORKLOADS]
             .iter()
             .all(|w| (1..=3).contains(&w.gpus()) && (1..=4).contains(&w.duration_s)));
+    }
+
+    #[test]
+    fn races_come_after_the_main_sequence_and_cut_below_the_workload() {
+        for seed in 0..50 {
+            let plan = Plan::from_seed(seed, 3);
+            assert_eq!(plan.races.len(), RACES);
+            for (k, race) in plan.races.iter().enumerate() {
+                assert_eq!(race.workload, WORKLOADS + k);
+                assert!(plan.is_racing(race.workload));
+                let gpus = plan.workloads[race.workload].gpus();
+                // Fits the quota before the cut, not after it.
+                assert!(u64::from(race.cut_to) < gpus && gpus <= 8);
+                assert!(race.node < 3);
+            }
+            assert!(!plan.is_racing(0));
+        }
     }
 
     #[test]

@@ -1537,6 +1537,7 @@ fn rejection_reason(e: &fleetq_scheduler::SnapshotError) -> &'static str {
         E::UnknownClusterQueue(_) => "UnknownClusterQueue",
         E::WrongClusterQueue { .. } => "WrongClusterQueue",
         E::ClusterUnavailable(_) => "ClusterUnavailable",
+        E::QueueStopped { .. } => "QueueStopped",
         E::UnknownCell(_) => "UnknownCell",
         E::NoLongerFits { .. } => "NoLongerFits",
         E::Inconsistent { .. } => "Inconsistent",

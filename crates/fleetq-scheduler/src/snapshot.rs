@@ -102,6 +102,10 @@ pub enum SnapshotError {
     },
     #[error("cluster {0:?} does not exist or accepts no new work")]
     ClusterUnavailable(String),
+    /// The workload's ClusterQueue or LocalQueue has a stopPolicy other
+    /// than None (it was held after the decision was made).
+    #[error("admission of {workload} targets {queue}, which is stopped")]
+    QueueStopped { workload: WorkloadId, queue: String },
     #[error("{0} has no quota cell in this configuration")]
     UnknownCell(FlavorResource),
     #[error("admission of {workload} no longer fits: {detail}")]
@@ -421,6 +425,33 @@ impl Snapshot {
         self.admit_checked(admission, at, trusting)
     }
 
+    /// A queue held (stopPolicy Hold or HoldAndDrain) after the cycle
+    /// decided admits nothing more, as the cycle itself would not.
+    fn check_not_stopped(&self, pending: &PendingWorkload) -> Result<(), SnapshotError> {
+        use fleetq_model::cluster_queue::StopPolicy;
+        let cq_stopped = self
+            .config
+            .cluster_queues
+            .get(&pending.cluster_queue)
+            .is_some_and(|cq| cq.spec.stop_policy != StopPolicy::None);
+        let lq_stopped = self
+            .config
+            .local_queues
+            .get(&pending.local_queue)
+            .is_some_and(|lq| lq.spec.stop_policy != StopPolicy::None);
+        let queue = if cq_stopped {
+            format!("ClusterQueue {:?}", pending.cluster_queue)
+        } else if lq_stopped {
+            format!("LocalQueue {}", pending.local_queue)
+        } else {
+            return Ok(());
+        };
+        Err(SnapshotError::QueueStopped {
+            workload: pending.id,
+            queue,
+        })
+    }
+
     fn admit_checked(
         &mut self,
         admission: &Admission,
@@ -440,6 +471,9 @@ impl Snapshot {
             .tree
             .cluster_queue(&pending.cluster_queue)
             .ok_or_else(|| SnapshotError::UnknownClusterQueue(pending.cluster_queue.clone()))?;
+        if !trusting {
+            self.check_not_stopped(pending)?;
+        }
         crate::assign::check_assignment_matches(pending, &admission.assignment).map_err(
             |detail| SnapshotError::Inconsistent {
                 workload: id,

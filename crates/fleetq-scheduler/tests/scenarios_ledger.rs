@@ -145,6 +145,48 @@ fn an_admission_to_a_cluster_that_went_away_is_rejected() {
 }
 
 #[test]
+fn an_admission_into_a_queue_held_since_the_decision_is_rejected() {
+    for (from, to, queue) in [
+        (
+            "nominalQuota: 8}",
+            "nominalQuota: 8}\n    stopPolicy: Hold",
+            "ClusterQueue \"team\"",
+        ),
+        (
+            "spec: {clusterQueue: team}",
+            "spec: {clusterQueue: team, stopPolicy: Hold}",
+            "LocalQueue ns/q",
+        ),
+    ] {
+        let mut s = sim();
+        s.submit("a q=q gpu=4");
+        let stale = s.decide();
+        assert_eq!(stale.admissions.len(), 1);
+        // The queue is held after the cycle decided, before its batch applies.
+        let held = ONE_QUEUE.replace(from, to);
+        assert_ne!(held, ONE_QUEUE);
+        s.reconfigure(&held);
+        let before = state(&s);
+        let rejected = s.apply(&stale);
+        assert_eq!(
+            rejected,
+            vec![(
+                s.id("a"),
+                SnapshotError::QueueStopped {
+                    workload: s.id("a"),
+                    queue: queue.to_string()
+                }
+            )]
+        );
+        assert_eq!(state(&s), before);
+        // Released again: the next cycle admits it.
+        s.reconfigure(ONE_QUEUE);
+        s.cycle();
+        assert_eq!(s.admitted_now(), set(&["a"]));
+    }
+}
+
+#[test]
 fn the_last_of_two_batches_sharing_room_is_rejected() {
     // Two leaders (or a leader and its stale former self) each decide to
     // use the same free GPUs for a different workload.
