@@ -99,6 +99,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         Command::SubmitWorkloads {
             submissions,
             max_pending_per_local_queue: None,
+            admit: Vec::new(),
         },
     );
     assert!(r.is_ok(), "{r:?}");

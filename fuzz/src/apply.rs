@@ -631,11 +631,29 @@ impl Harness {
                 },
             },
         };
+        let submissions = vec![submission];
+        // The top bit of `extras`: the leader plans the admission into the
+        // submitting entry (admission on submit), from the state it applies
+        // to, so apply() makes at most the planned admissions.
+        let admit = if extras & 0x80 == 0x80 {
+            self.a.plan_fresh(&submissions, Timestamp(self.now + 1_000))
+        } else {
+            Vec::new()
+        };
+        let planned = admit.len() as u32;
         let r = self.apply(Command::SubmitWorkloads {
-            submissions: vec![submission],
+            submissions,
             max_pending_per_local_queue: (limit > 0).then_some(u64::from(limit % 5)),
+            admit,
         });
         assert!(r.is_ok(), "{r:?}");
+        let Outcome::Submitted {
+            admitted_on_submit, ..
+        } = r.outcome
+        else {
+            panic!("{r:?}");
+        };
+        assert!(admitted_on_submit <= planned, "{r:?}");
     }
 
     fn cycle(&mut self) {
