@@ -164,7 +164,11 @@ impl System {
             .ok_or("no leader within 20 s")?;
         let out = system.cli_stdin(&["apply", "-f", "-"], CONFIG)?;
         if !out.status.success() {
-            return Err(format!("apply: {}", String::from_utf8_lossy(&out.stderr)));
+            return Err(format!(
+                "apply: {}{}",
+                String::from_utf8_lossy(&out.stderr),
+                system.panics_in_server_logs()
+            ));
         }
         for (n, cluster) in ["east", "west"].iter().enumerate() {
             let state_dir = dir.join(format!("agent-{cluster}"));
@@ -198,6 +202,27 @@ impl System {
             std::thread::sleep(Duration::from_millis(100));
         }
         Ok(system)
+    }
+
+    /// Each server log's panic reports (a line naming the panic and the
+    /// line after it), for an error that says a node's Raft core
+    /// panicked: the run's directory is gone once the error is printed.
+    fn panics_in_server_logs(&self) -> String {
+        let mut found = String::new();
+        for s in &self.servers {
+            let path = self.dir.join(format!("server-{}.log", s.id));
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                if line.contains("panicked") {
+                    found.push_str(&format!("\nserver-{}.log: {line}", s.id));
+                    if let Some(next) = lines.get(i + 1) {
+                        found.push_str(&format!("\n  {next}"));
+                    }
+                }
+            }
+        }
+        found
     }
 
     fn log(&self, name: &str) -> Result<(std::fs::File, std::fs::File), String> {
