@@ -190,8 +190,8 @@ pub async fn drive(plan: &Plan) -> Result<ClientSummary, Violation> {
             continue;
         }
         tokio::time::sleep(Duration::from_millis(w.delay_ms)).await;
-        let submitted = submit(&api, plan, i, i).await;
-        record(&mut summary, w, submitted)?;
+        let (id, failures) = submit(&api, plan, i, i).await?;
+        record(&mut summary, w, id, failures);
         for (_, action) in plan.after.iter().filter(|(after, _)| *after == i) {
             act(&api, plan, action, &mut summary).await?;
         }
@@ -248,18 +248,13 @@ async fn submit(
     Ok((result.id, failures))
 }
 
-/// Records an acknowledged submission of `w`.
-fn record(
-    summary: &mut ClientSummary,
-    w: &PlannedWorkload,
-    submitted: Result<(u64, usize), Violation>,
-) -> Result<(), Violation> {
-    let (id, failures) = submitted?;
+/// Records that `w` was acknowledged with `id` after `failures` failed
+/// tries.
+fn record(summary: &mut ClientSummary, w: &PlannedWorkload, id: u64, failures: usize) {
     if failures > 0 {
         summary.retried_writes += 1;
     }
     summary.acknowledged.insert(w.name.clone(), id);
-    Ok(())
 }
 
 /// Plays `race`: sends the quota cut, submits the race's workload `lead`
@@ -278,7 +273,8 @@ async fn run_race(
     };
     let (cut, submitted) = tokio::join!(apply(api, race.node, &cut), submitting);
     cut?;
-    record(summary, &plan.workloads[race.workload], submitted)?;
+    let (id, failures) = submitted?;
+    record(summary, &plan.workloads[race.workload], id, failures);
     apply(api, 0, &config_with_quota(8)).await
 }
 
