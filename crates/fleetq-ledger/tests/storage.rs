@@ -283,7 +283,7 @@ impl Node {
         let command = request.command.name();
         let written = self
             .raft
-            .client_write(request)
+            .client_write(std::sync::Arc::new(request))
             .await
             .unwrap_or_else(|e| panic!("{command} is committed: {e}"));
         (written.log_id.index, written.data)
@@ -590,7 +590,7 @@ fn log_id(term: u64, index: u64) -> LogId {
 fn normal(term: u64, index: u64, request: Request) -> Entry {
     Entry {
         log_id: log_id(term, index),
-        payload: EntryPayload::Normal(request),
+        payload: EntryPayload::Normal(std::sync::Arc::new(request)),
     }
 }
 

@@ -203,7 +203,7 @@ impl Proposer {
                 planned = Some(planning.elapsed());
             }
         }
-        let request = Request { at, command };
+        let request = std::sync::Arc::new(Request { at, command });
         let started = std::time::Instant::now();
         match self.raft.client_write(request).await {
             Ok(resp) => {
