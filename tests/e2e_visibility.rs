@@ -416,6 +416,36 @@ fn pending_workloads_in_admission_order_over_grpc_cli_and_http() {
             .await
             .expect_err("unknown");
         assert_eq!(e.code(), tonic::Code::NotFound, "{e:?}");
+        // ListWorkloads filtered by ClusterQueue: the total counts every
+        // match, the limit bounds what is rendered.
+        let listed =
+            |cluster_queue: &str, state: &str, limit: u32| fleetq_proto::v1::ListWorkloadsRequest {
+                all_namespaces: true,
+                cluster_queue: cluster_queue.into(),
+                state: state.into(),
+                limit,
+                ..Default::default()
+            };
+        for (cq, state, limit, total, shown) in [
+            ("vis", "Pending", 2, 6, 2),
+            ("vis", "", 0, 7, 7),
+            ("nope", "", 0, 0, 0),
+        ] {
+            let list = c
+                .list_workloads(listed(cq, state, limit))
+                .await
+                .expect("answers")
+                .into_inner();
+            assert_eq!(
+                (list.total, list.workloads.len()),
+                (total, shown),
+                "{cq} {state:?}: {list:?}"
+            );
+            assert!(
+                list.workloads.iter().all(|w| w.cluster_queue == cq),
+                "{list:?}"
+            );
+        }
     });
 
     // --- HTTP, on every node ---------------------------------------------

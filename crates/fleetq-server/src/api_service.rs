@@ -189,13 +189,17 @@ impl ApiService {
             if !status::matches_state(record, &req.state) {
                 continue;
             }
-            let s = status::workload_status(ledger, record);
-            if !req.cluster_queue.is_empty() && s.cluster_queue != req.cluster_queue {
+            // Only what is returned is rendered: a count (limit 1, as
+            // `fleetq bench` polls it) over a deep queue costs a filter per
+            // workload, not a status, while it holds the state machine.
+            if !req.cluster_queue.is_empty()
+                && status::binding_of(ledger, record).0 != req.cluster_queue.as_str()
+            {
                 continue;
             }
             total += 1;
             if req.limit == 0 || workloads.len() < req.limit as usize {
-                workloads.push(s);
+                workloads.push(status::workload_status(ledger, record));
             }
         }
         pb::WorkloadList { workloads, total }

@@ -1,5 +1,6 @@
 //! Read models: the ledger's records as the API's messages.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
@@ -50,18 +51,8 @@ fn requests_summary(record: &WorkloadRecord) -> String {
 
 pub fn workload_status(ledger: &Ledger, record: &WorkloadRecord) -> pb::WorkloadStatus {
     let w = &record.workload;
-    let binding = ledger
-        .snapshot()
-        .get_pending(record.id)
-        .map(|p| (p.cluster_queue.clone(), p.priority));
-    let (cluster_queue, priority) = match (&record.reservation, binding) {
-        (Some(r), _) => (r.cluster_queue.clone(), r.priority),
-        (None, Some(b)) => b,
-        (None, None) => match ledger.state().config.bind_workload(w) {
-            Ok(b) => (b.cluster_queue, b.priority),
-            Err(_) => (String::new(), 0),
-        },
-    };
+    let (cluster_queue, priority) = binding_of(ledger, record);
+    let cluster_queue = cluster_queue.into_owned();
     let reason = ledger.reason_of(record);
     let (cluster, flavors, epoch, admitted_at) = match &record.reservation {
         Some(r) => (
@@ -117,6 +108,24 @@ pub fn workload_status(ledger: &Ledger, record: &WorkloadRecord) -> pb::Workload
         requests: requests_summary(record),
         position: 0,
         local_queue_position: 0,
+    }
+}
+
+/// The ClusterQueue a workload is charged to or queued in, and its
+/// priority: its reservation's, else its pending entry's, else what the
+/// configuration would bind it to now (empty and 0 when it binds to
+/// nothing). Borrowed where the ledger holds it, so filtering a listing by
+/// ClusterQueue costs no allocation per workload.
+pub fn binding_of<'a>(ledger: &'a Ledger, record: &'a WorkloadRecord) -> (Cow<'a, str>, i32) {
+    if let Some(r) = &record.reservation {
+        return (Cow::Borrowed(r.cluster_queue.as_str()), r.priority);
+    }
+    if let Some(p) = ledger.snapshot().get_pending(record.id) {
+        return (Cow::Borrowed(p.cluster_queue.as_str()), p.priority);
+    }
+    match ledger.state().config.bind_workload(&record.workload) {
+        Ok(b) => (Cow::Owned(b.cluster_queue), b.priority),
+        Err(_) => (Cow::Borrowed(""), 0),
     }
 }
 
