@@ -362,6 +362,9 @@ fn watch_streams_every_state_change() {
         let mut stream = api
             .watch_workloads(pb::ListWorkloadsRequest {
                 namespace: "default".into(),
+                // Filtered by ClusterQueue: the filter must hold the
+                // workload in every state (queued, charged, finished).
+                cluster_queue: "team-a".into(),
                 ..Default::default()
             })
             .await

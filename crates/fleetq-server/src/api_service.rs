@@ -542,21 +542,23 @@ impl FleetQ for ApiService {
                         None => ledger.state().workloads.values().collect(),
                         Some(ids) => ids.iter().filter_map(|id| ledger.workload(*id)).collect(),
                     };
+                    let mut positions = status::QueuePositions::new(ledger);
                     records
                         .into_iter()
                         .filter(|r| req.all_namespaces || r.workload.namespace == namespace)
                         .filter(|r| status::matches_state(r, &req.state))
+                        .filter(|r| {
+                            req.cluster_queue.is_empty()
+                                || status::binding_of(ledger, r).0 == req.cluster_queue.as_str()
+                        })
                         .filter(|r| {
                             seen.insert(r.id, status::fingerprint(r))
                                 != Some(status::fingerprint(r))
                         })
                         .map(|r| {
                             let mut s = status::workload_status(ledger, r);
-                            s.position = status::position(ledger, r.id);
+                            s.position = positions.of(r.id);
                             s
-                        })
-                        .filter(|s| {
-                            req.cluster_queue.is_empty() || s.cluster_queue == req.cluster_queue
                         })
                         .collect()
                 };

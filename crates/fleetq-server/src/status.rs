@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use fleetq_ledger::{Ledger, WorkloadRecord, WorkloadState};
 use fleetq_model::{FieldError, Quantity};
@@ -154,6 +154,42 @@ pub fn position(ledger: &Ledger, id: WorkloadId) -> u64 {
         .filter(|o| o.cluster_queue == p.cluster_queue)
         .filter(|o| (Reverse(o.priority), o.created_at, o.id) < key)
         .count() as u64
+}
+
+/// Positions of many pending workloads, each ClusterQueue's order worked
+/// out once: [`position`] scans every pending workload per call, so
+/// rendering a position for each of N pending workloads (a watch's first
+/// look) would cost N x pending while the state machine is held.
+pub struct QueuePositions<'a> {
+    ledger: &'a Ledger,
+    queues: HashMap<String, HashMap<WorkloadId, u64>>,
+}
+
+impl<'a> QueuePositions<'a> {
+    pub fn new(ledger: &'a Ledger) -> QueuePositions<'a> {
+        QueuePositions {
+            ledger,
+            queues: HashMap::new(),
+        }
+    }
+
+    /// The same as [`position`].
+    pub fn of(&mut self, id: WorkloadId) -> u64 {
+        let Some(p) = self.ledger.snapshot().get_pending(id) else {
+            return 0;
+        };
+        let ledger = self.ledger;
+        let order = self
+            .queues
+            .entry(p.cluster_queue.clone())
+            .or_insert_with(|| {
+                pending_order(ledger, &p.cluster_queue)
+                    .into_iter()
+                    .zip(1..)
+                    .collect()
+            });
+        order.get(&id).copied().unwrap_or(0)
+    }
 }
 
 /// 1-based position of a pending workload among those of its LocalQueue,

@@ -892,9 +892,12 @@ value: 10
         assert_eq!(page.items[0].priority, 1000);
         assert_eq!(page.items[0].queue, "beta");
         assert_eq!(page.items[0].cluster_queue, "q");
-        // They agree with the single-workload positions.
+        // They agree with the single-workload positions, and with those
+        // worked out a queue at a time (as a watch renders them).
+        let mut positions = status::QueuePositions::new(&ledger);
         for s in &page.items {
             assert_eq!(status::position(&ledger, s.id), s.position);
+            assert_eq!(positions.of(s.id), s.position);
         }
 
         let page = pending_page(&ledger, &cq("q"), 2, Some(3)).expect("q exists");
