@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use fleetq_ledger::store::{Change, LedgerHandle};
-use fleetq_ledger::{Command, Ledger, Outcome, Response, Submission, SubmitResult};
+use fleetq_ledger::{Command, Ledger, Outcome, Response, Submission, SubmitResult, WorkloadRecord};
 use fleetq_model::config::Object;
 use fleetq_model::kueue::import_manifests;
 use fleetq_model::{FieldError, Workload};
@@ -179,22 +179,13 @@ impl ApiService {
     fn list_workloads(&self, req: &pb::ListWorkloadsRequest) -> pb::WorkloadList {
         let sm = self.handle.read();
         let ledger = &sm.ledger;
-        let namespace = namespace_of(req);
         let mut workloads = Vec::new();
         let mut total = 0;
+        // Only what is returned is rendered: a count (limit 1, as `fleetq
+        // bench` polls it) over a deep queue costs a filter per workload,
+        // not a status, while it holds the state machine.
         for record in ledger.state().workloads.values() {
-            if !req.all_namespaces && record.workload.namespace != namespace {
-                continue;
-            }
-            if !status::matches_state(record, &req.state) {
-                continue;
-            }
-            // Only what is returned is rendered: a count (limit 1, as
-            // `fleetq bench` polls it) over a deep queue costs a filter per
-            // workload, not a status, while it holds the state machine.
-            if !req.cluster_queue.is_empty()
-                && status::binding_of(ledger, record).0 != req.cluster_queue.as_str()
-            {
+            if !selects(ledger, req, record) {
                 continue;
             }
             total += 1;
@@ -213,6 +204,15 @@ fn list_action(req: &pb::ListWorkloadsRequest) -> Action<'_> {
     } else {
         Action::Read(namespace_of(req))
     }
+}
+
+/// Whether a listing or watch asks for `record`: its namespace, state and
+/// ClusterQueue, read in place (no status rendered).
+fn selects(ledger: &Ledger, req: &pb::ListWorkloadsRequest, record: &WorkloadRecord) -> bool {
+    (req.all_namespaces || record.workload.namespace == namespace_of(req))
+        && status::matches_state(record, &req.state)
+        && (req.cluster_queue.is_empty()
+            || status::binding_of(ledger, record).0 == req.cluster_queue.as_str())
 }
 
 /// The namespace a workload listing means: `default` unless given.
@@ -537,7 +537,6 @@ impl FleetQ for ApiService {
                 let changed: Vec<pb::WorkloadStatus> = {
                     let sm = handle.read();
                     let ledger = &sm.ledger;
-                    let namespace = namespace_of(&req);
                     let records: Vec<_> = match ids.take() {
                         None => ledger.state().workloads.values().collect(),
                         Some(ids) => ids.iter().filter_map(|id| ledger.workload(*id)).collect(),
@@ -545,12 +544,7 @@ impl FleetQ for ApiService {
                     let mut positions = status::QueuePositions::new(ledger);
                     records
                         .into_iter()
-                        .filter(|r| req.all_namespaces || r.workload.namespace == namespace)
-                        .filter(|r| status::matches_state(r, &req.state))
-                        .filter(|r| {
-                            req.cluster_queue.is_empty()
-                                || status::binding_of(ledger, r).0 == req.cluster_queue.as_str()
-                        })
+                        .filter(|r| selects(ledger, &req, r))
                         .filter(|r| {
                             seen.insert(r.id, status::fingerprint(r))
                                 != Some(status::fingerprint(r))

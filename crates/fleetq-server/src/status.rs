@@ -178,17 +178,18 @@ impl<'a> QueuePositions<'a> {
         let Some(p) = self.ledger.snapshot().get_pending(id) else {
             return 0;
         };
-        let ledger = self.ledger;
-        let order = self
-            .queues
-            .entry(p.cluster_queue.clone())
-            .or_insert_with(|| {
-                pending_order(ledger, &p.cluster_queue)
-                    .into_iter()
-                    .zip(1..)
-                    .collect()
-            });
-        order.get(&id).copied().unwrap_or(0)
+        if !self.queues.contains_key(&p.cluster_queue) {
+            let order = pending_order(self.ledger, &p.cluster_queue);
+            self.queues.insert(
+                p.cluster_queue.clone(),
+                order.into_iter().zip(1..).collect(),
+            );
+        }
+        self.queues
+            .get(&p.cluster_queue)
+            .and_then(|order| order.get(&id))
+            .copied()
+            .unwrap_or(0)
     }
 }
 
