@@ -46,7 +46,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         match &d.object {
             Object::Workload(w) => submissions.push(Submission {
                 request_id: None,
-                workload: w.clone(),
+                workload: std::sync::Arc::new(w.clone()),
             }),
             other => config.push(other.clone()),
         }

@@ -610,7 +610,7 @@ impl Harness {
         }
         let submission = Submission {
             request_id: (request >= 128).then(|| format!("req-{}", request % 8)),
-            workload: Workload {
+            workload: std::sync::Arc::new(Workload {
                 namespace: "default".into(),
                 name: format!("w{name}"),
                 labels: BTreeMap::new(),
@@ -629,7 +629,7 @@ impl Harness {
                         .then(|| Duration::from_secs(120)),
                     ..WorkloadSpec::default()
                 },
-            },
+            }),
         };
         let submissions = vec![submission];
         // The top bit of `extras`: the leader plans the admission into the

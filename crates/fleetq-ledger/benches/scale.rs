@@ -237,7 +237,7 @@ fn main() {
             .enumerate()
             .map(|(j, i)| Submission {
                 request_id: Some(format!("cli-{batch_no:032x}-{j}")),
-                workload: workload(i),
+                workload: workload(i).into(),
             })
             .collect();
         let r = ledger.apply(&clock.request(Command::SubmitWorkloads {

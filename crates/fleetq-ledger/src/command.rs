@@ -6,6 +6,7 @@ use fleetq_model::config::Object;
 use fleetq_model::{Cluster, FieldError, Timestamp, Workload};
 use fleetq_scheduler::{Admission, Assignment, PendingReason, Preemption, WorkloadId};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 use crate::record::{LeasePolicy, WorkloadState};
 
@@ -118,7 +119,10 @@ pub struct Submission {
     /// Client-chosen id that makes a retried submission a no-op.
     #[serde(default)]
     pub request_id: Option<String>,
-    pub workload: Workload,
+    /// Shared, not owned: a log entry is cloned for every follower it is
+    /// sent to and again when it is applied, and the record the workload
+    /// becomes keeps the same allocation. Serialized as the plain object.
+    pub workload: Arc<Workload>,
 }
 
 /// An admission planned for a workload the same command submits

@@ -515,7 +515,7 @@ impl Ledger {
                 // Stands for the submission until apply assigns the id;
                 // ordered as the real ids will be.
                 id: position as WorkloadId,
-                workload: Arc::new(s.workload.clone()),
+                workload: Arc::clone(&s.workload),
                 local_queue: binding.local_queue,
                 cluster_queue: binding.cluster_queue,
                 priority: binding.priority,
@@ -567,7 +567,7 @@ impl Ledger {
             }
         }
         let id = self.state.next_id;
-        let workload = Arc::new(workload.clone());
+        let workload = Arc::clone(workload);
         if let Err(e) = self.snapshot.add_pending(PendingWorkload {
             id,
             workload: Arc::clone(&workload),
@@ -1569,6 +1569,6 @@ fn admitted_of(record: &WorkloadRecord) -> Option<AdmittedWorkload> {
 pub fn submission(workload: Workload) -> Submission {
     Submission {
         request_id: None,
-        workload,
+        workload: Arc::new(workload),
     }
 }

@@ -77,7 +77,7 @@ fn import_keeps_a_misconfigured_reason_the_scheduler_gave() {
         Command::SubmitWorkloads {
             submissions: vec![Submission {
                 request_id: None,
-                workload: Workload {
+                workload: std::sync::Arc::new(Workload {
                     namespace: "default".into(),
                     name: "no-limit".into(),
                     labels: BTreeMap::new(),
@@ -94,7 +94,7 @@ fn import_keeps_a_misconfigured_reason_the_scheduler_gave() {
                         }],
                         ..WorkloadSpec::default()
                     },
-                },
+                }),
             }],
             max_pending_per_local_queue: None,
             admit: Vec::new(),

@@ -167,7 +167,7 @@ impl Harness {
         match self
             .submit_all(vec![Submission {
                 request_id: None,
-                workload: workload(name, gpus, pc),
+                workload: workload(name, gpus, pc).into(),
             }])
             .as_slice()
         {
@@ -580,7 +580,7 @@ fn submission_is_idempotent_by_request_id_and_by_name() {
     let mut h = Harness::new();
     let results = h.submit_all(vec![Submission {
         request_id: Some("req-1".into()),
-        workload: workload("a", 4, None),
+        workload: workload("a", 4, None).into(),
     }]);
     let [SubmitResult::Created { id }] = results.as_slice() else {
         panic!("{results:?}");
@@ -591,13 +591,13 @@ fn submission_is_idempotent_by_request_id_and_by_name() {
     // A retry with the same request id (even with another name) is the same.
     let results = h.submit_all(vec![Submission {
         request_id: Some("req-1".into()),
-        workload: workload("a-retry", 4, None),
+        workload: workload("a-retry", 4, None).into(),
     }]);
     assert_eq!(results, [SubmitResult::Existing { id }]);
     // The same namespace/name under a new request id is the same too.
     let results = h.submit_all(vec![Submission {
         request_id: Some("req-2".into()),
-        workload: workload("a", 4, None),
+        workload: workload("a", 4, None).into(),
     }]);
     assert_eq!(results, [SubmitResult::Existing { id }]);
     assert_eq!(h.hash(), hash);
@@ -607,11 +607,11 @@ fn submission_is_idempotent_by_request_id_and_by_name() {
     let results = h.submit_all(vec![
         Submission {
             request_id: None,
-            workload: workload("b", 1, None),
+            workload: workload("b", 1, None).into(),
         },
         Submission {
             request_id: None,
-            workload: workload("b", 1, None),
+            workload: workload("b", 1, None).into(),
         },
     ]);
     let [SubmitResult::Created { id: b }, SubmitResult::Existing { id: b2 }] = results.as_slice()
@@ -634,11 +634,11 @@ fn an_unknown_priority_class_or_local_queue_is_refused_naming_the_field() {
     let results = h.submit_all(vec![
         Submission {
             request_id: Some("r-pc".into()),
-            workload: workload("no-class", 1, Some("urgent")),
+            workload: workload("no-class", 1, Some("urgent")).into(),
         },
         Submission {
             request_id: Some("r-q".into()),
-            workload: no_queue,
+            workload: no_queue.into(),
         },
     ]);
     let [SubmitResult::Refused { errors: e1 }, SubmitResult::Refused { errors: e2 }] =
@@ -659,7 +659,7 @@ fn an_unknown_priority_class_or_local_queue_is_refused_naming_the_field() {
     // A refused request id is free to be used by a correct retry.
     let results = h.submit_all(vec![Submission {
         request_id: Some("r-pc".into()),
-        workload: workload("no-class", 1, Some("high")),
+        workload: workload("no-class", 1, Some("high")).into(),
     }]);
     assert!(
         matches!(results.as_slice(), [SubmitResult::Created { .. }]),
@@ -673,11 +673,11 @@ fn a_refused_submission_does_not_block_the_others_of_its_command() {
     let results = h.submit_all(vec![
         Submission {
             request_id: None,
-            workload: workload("bad", 1, Some("urgent")),
+            workload: workload("bad", 1, Some("urgent")).into(),
         },
         Submission {
             request_id: None,
-            workload: workload("good", 1, Some("high")),
+            workload: workload("good", 1, Some("high")).into(),
         },
     ]);
     assert!(matches!(results[0], SubmitResult::Refused { .. }));
@@ -697,7 +697,7 @@ fn submit_limited(h: &mut Harness, limit: Option<u64>, names: &[&str]) -> Vec<Su
         .iter()
         .map(|n| Submission {
             request_id: Some(format!("req-{n}")),
-            workload: workload(n, 4, None),
+            workload: workload(n, 4, None).into(),
         })
         .collect();
     let r = h.apply(Command::SubmitWorkloads {
@@ -1550,7 +1550,7 @@ fn submit_to(h: &mut Harness, name: &str, queue: &str, gpus: u64, pc: Option<&st
     match h
         .submit_all(vec![Submission {
             request_id: None,
-            workload: w,
+            workload: w.into(),
         }])
         .as_slice()
     {
@@ -2250,7 +2250,7 @@ fn apply_uses_the_stamp_and_time_never_goes_backwards() {
         command: Command::SubmitWorkloads {
             submissions: vec![Submission {
                 request_id: None,
-                workload: workload("b", 1, None),
+                workload: workload("b", 1, None).into(),
             }],
             max_pending_per_local_queue: None,
             admit: Vec::new(),
@@ -2341,7 +2341,7 @@ fn submissions(specs: &[(&str, u64)]) -> Vec<Submission> {
         .iter()
         .map(|(name, gpus)| Submission {
             request_id: None,
-            workload: workload(name, *gpus, None),
+            workload: workload(name, *gpus, None).into(),
         })
         .collect()
 }
@@ -2475,7 +2475,9 @@ fn a_plan_leaves_out_what_would_not_be_created() {
     h.submit("known", 1, None);
     h.cycle();
     let mut subs = submissions(&[("known", 1), ("a", 1), ("a", 1), ("b", 1)]);
-    subs[3].workload.spec.queue_name = "missing".into();
+    std::sync::Arc::make_mut(&mut subs[3].workload)
+        .spec
+        .queue_name = "missing".into();
     let admit = h.ledger.plan_fresh(&subs, Timestamp(h.now + 1_000));
     let planned: Vec<u32> = admit.iter().map(|a| a.submission).collect();
     assert_eq!(planned, [1], "only the first a is new and bound");

@@ -242,7 +242,7 @@ fn workload(op: &Op) -> Submission {
     };
     Submission {
         request_id: request.map(|r| format!("req-{r}")),
-        workload: fleetq_model::Workload {
+        workload: std::sync::Arc::new(fleetq_model::Workload {
             namespace: "default".into(),
             name: format!("w{name}"),
             labels: BTreeMap::new(),
@@ -260,7 +260,7 @@ fn workload(op: &Op) -> Submission {
                 }],
                 ..WorkloadSpec::default()
             },
-        },
+        }),
     }
 }
 

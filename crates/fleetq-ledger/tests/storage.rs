@@ -93,7 +93,7 @@ fn cluster() -> Cluster {
 fn submission(name: &str, gpus: u64) -> Submission {
     Submission {
         request_id: Some(format!("req-{name}")),
-        workload: fleetq_model::Workload {
+        workload: std::sync::Arc::new(fleetq_model::Workload {
             namespace: "default".into(),
             name: name.into(),
             labels: BTreeMap::new(),
@@ -110,7 +110,7 @@ fn submission(name: &str, gpus: u64) -> Submission {
                 }],
                 ..WorkloadSpec::default()
             },
-        },
+        }),
     }
 }
 

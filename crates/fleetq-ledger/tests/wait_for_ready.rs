@@ -119,7 +119,7 @@ impl Harness {
         self.apply(Command::SubmitWorkloads {
             submissions: vec![Submission {
                 request_id: None,
-                workload,
+                workload: workload.into(),
             }],
             max_pending_per_local_queue: None,
             admit: Vec::new(),

@@ -137,7 +137,7 @@ impl ApiService {
                         format!("{request_id}-{i}")
                     }
                 }),
-                workload,
+                workload: Arc::new(workload),
             })
             .collect();
         let results = self

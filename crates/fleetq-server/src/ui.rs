@@ -897,7 +897,7 @@ spec:
             self.apply(Command::SubmitWorkloads {
                 submissions: vec![Submission {
                     request_id: None,
-                    workload,
+                    workload: workload.into(),
                 }],
                 max_pending_per_local_queue: None,
                 admit: Vec::new(),

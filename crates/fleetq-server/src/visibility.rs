@@ -844,7 +844,7 @@ value: 10
                 Command::SubmitWorkloads {
                     submissions: vec![Submission {
                         request_id: None,
-                        workload,
+                        workload: workload.into(),
                     }],
                     max_pending_per_local_queue: None,
                     admit: Vec::new(),
