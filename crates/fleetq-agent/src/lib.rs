@@ -10,8 +10,11 @@
 //! - [`kubernetes`]: the API-server client and the labels fleetq sets;
 //!   [`inventory::kubernetes`] turns nodes into inventory.
 //! - [`session`]: the session with the leader, leases and self-fencing.
+//! - [`delivery`]: status reports kept until the leader has provably
+//!   written them.
 
 pub mod config;
+pub mod delivery;
 pub mod executor;
 pub mod inventory;
 pub mod kubernetes;

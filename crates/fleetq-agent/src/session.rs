@@ -7,7 +7,7 @@
 //! stops its workloads (policy `fence`) before the leader could give their
 //! quota away.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::time::Duration;
 
 use fleetq_model::Workload;
@@ -23,6 +23,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::config::{AgentConfig, ExecutorKind};
+use crate::delivery::ReportDelivery;
 use crate::executor::devices_needed;
 use crate::executor::kubernetes::KubernetesExecutor;
 use crate::executor::process::ProcessExecutor;
@@ -45,9 +46,10 @@ pub struct Agent {
     inventory: InventoryFeed,
     executor: Executor,
     events: mpsc::UnboundedReceiver<Report>,
-    /// Reports not yet delivered (kept across reconnects; every report is
-    /// idempotent upstream).
-    outbox: VecDeque<Report>,
+    /// Reports not yet known to be written: queued, or handed to a
+    /// session that has not confirmed them (kept across reconnects; every
+    /// report is idempotent upstream).
+    reports: ReportDelivery,
     /// When this agent sent the last heartbeat a leader acknowledged: the
     /// lease runs from there (the leader heard it later still).
     last_ack: Option<Instant>,
@@ -56,9 +58,13 @@ pub struct Agent {
     clock_origin: Instant,
     fenced: bool,
     /// Assignments received while this cluster's lease was not live
-    /// (fenced, or no acknowledgement yet): started on the next ack,
-    /// dropped if the agent fences or the session ends first (the leader
-    /// has expired them then, or pushes them again to the next session).
+    /// (fenced, or no acknowledgement yet): started on the next fresh ack
+    /// in this session, dropped when a stop withdraws them or the session
+    /// ends (the next session's leader pushes again what it still holds).
+    /// A fence keeps them: fencing does not mean the leader expired the
+    /// cluster, and if the lease comes back in this session nobody would
+    /// push them again (the live chaos run found one stranded so). If the
+    /// leader did expire it, the session ends on the next heartbeat.
     deferred: Vec<(u64, u64, Workload, Assignment)>,
     /// The highest epoch this agent started of each workload. An admission
     /// runs at most once: a repeated assignment (pushed again after a
@@ -73,6 +79,21 @@ pub struct Agent {
     tls: Option<fleetq_proto::tls::Tls>,
     /// Reconnect jitter (seeded in the simulator, so runs replay).
     rng: StdRng,
+}
+
+/// A session's outbound queue, in messages.
+const OUTBOUND: usize = 1024;
+
+fn status_message(cluster: &str, r: &Report) -> pb::AgentMessage {
+    up(
+        cluster,
+        Up::Status(pb::StatusReport {
+            workload_id: r.workload,
+            epoch: r.epoch,
+            phase: r.event.phase().into(),
+            message: r.message.clone(),
+        }),
+    )
 }
 
 fn up(cluster: &str, body: Up) -> pb::AgentMessage {
@@ -116,7 +137,7 @@ impl Agent {
             config,
             executor,
             events: rx,
-            outbox: VecDeque::new(),
+            reports: ReportDelivery::default(),
             last_ack: None,
             lease_ttl: None,
             clock_origin: Instant::now(),
@@ -193,7 +214,10 @@ impl Agent {
                 next += 1;
                 a
             });
-            match self.session(&addr, &mut shutdown).await {
+            let ended = self.session(&addr, &mut shutdown).await;
+            // What the session did not confirm goes out again, first.
+            self.reports.session_ended();
+            match ended {
                 Ok(Some(leader)) => {
                     failures = 0;
                     if !leader.is_empty() {
@@ -227,7 +251,7 @@ impl Agent {
 
     fn collect_events(&mut self) {
         while let Ok(r) = self.events.try_recv() {
-            self.outbox.push_back(r);
+            self.reports.queue(r);
         }
     }
 
@@ -276,7 +300,6 @@ impl Agent {
         if self.fence_deadline().is_some_and(|at| Instant::now() >= at) {
             let n = self.executor.stop_all();
             self.fenced = true;
-            self.deferred.clear();
             tracing::warn!(
                 stopped = n,
                 "no heartbeat acknowledged in time: fenced this cluster's workloads"
@@ -292,20 +315,11 @@ impl Agent {
         shutdown: &mut watch::Receiver<bool>,
     ) -> Result<Option<String>, String> {
         let cluster = self.config.cluster.clone();
-        let (tx, rx) = mpsc::channel::<pb::AgentMessage>(1024);
-        self.collect_events();
+        let (tx, rx) = mpsc::channel::<pb::AgentMessage>(OUTBOUND);
         self.deferred.clear();
-        let running: Vec<pb::RunningWorkload> = self
-            .executor
-            .running()
-            .into_iter()
-            .map(|(workload_id, epoch)| pb::RunningWorkload { workload_id, epoch })
-            .collect();
-        let send = |m| tx.try_send(m).map_err(|e| format!("outbound queue: {e}"));
-        let inventory = self.inventory.current();
-        send(up(&cluster, Up::Inventory(self.registration(inventory))))?;
-        send(up(&cluster, Up::Reconcile(pb::Reconcile { running })))?;
-        send(up(&cluster, Up::Heartbeat(self.heartbeat())))?;
+        for m in self.opening() {
+            tx.try_send(m).map_err(|e| format!("outbound queue: {e}"))?;
+        }
         // A black-holed server must not hold the agent here past its fence
         // deadline: opening is bounded by it.
         let open_by = Instant::now() + SESSION_OPEN_TIMEOUT;
@@ -339,17 +353,12 @@ impl Agent {
             .into_inner();
         let mut beat = tokio::time::interval(Duration::from_millis(self.config.heartbeat_ms));
         loop {
-            while let Some(r) = self.outbox.pop_front() {
-                let status = pb::StatusReport {
-                    workload_id: r.workload,
-                    epoch: r.epoch,
-                    phase: r.event.phase().into(),
-                    message: r.message.clone(),
-                };
-                if tx.try_send(up(&cluster, Up::Status(status))).is_err() {
-                    self.outbox.push_front(r);
+            while let Some(r) = self.reports.next_to_send() {
+                if tx.try_send(status_message(&cluster, &r)).is_err() {
+                    self.reports.not_sent(r);
                     break;
                 }
+                self.reports.handed_over(r);
             }
             tokio::select! {
                 message = inbound.message() => match message {
@@ -363,14 +372,17 @@ impl Agent {
                 },
                 event = self.events.recv() => {
                     if let Some(r) = event {
-                        self.outbox.push_back(r);
+                        self.reports.queue(r);
                     }
                 }
                 _ = beat.tick() => {
                     self.check_fence();
-                    if tx.try_send(up(&cluster, Up::Heartbeat(self.heartbeat()))).is_err() {
+                    let beat = self.heartbeat();
+                    let stamp = beat.sent_at_ms;
+                    if tx.try_send(up(&cluster, Up::Heartbeat(beat))).is_err() {
                         return Err("outbound queue full".into());
                     }
+                    self.reports.beat_sent(stamp);
                 }
                 _ = self.inventory.changed() => {
                     let inventory = self.inventory.current();
@@ -383,6 +395,35 @@ impl Agent {
                 _ = shutdown.changed() => return Ok(None),
             }
         }
+    }
+
+    /// A session's first messages: the registration; the reports not yet
+    /// confirmed, before the reconcile, so the ledger hears what ran and
+    /// ended before it judges what runs now; the reconcile; a heartbeat.
+    /// Reports that do not fit follow in the session.
+    fn opening(&mut self) -> Vec<pb::AgentMessage> {
+        let cluster = self.config.cluster.clone();
+        self.collect_events();
+        let running: Vec<pb::RunningWorkload> = self
+            .executor
+            .running()
+            .into_iter()
+            .map(|(workload_id, epoch)| pb::RunningWorkload { workload_id, epoch })
+            .collect();
+        let inventory = self.inventory.current();
+        let mut out = vec![up(&cluster, Up::Inventory(self.registration(inventory)))];
+        while out.len() < OUTBOUND - 2 {
+            let Some(r) = self.reports.next_to_send() else {
+                break;
+            };
+            out.push(status_message(&cluster, &r));
+            self.reports.handed_over(r);
+        }
+        out.push(up(&cluster, Up::Reconcile(pb::Reconcile { running })));
+        let beat = self.heartbeat();
+        self.reports.beat_sent(beat.sent_at_ms);
+        out.push(up(&cluster, Up::Heartbeat(beat)));
+        out
     }
 
     /// Starts an admission unless this agent already started it, or a
@@ -424,6 +465,7 @@ impl Agent {
                     ms => (self.clock_origin + Duration::from_millis(ms - 1)).min(Instant::now()),
                 };
                 self.last_ack = Some(self.last_ack.map_or(sent, |prev| prev.max(sent)));
+                self.reports.acked(ack.heartbeat_sent_at_ms);
                 self.lease_ttl = Some(Duration::from_millis(ack.lease_ttl_ms));
                 // A stale ack (its heartbeat sent too long ago) renews
                 // nothing: stay fenced, keep the deferred work waiting.
@@ -537,6 +579,7 @@ impl Executor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::executor::Event;
 
     fn agent_config() -> AgentConfig {
         toml::from_str(
@@ -613,5 +656,96 @@ resources = { "nvidia.com/gpu" = "8" }
         agent.on_control(assign(1, 7));
         agent.on_control(assign(1, 6));
         assert_eq!(starts(&journal), vec![(1, 5), (1, 7)]);
+    }
+
+    fn starts(j: &JournalSink) -> Vec<(u64, u64)> {
+        j.entries()
+            .iter()
+            .filter(|e| e.event == "started")
+            .map(|e| (e.workload, e.epoch))
+            .collect()
+    }
+
+    fn ack(ttl_ms: u64, heartbeat_sent_at_ms: u64) -> pb::ControlMessage {
+        control(Down::Ack(pb::HeartbeatAck {
+            lease_ttl_ms: ttl_ms,
+            leader_term: 1,
+            heartbeat_sent_at_ms,
+        }))
+    }
+
+    /// An assignment that arrived just as the lease ran out, deferred, is
+    /// still started when the lease comes back in the same session: a
+    /// fence does not mean the leader expired the cluster, and nobody
+    /// would push it again (before the fix it stayed Admitted for good).
+    #[tokio::test]
+    async fn a_fence_keeps_what_waits_for_the_lease() {
+        let journal = JournalSink::new(|| 0);
+        let mut agent = Agent::new(agent_config())
+            .await
+            .expect("agent")
+            .with_journal(journal.clone());
+        agent.on_control(ack(1_000, agent.heartbeat().sent_at_ms));
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        agent.on_control(assign(1, 5));
+        agent.check_fence();
+        assert!(agent.fenced);
+        assert!(starts(&journal).is_empty());
+        // A fresh ack: the lease is live again.
+        agent.on_control(ack(1_000, agent.heartbeat().sent_at_ms));
+        assert_eq!(starts(&journal), vec![(1, 5)]);
+    }
+
+    fn kinds(messages: &[pb::AgentMessage]) -> Vec<&'static str> {
+        messages
+            .iter()
+            .map(|m| match &m.body {
+                Some(Up::Inventory(_)) => "inventory",
+                Some(Up::Status(_)) => "status",
+                Some(Up::Reconcile(_)) => "reconcile",
+                Some(Up::Heartbeat(_)) => "heartbeat",
+                None => "none",
+            })
+            .collect()
+    }
+
+    fn stamp(messages: &[pb::AgentMessage]) -> u64 {
+        messages
+            .iter()
+            .find_map(|m| match &m.body {
+                Some(Up::Heartbeat(h)) => Some(h.sent_at_ms),
+                _ => None,
+            })
+            .expect("a heartbeat")
+    }
+
+    /// Reports a session handed over but never saw confirmed (the
+    /// connection died with them in its buffers) open the next session,
+    /// before its reconcile; an ack of a later heartbeat confirms them.
+    #[tokio::test]
+    async fn unconfirmed_reports_open_the_next_session() {
+        let mut agent = Agent::new(agent_config()).await.expect("agent");
+        for event in [Event::Running, Event::Succeeded] {
+            agent.reports.queue(Report {
+                workload: 1,
+                epoch: 5,
+                event,
+                message: String::new(),
+            });
+        }
+        let first = agent.opening();
+        assert_eq!(
+            kinds(&first),
+            ["inventory", "status", "status", "reconcile", "heartbeat"]
+        );
+        agent.reports.session_ended();
+        let second = agent.opening();
+        assert_eq!(kinds(&second), kinds(&first));
+        agent.on_control(ack(60_000, stamp(&second)));
+        agent.reports.session_ended();
+        assert_eq!(
+            kinds(&agent.opening()),
+            ["inventory", "reconcile", "heartbeat"]
+        );
     }
 }
