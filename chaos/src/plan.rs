@@ -371,6 +371,11 @@ pub struct Plan {
     pub may_preempt: bool,
     /// Only the basic faults were kept ([`Plan::basic_faults`]).
     pub basic: bool,
+    /// Whether the ledger runs wait-for-ready (Kueue's waitForPodsReady,
+    /// 2 s). On in random plans; it evicts an admission never reported
+    /// running, which also hides an agent protocol that loses that
+    /// report, so a regression turns it off (the server's default).
+    pub wait_for_ready: bool,
 }
 
 impl Plan {
@@ -390,6 +395,7 @@ impl Plan {
             quota_gpus,
             may_preempt: false,
             basic: false,
+            wait_for_ready: true,
         }
     }
 

@@ -87,6 +87,12 @@ pub const REGRESSIONS: &[Regression] = &[
         mechanism: "a gang whose pods finish one by one returns quota early; here the quota must stay charged until its last pod ends, also across an agent crash",
         build: gang_finishes_piecemeal,
     },
+    Regression {
+        name: "reports-lost-in-flight",
+        kueue: "(agents)",
+        mechanism: "a status that never reaches the control plane leaves an admission looking unstarted for good; here an agent's messages are lost for under a lease while its workloads start and end, without wait-for-ready to evict them, and the lost reports must be sent again",
+        build: reports_lost_in_flight,
+    },
 ];
 
 /// The regression named `name`.
@@ -187,6 +193,30 @@ fn evicted_reservation_kept(rng: &mut StdRng, mut plan: Plan) -> Plan {
             agent: 2,
             at: ms(rng, 4_500..6_000),
             heal_after: ms(rng, 2_200..2_800),
+        },
+    ];
+    plan
+}
+
+fn reports_lost_in_flight(rng: &mut StdRng, mut plan: Plan) -> Plan {
+    plan.wait_for_ready = false;
+    plan.workloads = (0..16)
+        .map(|i| workload(format!("w-{i:02}"), 2, 1, rng.gen_range(50..300)))
+        .collect();
+    // Shorter than the fence (3/4 of the 3 s lease): the agents keep
+    // their lease and their sessions' fate is the network's, but the
+    // Running and Succeeded reports sent meanwhile are lost. Found live
+    // (lossy-network): one admission stayed Admitted, 2 GPUs charged.
+    plan.agent_faults = vec![
+        AgentFault::Mute {
+            agent: 1,
+            at: ms(rng, 800..2_000),
+            heal_after: ms(rng, 600..1_500),
+        },
+        AgentFault::Mute {
+            agent: 2,
+            at: ms(rng, 3_000..5_000),
+            heal_after: ms(rng, 600..1_500),
         },
     ];
     plan

@@ -38,12 +38,13 @@ const SIM_LIMIT: Duration = Duration::from_secs(400);
 /// Simulated fsync latency of every node's disk.
 const FSYNC: Duration = Duration::from_millis(1);
 
-/// Wait-for-ready is on, with a timeout a leader partition can outlast:
-/// admissions whose Running report is held up by a fault get evicted and
-/// requeued, which must neither strand nor double-charge quota.
-fn scheduler_config() -> SchedulerConfig {
+/// Wait-for-ready (where the plan has it) with a timeout a leader
+/// partition can outlast: admissions whose Running report is held up by a
+/// fault get evicted and requeued, which must neither strand nor
+/// double-charge quota.
+fn scheduler_config(wait_for_ready: bool) -> SchedulerConfig {
     SchedulerConfig {
-        wait_for_ready: Some(fleetq_scheduler::WaitForReady {
+        wait_for_ready: wait_for_ready.then_some(fleetq_scheduler::WaitForReady {
             timeout: Duration::from_secs(2),
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(4),
@@ -204,6 +205,7 @@ async fn node_host(
     nodes: u64,
     seed: u64,
     incarnation: u64,
+    wait_for_ready: bool,
     disk: MemDisk,
     registry: Registry,
 ) -> turmoil::Result {
@@ -219,7 +221,7 @@ async fn node_host(
         advertise: node_addr(id),
         initial_members: (1..=nodes).map(|i| (i, node_addr(i))).collect(),
         timing: RaftTiming::default(),
-        scheduler: scheduler_config(),
+        scheduler: scheduler_config(wait_for_ready),
         simulated_clusters: Vec::new(),
         debug_endpoints: false,
         lease: fleetq_server::leases::LeaseConfig {
@@ -291,6 +293,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
     let wall = Instant::now();
     let seed = plan.seed;
     let nodes = plan.nodes;
+    let wait_for_ready = plan.wait_for_ready;
 
     // turmoil has no setter for the repair rate once built: the lossy
     // weather's (if any) is fixed here and only matters while loss is on.
@@ -329,6 +332,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
                 nodes,
                 seed,
                 incarnation,
+                wait_for_ready,
                 disk.clone(),
                 Rc::clone(&registry),
             )
