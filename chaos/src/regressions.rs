@@ -394,7 +394,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), REGRESSIONS.len());
-        assert_eq!(REGRESSIONS.len(), 9);
+        assert_eq!(REGRESSIONS.len(), 10);
         for r in REGRESSIONS {
             assert_eq!(r.plan(3, 3), r.plan(3, 3), "{}", r.name);
             assert_eq!(r.plan(3, 5).nodes, 5);
