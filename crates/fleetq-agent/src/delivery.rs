@@ -22,10 +22,11 @@
 //!
 //! let mut d = ReportDelivery::default();
 //! d.queue(Report { workload: 1, epoch: 1, event: Event::Running, message: String::new() });
-//! let r = d.next_to_send().unwrap();
-//! d.handed_over(r);
+//! d.hand_over_while(|_| true);
 //! d.session_ended(); // no ack came: the report goes out again
-//! assert_eq!(d.next_to_send().map(|r| r.workload), Some(1));
+//! let mut again = Vec::new();
+//! d.hand_over_while(|r| { again.push(r.workload); true });
+//! assert_eq!(again, [1]);
 //! ```
 
 use std::collections::VecDeque;
@@ -56,21 +57,19 @@ impl ReportDelivery {
         self.outbox.push_back(report);
     }
 
-    /// The next report to hand to the session.
-    pub fn next_to_send(&mut self) -> Option<Report> {
-        self.outbox.pop_front()
-    }
-
-    /// `report` (from [`next_to_send`](Self::next_to_send)) could not be
-    /// handed over now: it stays first in line.
-    pub fn not_sent(&mut self, report: Report) {
-        self.outbox.push_front(report);
-    }
-
-    /// `report` is in the session's stream, not yet confirmed.
-    pub fn handed_over(&mut self, report: Report) {
-        self.in_flight.push_back((self.handed, report));
-        self.handed += 1;
+    /// Hands queued reports to the session, oldest first, while `send`
+    /// takes them; each taken is in flight until confirmed. The first one
+    /// `send` refuses (the stream is full) stays first in line.
+    pub fn hand_over_while(&mut self, mut send: impl FnMut(&Report) -> bool) {
+        while let Some(report) = self.outbox.front() {
+            if !send(report) {
+                break;
+            }
+            if let Some(report) = self.outbox.pop_front() {
+                self.in_flight.push_back((self.handed, report));
+                self.handed += 1;
+            }
+        }
     }
 
     /// A heartbeat stamped `stamp` is in the session's stream, after
@@ -127,10 +126,10 @@ mod tests {
 
     fn send_all(d: &mut ReportDelivery) -> Vec<u64> {
         let mut sent = Vec::new();
-        while let Some(r) = d.next_to_send() {
+        d.hand_over_while(|r| {
             sent.push(r.workload);
-            d.handed_over(r);
-        }
+            true
+        });
         sent
     }
 
@@ -209,8 +208,12 @@ mod tests {
         let mut d = ReportDelivery::default();
         d.queue(report(1, Event::Running));
         d.queue(report(2, Event::Running));
-        let r = d.next_to_send().expect("one");
-        d.not_sent(r);
-        assert_eq!(send_all(&mut d), vec![1, 2]);
+        let mut room = 1;
+        d.hand_over_while(|_| {
+            room -= 1;
+            room >= 0
+        });
+        assert_eq!(d.in_flight.len(), 1);
+        assert_eq!(send_all(&mut d), vec![2]);
     }
 }

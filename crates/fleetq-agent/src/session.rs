@@ -353,13 +353,8 @@ impl Agent {
             .into_inner();
         let mut beat = tokio::time::interval(Duration::from_millis(self.config.heartbeat_ms));
         loop {
-            while let Some(r) = self.reports.next_to_send() {
-                if tx.try_send(status_message(&cluster, &r)).is_err() {
-                    self.reports.not_sent(r);
-                    break;
-                }
-                self.reports.handed_over(r);
-            }
+            self.reports
+                .hand_over_while(|r| tx.try_send(status_message(&cluster, r)).is_ok());
             tokio::select! {
                 message = inbound.message() => match message {
                     Ok(Some(m)) => {
@@ -412,13 +407,13 @@ impl Agent {
             .collect();
         let inventory = self.inventory.current();
         let mut out = vec![up(&cluster, Up::Inventory(self.registration(inventory)))];
-        while out.len() < OUTBOUND - 2 {
-            let Some(r) = self.reports.next_to_send() else {
-                break;
-            };
-            out.push(status_message(&cluster, &r));
-            self.reports.handed_over(r);
-        }
+        self.reports.hand_over_while(|r| {
+            let room = out.len() < OUTBOUND - 2;
+            if room {
+                out.push(status_message(&cluster, r));
+            }
+            room
+        });
         out.push(up(&cluster, Up::Reconcile(pb::Reconcile { running })));
         let beat = self.heartbeat();
         self.reports.beat_sent(beat.sent_at_ms);
@@ -632,22 +627,11 @@ resources = { "nvidia.com/gpu" = "8" }
             .await
             .expect("agent")
             .with_journal(journal.clone());
-        let starts = |j: &JournalSink| {
-            j.entries()
-                .iter()
-                .filter(|e| e.event == "started")
-                .map(|e| (e.workload, e.epoch))
-                .collect::<Vec<_>>()
-        };
         // No ack yet: deferred, and a repeat is not deferred twice.
         agent.on_control(assign(1, 5));
         agent.on_control(assign(1, 5));
         assert!(starts(&journal).is_empty());
-        agent.on_control(control(Down::Ack(pb::HeartbeatAck {
-            lease_ttl_ms: 60_000,
-            leader_term: 1,
-            heartbeat_sent_at_ms: 0,
-        })));
+        agent.on_control(ack(60_000, 0));
         assert_eq!(starts(&journal), vec![(1, 5)]);
         // It ends; the same admission assigned again starts nothing.
         tokio::time::sleep(Duration::from_millis(100)).await;
