@@ -49,6 +49,11 @@ pub struct DevArgs {
     /// [default: 60s].
     #[arg(long, value_name = "DURATION")]
     pub reserved_not_running_after: Option<String>,
+    /// Remove a finished workload from the ledger this long after it
+    /// ended (as `fleetq server --finished-retention`), or `never`
+    /// [default: 24h].
+    #[arg(long, value_name = "DURATION|never")]
+    pub finished_retention: Option<String>,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -177,6 +182,10 @@ fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
         })
         .collect();
     let members: BTreeMap<u64, String> = addrs.iter().map(|(id, a)| (*id, a.to_string())).collect();
+    let mut scheduler = fleetq_scheduler::SchedulerConfig::default();
+    if let Some(v) = &args.finished_retention {
+        scheduler.finished_retention = super::server::parse_finished_retention(v)?;
+    }
     runtime()?.block_on(async {
         let mut nodes = Vec::new();
         let mut http = Vec::new();
@@ -187,7 +196,7 @@ fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
                 advertise: addr.to_string(),
                 initial_members: members.clone(),
                 timing: RaftTiming::default(),
-                scheduler: fleetq_scheduler::SchedulerConfig::default(),
+                scheduler: scheduler.clone(),
                 // The clusters are served by real agents (below).
                 simulated_clusters: Vec::new(),
                 debug_endpoints: false,

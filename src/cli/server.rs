@@ -99,6 +99,13 @@ pub struct ServerArgs {
     /// Off, every admission waits for the next cycle.
     #[arg(long)]
     pub no_admit_on_submit: bool,
+    /// Retention of finished workloads (Kueue's
+    /// objectRetentionPolicies.workloads.afterFinished): a workload that
+    /// succeeded, failed or was cancelled is removed from the ledger this
+    /// long after it ended, e.g. 1h; `never` keeps every one (the ledger
+    /// then grows with history) [default: 24h].
+    #[arg(long, value_name = "DURATION|never")]
+    pub finished_retention: Option<String>,
     /// Agents' lease: a cluster silent this long is expired (its fenced
     /// workloads requeued), e.g. 10s.
     #[arg(long, value_name = "DURATION")]
@@ -148,6 +155,7 @@ struct FileConfig {
     requeue_backoff_max: Option<String>,
     requeue_limit: Option<u32>,
     admit_on_submit: Option<bool>,
+    finished_retention: Option<String>,
     http_listen: Option<SocketAddr>,
     reserved_not_running_after: Option<String>,
     log_format: Option<LogFormat>,
@@ -181,6 +189,17 @@ pub struct ServerSettings {
     /// TLS settings of the config file (the global flags override them).
     pub tls: TlsArgs,
     pub auth_policy: Option<PathBuf>,
+}
+
+/// `--finished-retention`: a duration (0s removes a workload as soon as
+/// the leader sees it ended), or `never`.
+pub fn parse_finished_retention(value: &str) -> Result<Option<std::time::Duration>, String> {
+    if value.trim().eq_ignore_ascii_case("never") {
+        return Ok(None);
+    }
+    fleetq_model::time::parse_duration(value)
+        .map(Some)
+        .map_err(|e| format!("--finished-retention {value:?}: {e} (or `never`)"))
 }
 
 /// `--reserved-not-running-after`: a duration longer than zero.
@@ -306,6 +325,13 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
     let mut scheduler = fleetq_scheduler::SchedulerConfig::default();
     if args.no_admit_on_submit || file.admit_on_submit == Some(false) {
         scheduler.admit_on_submit = false;
+    }
+    if let Some(v) = args
+        .finished_retention
+        .as_ref()
+        .or(file.finished_retention.as_ref())
+    {
+        scheduler.finished_retention = parse_finished_retention(v)?;
     }
     let duration = |flag: &str, v: &String| {
         fleetq_model::time::parse_duration(v).map_err(|e| format!("--{flag} {v:?}: {e}"))

@@ -93,6 +93,18 @@ pub enum Command {
     EvictNotReady {
         workloads: Vec<RunningWorkload>,
     },
+    /// Retention of finished workloads (Kueue's
+    /// `objectRetentionPolicies.workloads.afterFinished`): removes up to
+    /// `max` workloads that ended (Succeeded, Failed, Cancelled) at least
+    /// `retention_ms` before the command's stamp, oldest first. apply()
+    /// picks them from its own state and re-checks each (ended, holding
+    /// no quota, queued nowhere), so a stale or repeated command removes
+    /// nothing it should not. The leader stamps its setting into the
+    /// command, as it stamps its clock, so every replica removes the same.
+    RemoveFinished {
+        retention_ms: u64,
+        max: u32,
+    },
 }
 
 impl Command {
@@ -110,6 +122,7 @@ impl Command {
             Command::ExpireCluster { .. } => "ExpireCluster",
             Command::DrainCluster { .. } => "DrainCluster",
             Command::EvictNotReady { .. } => "EvictNotReady",
+            Command::RemoveFinished { .. } => "RemoveFinished",
         }
     }
 }
@@ -306,6 +319,12 @@ pub enum Outcome {
         deactivated: Vec<WorkloadId>,
         /// Not evicted: running by now, another epoch, or not yet due.
         skipped: Vec<WorkloadId>,
+    },
+    RemovedFinished {
+        removed: u32,
+        /// More finished workloads are past the retention than `max` let
+        /// this command remove.
+        more: bool,
     },
 }
 

@@ -21,6 +21,7 @@ use crate::command::{
 use crate::record::{
     AfterStop, ClusterRecord, Counters, LeasePolicy, Reservation, WorkloadRecord, WorkloadState,
 };
+use crate::retention::{FinishedIndex, RemovedIds};
 
 /// The replicated part of the ledger: what snapshots carry and the state
 /// hash covers.
@@ -44,6 +45,12 @@ pub struct LedgerState {
     /// LocalQueue usage and budgets (kept live in the scheduler snapshot,
     /// copied here when the state is exported).
     pub local_queues: BTreeMap<String, LocalQueueState>,
+    /// Workloads removed after they finished (`RemoveFinished`): an
+    /// acknowledged workload is either in `workloads` or here. Left out of
+    /// the serialisation while empty, so a ledger that never removed
+    /// anything hashes as before retention existed.
+    #[serde(default, skip_serializing_if = "RemovedIds::is_empty")]
+    pub removed: RemovedIds,
 }
 
 /// The ledger: replicated records plus the scheduler snapshot derived from
@@ -60,6 +67,8 @@ pub struct Ledger {
     /// Workloads whose records changed since [`Ledger::take_changed`]
     /// (not replicated: a feed for watchers and executors).
     changed: Vec<WorkloadId>,
+    /// Finished workloads by when they ended (derived from the records).
+    finished: FinishedIndex,
 }
 
 impl Default for Ledger {
@@ -81,6 +90,7 @@ impl Ledger {
             scheduler,
             check_invariants: cfg!(debug_assertions) || fleetq_model::mutants::COMPILED,
             changed: Vec::new(),
+            finished: FinishedIndex::default(),
         }
     }
 
@@ -122,6 +132,18 @@ impl Ledger {
         &self.scheduler
     }
 
+    /// Finished workloads, oldest end first (what retention removes).
+    pub fn finished(&self) -> &FinishedIndex {
+        &self.finished
+    }
+
+    /// Whether some finished workload ended at least `retention` before
+    /// `now`: a `RemoveFinished` would remove something.
+    pub fn finished_due(&self, now: Timestamp, retention: std::time::Duration) -> bool {
+        let cutoff = Timestamp(now.millis().saturating_sub(retention.as_millis() as u64));
+        self.finished.ended_by(cutoff).next().is_some()
+    }
+
     pub fn workload(&self, id: WorkloadId) -> Option<&WorkloadRecord> {
         self.state.workloads.get(&id)
     }
@@ -160,6 +182,7 @@ impl Ledger {
             self.state.now = request.at;
         }
         let at = self.state.now;
+        let changed_from = self.changed.len();
         self.counters.commands += 1;
         *self
             .counters
@@ -187,10 +210,14 @@ impl Ledger {
             Command::ExpireCluster { cluster } => self.expire_cluster(cluster, at),
             Command::DrainCluster { cluster } => self.drain_cluster(cluster),
             Command::EvictNotReady { workloads } => self.evict_not_ready(workloads, at),
+            Command::RemoveFinished { retention_ms, max } => {
+                self.remove_finished(*retention_ms, *max, at)
+            }
         };
         if !response.is_ok() {
             self.counters.refused_commands += 1;
         }
+        self.index_finished(changed_from);
         if self.check_invariants {
             let violations = self.violations();
             assert!(
@@ -1356,6 +1383,97 @@ impl Ledger {
         })
     }
 
+    // ----- retention ------------------------------------------------------
+
+    /// Indexes the workloads that ended in this command (every change to
+    /// a record goes through `record_mut` or `submit_one`, which note it).
+    fn index_finished(&mut self, changed_from: usize) {
+        for &id in &self.changed[changed_from..] {
+            if let Some(at) = self.state.workloads.get(&id).and_then(|r| r.finished_at()) {
+                self.finished.insert(at, id);
+            }
+        }
+    }
+
+    fn remove_finished(&mut self, retention_ms: u64, max: u32, at: Timestamp) -> Response {
+        if max == 0 {
+            return Response::refused(vec![FieldError::new(
+                "",
+                "max",
+                "must be at least 1 (how many finished workloads one command removes)",
+            )]);
+        }
+        let cutoff = Timestamp(at.millis().saturating_sub(retention_ms));
+        if fleetq_model::mutants::active(fleetq_model::mutants::Mutant::RemoveUnfinished) {
+            self.remove_idle(cutoff, at);
+        }
+        let due: Vec<(Timestamp, WorkloadId)> =
+            self.finished.ended_by(cutoff).take(max as usize).collect();
+        let mut removed = 0;
+        for (finished_at, id) in due {
+            // Taken off the index whether or not it passes: an entry that
+            // does not is an inconsistency (the invariants report it), and
+            // must not come back in every later command.
+            self.finished.remove(finished_at, id);
+            if self.removable(id, finished_at) {
+                self.remove_record(id);
+                removed += 1;
+            }
+        }
+        let more = self.finished.ended_by(cutoff).next().is_some();
+        Response::ok(Outcome::RemovedFinished { removed, more })
+    }
+
+    /// Re-checks at apply what the index claims: the workload ended then,
+    /// holds no quota and is queued nowhere.
+    fn removable(&self, id: WorkloadId, finished_at: Timestamp) -> bool {
+        self.state.workloads.get(&id).is_some_and(|r| {
+            r.finished_at() == Some(finished_at)
+                && r.reservation.is_none()
+                && self.snapshot.get_admitted(id).is_none()
+                && self.snapshot.get_pending(id).is_none()
+        })
+    }
+
+    /// Drops a record and its indexes, and remembers its id as removed.
+    fn remove_record(&mut self, id: WorkloadId) {
+        let Some(record) = self.state.workloads.remove(&id) else {
+            return;
+        };
+        let key = record.key();
+        if self.state.by_name.get(&key) == Some(&id) {
+            self.state.by_name.remove(&key);
+        }
+        if let Some(request) = &record.request_id {
+            if self.state.by_request.get(request) == Some(&id) {
+                self.state.by_request.remove(request);
+            }
+        }
+        self.state.removed.insert(id);
+        self.counters.finished_removed += 1;
+        // Watchers learn of it as a change to a record that is gone.
+        self.changed.push(id);
+    }
+
+    /// The planted bug `remove-unfinished`: retention by "nothing has
+    /// happened to it for the retention", finished or not, releasing
+    /// whatever it held.
+    fn remove_idle(&mut self, cutoff: Timestamp, at: Timestamp) {
+        let idle: Vec<WorkloadId> = self
+            .state
+            .workloads
+            .values()
+            .filter(|r| !r.state.is_terminal())
+            .filter(|r| r.history.last().is_some_and(|e| e.at <= cutoff))
+            .map(|r| r.id)
+            .collect();
+        for id in idle {
+            self.snapshot.remove_pending(id);
+            self.release(id, at);
+            self.remove_record(id);
+        }
+    }
+
     // ----- invariants, export, hash --------------------------------------
 
     /// Invariants 1 and 2 of DESIGN.md §6 plus the agreement between the
@@ -1401,6 +1519,7 @@ impl Ledger {
                 }
             }
         }
+        out.extend(self.retention_violations());
         let reserved = self
             .state
             .workloads
@@ -1412,6 +1531,50 @@ impl Ledger {
                 "{} reservations recorded but the scheduler holds {}",
                 reserved,
                 self.snapshot.admitted().count()
+            ));
+        }
+        out
+    }
+
+    /// The finished index holds exactly the finished records, at the time
+    /// each ended; no removed id has a record or was never handed out.
+    fn retention_violations(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut finished = 0;
+        for record in self.state.workloads.values() {
+            if let Some(at) = record.finished_at() {
+                finished += 1;
+                if !self.finished.contains(at, record.id) {
+                    out.push(format!(
+                        "workload {} ended at {} but is not in the finished index",
+                        record.id,
+                        at.millis()
+                    ));
+                }
+            }
+            if self.state.removed.contains(record.id) {
+                out.push(format!(
+                    "workload {} was removed but still has a record",
+                    record.id
+                ));
+            }
+        }
+        if finished != self.finished.len() {
+            out.push(format!(
+                "{finished} finished workloads but the finished index holds {}",
+                self.finished.len()
+            ));
+        }
+        if self
+            .state
+            .removed
+            .max()
+            .is_some_and(|max| max >= self.state.next_id)
+        {
+            out.push(format!(
+                "ids up to {:?} removed, but only ids below {} were handed out",
+                self.state.removed.max(),
+                self.state.next_id
             ));
         }
         out
@@ -1473,6 +1636,11 @@ impl Ledger {
             .map(|w| (w.id, w.reason.clone()))
             .collect();
         ledger.requeue_all_pending();
+        for record in ledger.state.workloads.values() {
+            if let Some(at) = record.finished_at() {
+                ledger.finished.insert(at, record.id);
+            }
+        }
         for (id, reason) in reasons {
             if let Some(record) = ledger.state.workloads.get_mut(&id) {
                 record.reason = reason;

@@ -5,6 +5,8 @@
 //! - [`ledger`]: [`Ledger::apply`], which re-validates every decision and,
 //!   in debug builds, checks invariants 1 and 2 after every command.
 //! - [`record`]: the replicated records of workloads and clusters.
+//! - [`retention`]: which finished workloads are due for removal, and the
+//!   ids removed so far.
 //! - [`raft`]: the openraft type configuration.
 //! - [`store`]: openraft storage: sled on disk, or in memory with an
 //!   explicit fsync model for the simulator.
@@ -51,12 +53,24 @@
 //!   re-validates each one as it does a batch's, after all the entry's
 //!   submissions, only if nothing waited before the entry, and stops at
 //!   the first that no longer holds; the rest wait for the cycle.
+//! - §4's vocabulary gains `RemoveFinished` (retention of finished
+//!   workloads, Kueue's `objectRetentionPolicies.workloads.afterFinished`,
+//!   24 h by default): the ledger otherwise kept every workload forever,
+//!   so memory, snapshots and a restart's import grew with history, not
+//!   with what is live. apply() picks what to remove from its own state
+//!   (ended at least the stamped retention before the command's stamp,
+//!   holding no quota) and records every removed id
+//!   ([`LedgerState::removed`], compact ranges), so invariant 5 reads:
+//!   every acknowledged submission survives, as a record or as an id
+//!   removed after it finished. A name (and a request id) is free again
+//!   once its workload is removed, as after deleting a Kueue Workload.
 
 pub mod command;
 pub mod hash;
 pub mod ledger;
 pub mod raft;
 pub mod record;
+pub mod retention;
 pub mod store;
 
 pub use command::{

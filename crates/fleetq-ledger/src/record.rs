@@ -131,6 +131,16 @@ impl WorkloadRecord {
         self.workload.key()
     }
 
+    /// When it ended (its last event, which `finish` recorded), if it did.
+    /// Nothing happens to a workload after it ended, so this never moves.
+    pub fn finished_at(&self) -> Option<Timestamp> {
+        if self.state.is_terminal() {
+            self.history.last().map(|e| e.at)
+        } else {
+            None
+        }
+    }
+
     pub fn push_event(&mut self, at: Timestamp, state: WorkloadState, message: impl Into<String>) {
         self.state = state;
         if self.history.len() >= HISTORY_LIMIT {
@@ -191,6 +201,9 @@ pub struct Counters {
     pub stale_batches: u64,
     pub stale_reports: u64,
     pub refused_commands: u64,
+    /// Finished workloads removed after the retention (`RemoveFinished`).
+    #[serde(default)]
+    pub finished_removed: u64,
     pub by_command: BTreeMap<String, u64>,
     /// Admission wait (from submission or the last requeue to admission,
     /// on the leader's stamps) per ClusterQueue: Kueue's

@@ -2482,3 +2482,140 @@ fn a_plan_leaves_out_what_would_not_be_created() {
     let planned: Vec<u32> = admit.iter().map(|a| a.submission).collect();
     assert_eq!(planned, [1], "only the first a is new and bound");
 }
+
+// ----- retention of finished workloads (RemoveFinished) -------------------
+
+impl Harness {
+    /// Applies `RemoveFinished` with a retention in ms: (removed, more).
+    fn remove_finished(&mut self, retention_ms: u64, max: u32) -> (u32, bool) {
+        let r = self.apply(Command::RemoveFinished { retention_ms, max });
+        assert!(r.is_ok(), "{r:?}");
+        match r.outcome {
+            Outcome::RemovedFinished { removed, more } => (removed, more),
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+
+    /// Submits `name` (1 GPU), admits it and runs it to `end`.
+    fn run_to(&mut self, name: &str, end: Phase) -> WorkloadId {
+        let id = self.submit(name, 1, None);
+        self.cycle();
+        self.report(id, Phase::Running);
+        self.report(id, end);
+        id
+    }
+}
+
+#[test]
+fn a_finished_workload_is_removed_only_once_its_retention_has_passed() {
+    let mut h = Harness::new();
+    let id = h.run_to("done", Phase::Succeeded);
+    // Every apply advances the clock by a second: 1 s after it ended
+    // a 2 s retention has not passed yet.
+    assert_eq!(h.remove_finished(2_000, 100), (0, false));
+    assert_eq!(h.state_of(id), WorkloadState::Succeeded);
+    assert_eq!(h.remove_finished(2_000, 100), (1, false));
+    assert!(h.ledger.workload(id).is_none());
+    assert!(h.ledger.workload_by_name("default", "done").is_none());
+    assert!(h.ledger.state().removed.contains(id));
+    assert_eq!(h.ledger.counters().finished_removed, 1);
+    assert_eq!(h.used(), 0);
+    // The name is free again, as after deleting a Kueue Workload: a new
+    // submission creates a new workload with a new id.
+    let again = h.submit("done", 1, None);
+    assert!(again > id);
+}
+
+#[test]
+fn running_admitted_and_pending_workloads_are_never_removed() {
+    let mut h = Harness::new();
+    let running = h.submit("running", 4, None);
+    let admitted = h.submit("admitted", 4, None);
+    h.cycle();
+    h.report(running, Phase::Running);
+    let pending = h.submit("pending", 16, None);
+    h.cycle();
+    // Cancelled while running: stopping, but its quota is held until the
+    // executor confirms.
+    let r = h.apply(Command::CancelWorkload {
+        namespace: "default".into(),
+        name: "running".into(),
+    });
+    assert!(r.is_ok(), "{r:?}");
+    let before = h.hash();
+    assert_eq!(h.remove_finished(0, 100), (0, false));
+    assert_eq!(h.hash(), before, "nothing removed, nothing changed");
+    assert_eq!(h.state_of(running), WorkloadState::Running);
+    assert_eq!(h.state_of(admitted), WorkloadState::Admitted);
+    assert_eq!(h.state_of(pending), WorkloadState::Pending);
+    assert_eq!(h.used(), 8);
+    // Once the executor confirms the stop, the cancelled workload ended
+    // and goes.
+    h.report(running, Phase::Stopped);
+    assert_eq!(h.state_of(running), WorkloadState::Cancelled);
+    assert_eq!(h.remove_finished(0, 100), (1, false));
+    assert!(h.ledger.workload(running).is_none());
+}
+
+#[test]
+fn every_kind_of_end_is_removed_oldest_first_up_to_max() {
+    let mut h = Harness::new();
+    let succeeded = h.run_to("ok", Phase::Succeeded);
+    let failed = h.run_to("bad", Phase::Failed);
+    let cancelled = h.submit("never-ran", 64, None);
+    let r = h.apply(Command::CancelWorkload {
+        namespace: "default".into(),
+        name: "never-ran".into(),
+    });
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(h.state_of(cancelled), WorkloadState::Cancelled);
+    assert_eq!(h.remove_finished(0, 2), (2, true));
+    assert!(h.ledger.workload(succeeded).is_none());
+    assert!(h.ledger.workload(failed).is_none());
+    assert_eq!(h.state_of(cancelled), WorkloadState::Cancelled);
+    assert_eq!(h.remove_finished(0, 2), (1, false));
+    let removed: Vec<(u64, u64)> = h.ledger.state().removed.ranges().collect();
+    assert_eq!(removed, [(succeeded, cancelled + 1)]);
+}
+
+#[test]
+fn removal_with_max_zero_is_refused_and_changes_nothing() {
+    let mut h = Harness::new();
+    h.run_to("done", Phase::Succeeded);
+    let before = h.hash();
+    let r = h.apply(Command::RemoveFinished {
+        retention_ms: 0,
+        max: 0,
+    });
+    assert!(!r.is_ok());
+    assert_eq!(r.errors[0].path, "max");
+    assert_eq!(h.hash(), before);
+}
+
+#[test]
+fn a_replica_that_installs_a_snapshot_removes_what_the_others_remove() {
+    let mut h = Harness::new();
+    let first = h.run_to("a", Phase::Succeeded);
+    h.run_to("b", Phase::Failed);
+    assert_eq!(h.remove_finished(0, 1), (1, true));
+    assert!(h.ledger.workload(first).is_none());
+    h.run_to("c", Phase::Succeeded);
+    // A follower installs a snapshot taken now (a removal behind it, two
+    // finished workloads still held), then both apply the same command.
+    let bytes = h.ledger.export().expect("export");
+    let mut follower = Ledger::import(&bytes, h.ledger.scheduler_config().clone()).expect("import");
+    assert_eq!(follower.state_hash(), h.hash());
+    assert_eq!(follower.finished().len(), 2);
+    let command = Request {
+        at: Timestamp(h.now + 10_000),
+        command: Command::RemoveFinished {
+            retention_ms: 0,
+            max: 1,
+        },
+    };
+    let on_leader = h.ledger.apply(&command);
+    let on_follower = follower.apply(&command);
+    assert_eq!(on_leader, on_follower);
+    assert_eq!(follower.state_hash(), h.ledger.state_hash());
+    assert!(follower.violations().is_empty());
+}

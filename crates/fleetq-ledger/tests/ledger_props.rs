@@ -169,6 +169,16 @@ enum Op {
     Advance {
         secs: u64,
     },
+    /// Retention: remove finished workloads over `retention_secs` old,
+    /// at most `max`.
+    RemoveFinished {
+        retention_secs: u64,
+        max: u32,
+    },
+    /// The second replica installs a snapshot of the first (a follower
+    /// that fell behind): derived state, such as the finished index, is
+    /// rebuilt from the records and must lead to the same decisions.
+    Reinstall,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -198,6 +208,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0usize..2, 1usize..4).prop_map(|(cluster, keep_every)| Op::Reconcile { cluster, keep_every }),
         1 => (0usize..2).prop_map(|cluster| Op::Register { cluster }),
         1 => (1u64..600).prop_map(|secs| Op::Advance { secs }),
+        1 => (0u64..20, 1u32..4).prop_map(|(retention_secs, max)| Op::RemoveFinished { retention_secs, max }),
+        1 => Just(Op::Reinstall),
     ]
 }
 
@@ -564,6 +576,50 @@ impl Replicas {
                 assert!(response.is_ok(), "{response:?}");
             }
             Op::Advance { secs } => self.now += secs * 1_000,
+            Op::RemoveFinished {
+                retention_secs,
+                max,
+            } => self.remove_finished(*retention_secs * 1_000, *max),
+            Op::Reinstall => {
+                let bytes = self.a.export().expect("export");
+                self.b = Ledger::import(&bytes, self.a.scheduler_config().clone())
+                    .expect("a replica's own snapshot imports");
+                assert_eq!(self.a.state_hash(), self.b.state_hash());
+            }
+        }
+    }
+
+    /// Only workloads that ended at least the retention before the stamp
+    /// go, oldest first, at most `max`; their ids are remembered.
+    fn remove_finished(&mut self, retention_ms: u64, max: u32) {
+        let before = self.a.state().workloads.clone();
+        let at = self.now + 1_000;
+        let response = self.apply(Command::RemoveFinished { retention_ms, max });
+        let Outcome::RemovedFinished { removed, more } = response.outcome else {
+            panic!("{response:?}");
+        };
+        let gone: Vec<&fleetq_ledger::WorkloadRecord> = before
+            .values()
+            .filter(|w| self.a.workload(w.id).is_none())
+            .collect();
+        assert_eq!(gone.len(), removed as usize);
+        assert!(removed <= max);
+        let mut due: Vec<(u64, u64)> = before
+            .values()
+            .filter_map(|w| Some((w.finished_at()?.millis(), w.id)))
+            .filter(|(ended, _)| ended + retention_ms <= at)
+            .collect();
+        due.sort_unstable();
+        let expected: Vec<u64> = due.iter().take(max as usize).map(|(_, id)| *id).collect();
+        let mut got: Vec<u64> = gone.iter().map(|w| w.id).collect();
+        got.sort_unstable();
+        let mut expected_sorted = expected.clone();
+        expected_sorted.sort_unstable();
+        assert_eq!(got, expected_sorted, "the oldest due, and only those");
+        assert_eq!(more, due.len() > expected.len());
+        for w in gone {
+            assert!(w.state.is_terminal() && w.reservation.is_none(), "{w:?}");
+            assert!(self.a.state().removed.contains(w.id));
         }
     }
 }

@@ -28,16 +28,21 @@ pub enum Mutant {
     AgentIgnoresFence,
     /// A new leader expires clusters at once instead of waiting a lease.
     ExpireWithoutWaiting,
+    /// Retention removes workloads nothing happened to for the retention,
+    /// finished or not, releasing what they held: a long run loses its
+    /// record and its quota while it still runs.
+    RemoveUnfinished,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 6] = [
+    pub const ALL: [Mutant; 7] = [
         Mutant::SkipRevalidation,
         Mutant::FreshSkipsRevalidation,
         Mutant::DoubleRelease,
         Mutant::ReleaseOnCancel,
         Mutant::AgentIgnoresFence,
         Mutant::ExpireWithoutWaiting,
+        Mutant::RemoveUnfinished,
     ];
 
     pub fn name(self) -> &'static str {
@@ -48,6 +53,7 @@ impl Mutant {
             Mutant::ReleaseOnCancel => "release-on-cancel",
             Mutant::AgentIgnoresFence => "agent-ignores-fence",
             Mutant::ExpireWithoutWaiting => "expire-without-waiting",
+            Mutant::RemoveUnfinished => "remove-unfinished",
         }
     }
 

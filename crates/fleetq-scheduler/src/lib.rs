@@ -111,10 +111,26 @@ pub struct SchedulerConfig {
     /// that finds room is admitted with one Raft commit instead of two.
     #[serde(default = "admit_on_submit_default")]
     pub admit_on_submit: bool,
+    /// Retention of finished workloads (Kueue's
+    /// `objectRetentionPolicies.workloads.afterFinished`): the leader
+    /// removes a workload from the ledger this long after it ended, so the
+    /// ledger holds what is live and recent rather than all history.
+    /// `None`: kept forever. Not the scheduler's concern, but a leader
+    /// policy like wait-for-ready, and travels with it.
+    #[serde(default = "finished_retention_default")]
+    pub finished_retention: Option<Duration>,
 }
 
 fn admit_on_submit_default() -> bool {
     true
+}
+
+/// A day: `fleetq get workloads` shows what ended today, and a fleet
+/// admitting a workload a second keeps under 100,000 finished records.
+pub const DEFAULT_FINISHED_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+fn finished_retention_default() -> Option<Duration> {
+    Some(DEFAULT_FINISHED_RETENTION)
 }
 
 /// Kueue's `waitForPodsReady` with its `requeuingStrategy`.
@@ -165,6 +181,7 @@ impl Default for SchedulerConfig {
             max_inadmissible_per_queue: 16,
             wait_for_ready: None,
             admit_on_submit: true,
+            finished_retention: finished_retention_default(),
         }
     }
 }

@@ -143,6 +143,8 @@ fn wakes_scheduler(command: &Command, response: &Response) -> bool {
     match (command, &response.outcome) {
         (Command::AdmitBatch(_), Outcome::Admitted(o)) => o.admitted > 0 || o.preempted > 0,
         (Command::AdmitBatch(_), _) => false,
+        // Removing finished workloads frees no quota.
+        (Command::RemoveFinished { .. }, _) => false,
         _ => response.is_ok(),
     }
 }
