@@ -42,6 +42,8 @@ pub struct ClientSummary {
     /// `EvictNotReady` commands the replicas applied (wait-for-ready
     /// timeouts that evicted and requeued an admission).
     pub evict_not_ready: u64,
+    /// Finished workloads the replicas removed (retention).
+    pub finished_removed: u64,
     /// Workloads the client tried to cancel: each may have been cancelled
     /// (even when the answer was lost) or may have succeeded first.
     pub cancelled: std::collections::BTreeSet<String>,
@@ -211,6 +213,7 @@ pub async fn drive(plan: &Plan) -> Result<ClientSummary, Violation> {
     summary.last_applied = converged.last_applied;
     summary.state_hash = converged.state_hash;
     summary.evict_not_ready = commands_applied(&converged.counters, "EvictNotReady");
+    summary.finished_removed = counter(&converged.counters, "finished_removed");
     Ok(summary)
 }
 
@@ -285,7 +288,10 @@ async fn act(
     summary: &mut ClientSummary,
 ) -> Result<(), Violation> {
     match action {
-        Action::Cancel(victim) => cancel(api, &plan.workloads[*victim].name, summary).await,
+        Action::Cancel(victim) => {
+            let removals = plan.finished_retention.is_some();
+            cancel(api, &plan.workloads[*victim].name, removals, summary).await
+        }
         Action::Apply(manifests) => apply(api, 0, manifests).await,
     }
 }
@@ -307,7 +313,12 @@ async fn apply(api: &Api, first: usize, manifests: &str) -> Result<(), Violation
 }
 
 /// Cancels `name`; a workload that already ended refuses, which is fine.
-async fn cancel(api: &Api, name: &str, summary: &mut ClientSummary) -> Result<(), Violation> {
+async fn cancel(
+    api: &Api,
+    name: &str,
+    removals: bool,
+    summary: &mut ClientSummary,
+) -> Result<(), Violation> {
     let what = format!("cancel {name}");
     let result = api
         .retry(&what, 0, WRITE_LIMIT, |mut c| {
@@ -324,8 +335,13 @@ async fn cancel(api: &Api, name: &str, summary: &mut ClientSummary) -> Result<()
             Ok(())
         }
         // It ended before the cancel, or an earlier try whose answer was
-        // lost did cancel it: either way it may be Cancelled now.
-        Err(v) if v.detail.contains("already ended") => {
+        // lost did cancel it: either way it may be Cancelled now. Under
+        // retention it may have ended and been removed already (whether it
+        // was is checked by id against the replicas at the end).
+        Err(v)
+            if v.detail.contains("already ended")
+                || (removals && v.detail.contains("does not exist")) =>
+        {
             summary.cancelled.insert(name.to_string());
             Ok(())
         }
@@ -337,7 +353,9 @@ async fn cancel(api: &Api, name: &str, summary: &mut ClientSummary) -> Result<()
 /// workload has ended as planned: succeeded, failed where its runs exit
 /// non-zero, or cancelled where the client cancelled it. A missing
 /// acknowledged workload is a lost write; one that ended any other way
-/// breaks the run.
+/// breaks the run. Under retention an acknowledged workload that is not
+/// listed may have ended and been removed: the harness checks that by id
+/// on every replica once the run is over (`sim::check_replicas`).
 async fn wait_all_ended(api: &Api, plan: &Plan, summary: &ClientSummary) -> Result<(), Violation> {
     let (acknowledged, cancelled) = (&summary.acknowledged, &summary.cancelled);
     let failing: std::collections::BTreeSet<&str> = plan
@@ -368,6 +386,9 @@ async fn wait_all_ended(api: &Api, plan: &Plan, summary: &ClientSummary) -> Resu
         let mut unfinished = Vec::new();
         for (name, id) in acknowledged {
             let Some(w) = listed.get(name.as_str()) else {
+                if plan.finished_retention.is_some() {
+                    continue;
+                }
                 return Err(violation(
                     "no lost writes (invariant 5)",
                     format!("acknowledged workload {name} (id {id}) is not listed"),

@@ -376,7 +376,16 @@ pub struct Plan {
     /// running, which also hides an agent protocol that loses that
     /// report, so a regression turns it off (the server's default).
     pub wait_for_ready: bool,
+    /// Retention of finished workloads (`RemoveFinished`), or None to keep
+    /// them all. On ([`SIM_RETENTION`]) in the random plans of odd seeds,
+    /// so that workloads are removed while faults strike; off in the
+    /// others, whose client then still sees how every workload ended.
+    pub finished_retention: Option<Duration>,
 }
+
+/// The retention of finished workloads in random plans that have one:
+/// shorter than most runs, longer than the client's polling interval.
+pub const SIM_RETENTION: Duration = Duration::from_secs(3);
 
 impl Plan {
     /// A plan with `config`, no workloads and no faults.
@@ -396,6 +405,7 @@ impl Plan {
             may_preempt: false,
             basic: false,
             wait_for_ready: true,
+            finished_retention: None,
         }
     }
 
@@ -418,6 +428,9 @@ impl Plan {
     pub fn from_seed(seed: u64, nodes: u64) -> Plan {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut plan = Plan::empty(seed, nodes, CONFIG.to_string(), 8);
+        // From the seed itself, not a draw: every other draw of a seed
+        // stays as it was before retention existed.
+        plan.finished_retention = (seed % 2 == 1).then_some(SIM_RETENTION);
         plan.workloads = (0..WORKLOADS)
             .map(|i| {
                 let gpus = rng.gen_range(1..=3);

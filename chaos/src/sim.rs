@@ -41,9 +41,11 @@ const FSYNC: Duration = Duration::from_millis(1);
 /// Wait-for-ready (where the plan has it) with a timeout a leader
 /// partition can outlast: admissions whose Running report is held up by a
 /// fault get evicted and requeued, which must neither strand nor
-/// double-charge quota.
-fn scheduler_config(wait_for_ready: bool) -> SchedulerConfig {
+/// double-charge quota. Retention of finished workloads as the plan says.
+fn scheduler_config(plan: &Plan) -> SchedulerConfig {
+    let wait_for_ready = plan.wait_for_ready;
     SchedulerConfig {
+        finished_retention: plan.finished_retention,
         wait_for_ready: wait_for_ready.then_some(fleetq_scheduler::WaitForReady {
             timeout: Duration::from_secs(2),
             backoff_base: Duration::from_millis(500),
@@ -91,13 +93,14 @@ impl fmt::Display for RunReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "seed {}: ok  {} [{}]; {} workloads ({} retried), {} EvictNotReady applied, converged at index {} hash {}; trace {}; {:.1}s simulated, {:.2}s wall",
+            "seed {}: ok  {} [{}]; {} workloads ({} retried), {} EvictNotReady applied, {} finished removed, converged at index {} hash {}; trace {}; {:.1}s simulated, {:.2}s wall",
             self.plan.seed,
             self.plan.describe(),
             self.injected.join("; "),
             self.client.acknowledged.len(),
             self.client.retried_writes,
             self.client.evict_not_ready,
+            self.client.finished_removed,
             self.client.last_applied,
             self.client.state_hash.chars().take(12).collect::<String>(),
             self.trace,
@@ -205,7 +208,7 @@ async fn node_host(
     nodes: u64,
     seed: u64,
     incarnation: u64,
-    wait_for_ready: bool,
+    scheduler: SchedulerConfig,
     disk: MemDisk,
     registry: Registry,
 ) -> turmoil::Result {
@@ -221,7 +224,7 @@ async fn node_host(
         advertise: node_addr(id),
         initial_members: (1..=nodes).map(|i| (i, node_addr(i))).collect(),
         timing: RaftTiming::default(),
-        scheduler: scheduler_config(wait_for_ready),
+        scheduler,
         simulated_clusters: Vec::new(),
         debug_endpoints: false,
         lease: fleetq_server::leases::LeaseConfig {
@@ -293,7 +296,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
     let wall = Instant::now();
     let seed = plan.seed;
     let nodes = plan.nodes;
-    let wait_for_ready = plan.wait_for_ready;
+    let scheduler = scheduler_config(&plan);
 
     // turmoil has no setter for the repair rate once built: the lossy
     // weather's (if any) is fixed here and only matters while loss is on.
@@ -324,6 +327,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
     for (&id, disk) in &disks {
         let disk = disk.clone();
         let registry = Rc::clone(&registry);
+        let scheduler = scheduler.clone();
         let starts = Rc::new(Cell::new(0u64));
         sim.host(host_name(id), move || {
             let incarnation = starts.replace(starts.get() + 1);
@@ -332,7 +336,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
                 nodes,
                 seed,
                 incarnation,
-                wait_for_ready,
+                scheduler.clone(),
                 disk.clone(),
                 Rc::clone(&registry),
             )
@@ -591,8 +595,11 @@ fn check_replicas(
                 ),
             });
         }
+        // Present, or removed after it finished (retention), which the
+        // ledger remembers by id.
+        let state = sm.ledger.state();
         for (name, wid) in &summary.acknowledged {
-            if !sm.ledger.state().workloads.contains_key(wid) {
+            if !state.workloads.contains_key(wid) && !state.removed.contains(*wid) {
                 return Err(Violation {
                     check: "no lost writes (invariant 5)",
                     detail: format!("n{id} has no record of acknowledged workload {name} ({wid})"),

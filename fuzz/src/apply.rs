@@ -251,8 +251,10 @@ pub mod op {
     /// (none): the second replica is replaced by an import of the first's
     /// export (a follower installing a snapshot).
     pub const SNAPSHOT: u8 = 16;
+    /// retention (seconds), max: remove finished workloads (retention)
+    pub const REMOVE: u8 = 17;
 }
-pub const OPS: u8 = 17;
+pub const OPS: u8 = 18;
 
 const CLUSTERS: [&str; 3] = ["east", "west", "north"];
 const QUEUES: [&str; 5] = ["team-a", "team-b", "team-c", "budgeted", "missing"];
@@ -582,8 +584,38 @@ impl Harness {
                 self.b.set_invariant_checks(true);
                 assert_eq!(self.a.state_hash(), self.b.state_hash());
             }
+            op::REMOVE => self.remove_finished(input),
             _ => unreachable!("op codes are below OPS"),
         }
+    }
+
+    /// Retention removes only workloads that ended at least the retention
+    /// before the stamp and hold nothing, at most `max`, and remembers
+    /// their ids.
+    fn remove_finished(&mut self, input: &mut Input) {
+        let retention_ms = u64::from(input.byte()) * 1_000;
+        let max = u32::from(input.byte() % 8);
+        let before = self.a.state().workloads.clone();
+        let r = self.apply(Command::RemoveFinished { retention_ms, max });
+        assert_eq!(r.is_ok(), max > 0, "{r:?}");
+        let at = self.a.state().now.millis();
+        let mut gone = 0;
+        for w in before.values() {
+            if self.a.workload(w.id).is_some() {
+                continue;
+            }
+            gone += 1;
+            let ended = w.finished_at().map(|t| t.millis());
+            assert!(
+                ended.is_some_and(|e| e.saturating_add(retention_ms) <= at),
+                "removed {} ({:?}, ended {ended:?}) at {at} with retention {retention_ms}",
+                w.id,
+                w.state
+            );
+            assert!(w.reservation.is_none(), "removed {} holding quota", w.id);
+            assert!(self.a.state().removed.contains(w.id));
+        }
+        assert!(gone <= max as usize);
     }
 
     fn submit(&mut self, input: &mut Input) {

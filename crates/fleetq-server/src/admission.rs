@@ -171,7 +171,8 @@ pub async fn run(
 /// the due ones. apply() picks and re-checks them itself.
 #[derive(Default)]
 struct Retention {
-    last: Option<std::time::Instant>,
+    /// tokio's clock, not std's: the simulator drives tokio's.
+    last: Option<tokio::time::Instant>,
     /// The last command left more due.
     more: bool,
 }
@@ -190,7 +191,7 @@ impl Retention {
         let Some(command) = command else {
             return;
         };
-        self.last = Some(std::time::Instant::now());
+        self.last = Some(tokio::time::Instant::now());
         match proposer.write_local(command).await.written() {
             Ok(w) => {
                 if let Outcome::RemovedFinished { more, .. } = w.response.outcome {
@@ -209,7 +210,7 @@ pub fn remove_finished(ledger: &Ledger, now: Timestamp) -> Option<Command> {
     let now = now.max(ledger.state().now);
     ledger
         .finished_due(now, retention)
-        .then(|| Command::RemoveFinished {
+        .then_some(Command::RemoveFinished {
             retention_ms: retention.as_millis() as u64,
             max: REMOVE_PER_COMMAND,
         })

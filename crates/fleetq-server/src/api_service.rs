@@ -491,8 +491,16 @@ impl FleetQ for ApiService {
         let record = ledger
             .workload_by_name(&req.namespace, &req.name)
             .ok_or_else(|| {
+                // A finished workload may have been removed: say so.
+                let retention = match ledger.scheduler_config().finished_retention {
+                    Some(d) => format!(
+                        " (finished workloads are removed {} after they end)",
+                        fleetq_model::time::format_duration(d)
+                    ),
+                    None => String::new(),
+                };
                 Status::not_found(format!(
-                    "workload {:?} does not exist in namespace {:?}",
+                    "workload {:?} does not exist in namespace {:?}{retention}",
                     req.name, req.namespace
                 ))
             })?;
