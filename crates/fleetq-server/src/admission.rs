@@ -37,18 +37,6 @@ pub struct AdmissionStats {
 /// backoffs pass with time).
 const IDLE_TICK: Duration = Duration::from_secs(1);
 
-/// Retention runs at most this often, unless the last `RemoveFinished`
-/// left more due: removal is housekeeping, one small entry a second.
-const RETENTION_EVERY: Duration = Duration::from_secs(1);
-
-/// The most finished workloads one `RemoveFinished` removes: bounds the
-/// time one apply holds the state machine on every replica (about 1-2 µs
-/// a workload). A larger backlog goes in several commands, one after
-/// another, with other entries between them: at 20,000 per command,
-/// 10,000 admissions/s with a 2 s retention had a p99 of 26-32 ms against
-/// 4-7 ms.
-pub const REMOVE_PER_COMMAND: u32 = 1_000;
-
 pub async fn run(
     raft: Raft,
     handle: LedgerHandle,
@@ -61,7 +49,6 @@ pub async fn run(
     let changed = handle.changed();
     let mut seq = 0u64;
     let mut metrics = raft.metrics();
-    let mut retention = Retention::default();
     loop {
         if *shutdown.borrow() {
             return;
@@ -101,7 +88,6 @@ pub async fn run(
                 tracing::debug!(error = %e, "wait-for-ready eviction not applied");
             }
         }
-        retention.run(&handle, &proposer, now).await;
         let started = std::time::Instant::now();
         let batch = {
             let sm = handle.read();
@@ -157,10 +143,6 @@ pub async fn run(
         if attempted {
             server_metrics.admission_attempt(admitted, took);
         }
-        if retention.more {
-            // More finished workloads are due than one command removes.
-            continue;
-        }
         tokio::select! {
             _ = changed.notified() => {}
             _ = tokio::time::sleep(IDLE_TICK) => {}
@@ -168,56 +150,6 @@ pub async fn run(
             _ = shutdown.changed() => {}
         }
     }
-}
-
-/// The leader's side of retention (`Command::RemoveFinished`): when some
-/// finished workload has been over for the retention, propose removing
-/// the due ones. apply() picks and re-checks them itself.
-#[derive(Default)]
-struct Retention {
-    /// tokio's clock, not std's: the simulator drives tokio's.
-    last: Option<tokio::time::Instant>,
-    /// The last command left more due.
-    more: bool,
-}
-
-impl Retention {
-    async fn run(&mut self, handle: &LedgerHandle, proposer: &Proposer, now: Timestamp) {
-        let recent = self.last.is_some_and(|t| t.elapsed() < RETENTION_EVERY);
-        if recent && !self.more {
-            return;
-        }
-        let command = {
-            let sm = handle.read();
-            remove_finished(&sm.ledger, now)
-        };
-        self.more = false;
-        let Some(command) = command else {
-            return;
-        };
-        self.last = Some(tokio::time::Instant::now());
-        match proposer.write_local(command).await.written() {
-            Ok(w) => {
-                if let Outcome::RemovedFinished { more, .. } = w.response.outcome {
-                    self.more = more;
-                }
-            }
-            Err(e) => tracing::debug!(error = %e, "removal of finished workloads not applied"),
-        }
-    }
-}
-
-/// The `RemoveFinished` to propose at `now`, if retention is on and some
-/// finished workload is past it.
-pub fn remove_finished(ledger: &Ledger, now: Timestamp) -> Option<Command> {
-    let retention = ledger.scheduler_config().finished_retention?;
-    let now = now.max(ledger.state().now);
-    ledger
-        .finished_due(now, retention)
-        .then_some(Command::RemoveFinished {
-            retention_ms: retention.as_millis() as u64,
-            max: REMOVE_PER_COMMAND,
-        })
 }
 
 /// Admissions past the wait-for-ready timeout that their executor never

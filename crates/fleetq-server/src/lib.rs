@@ -6,6 +6,7 @@
 //! - [`proposer`], [`batcher`]: the write path (leader stamps, followers
 //!   forward, submissions group-committed) and linearizable reads.
 //! - [`admission`]: the leader's admission loop.
+//! - [`retention`]: the leader's removal of finished workloads.
 //! - [`api_service`], [`agent_service`], [`raft_service`]: the gRPC services.
 //! - [`simulated`]: simulated GPU clusters for `fleetq dev` and tests.
 //! - [`clock`]: the only clock the ledger path reads.
@@ -46,6 +47,7 @@ pub mod network;
 pub mod node;
 pub mod proposer;
 pub mod raft_service;
+pub mod retention;
 pub mod simulated;
 pub mod status;
 pub mod tcp;

@@ -214,6 +214,12 @@ impl Node {
             metrics.clone(),
             shutdown_rx.clone(),
         ));
+        tokio::spawn(crate::retention::run(
+            handle.clone(),
+            Arc::clone(&proposer),
+            Arc::clone(&clock),
+            shutdown_rx.clone(),
+        ));
         tokio::spawn(simulated::run(
             config.simulated_clusters.clone(),
             handle.clone(),

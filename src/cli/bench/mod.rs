@@ -545,21 +545,26 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
         .into_inner()
         .workloads;
     // With a short --finished-retention some ended and were removed
-    // before this listing: they count, by the ledger's own tally, and
-    // their admissions are still timed (the change feed saw them).
-    let removed = nodes
+    // before this listing: one the change feed saw admitted counts (and
+    // its admission is timed); one neither listed nor seen is lost.
+    let mut listed = vec![false; args.workloads as usize];
+    for w in &list {
+        if let Some(seen) = workload_index(&w.name).and_then(|i| listed.get_mut(i)) {
+            *seen = true;
+        }
+    }
+    let unaccounted = listed
         .iter()
-        .map(|n| n.handle.read().ledger.counters().finished_removed)
-        .max()
-        .unwrap_or(0);
-    if list.len() as u64 + removed != args.workloads {
+        .enumerate()
+        .filter(|(i, seen)| !**seen && observer.admitted_at(*i).is_none())
+        .count();
+    if list.len() as u64 != args.workloads && (unaccounted > 0 || !in_process) {
         return Err(format!(
-            "{} of {} workloads found ({removed} removed after they finished)",
+            "{} of {} workloads found; {unaccounted} of the rest were never seen admitted",
             list.len(),
             args.workloads
         ));
     }
-    let mut listed = vec![false; args.workloads as usize];
     let mut admitted = Vec::with_capacity(list.len());
     let mut running = Vec::with_capacity(list.len());
     let mut fallbacks = 0;
@@ -574,9 +579,6 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     for w in &list {
         let index =
             workload_index(&w.name).ok_or_else(|| format!("unexpected workload {}", w.name))?;
-        if let Some(seen) = listed.get_mut(index) {
-            *seen = true;
-        }
         let running_at = stamp(w, "Running")
             .ok_or_else(|| format!("workload {} never reported Running", w.name))?;
         let admitted_at = match observer.admitted_at(index) {
