@@ -169,3 +169,72 @@ fn lagging_node_catches_up_from_a_snapshot() {
     );
     assert_eq!(workloads(&group, lagging).len(), 60);
 }
+
+#[test]
+fn finished_workloads_are_removed_once_their_retention_has_passed() {
+    let group = Group::start(
+        3,
+        &[
+            "--simulate-cluster",
+            "sim-1:h100-80gb=16",
+            "--finished-retention",
+            "2s",
+        ],
+    );
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    apply_config(&group, 1);
+    let submit_short = |name: &str| {
+        let out = group.cli(
+            1,
+            &[
+                "submit",
+                "--queue",
+                "team-a",
+                "--name",
+                name,
+                "--request",
+                "nvidia.com/gpu=1",
+                "--duration",
+                "1s",
+            ],
+        );
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    submit_short("short");
+    wait_for(Duration::from_secs(15), || {
+        workloads(&group, 1)
+            .iter()
+            .any(|w| w["name"] == "short" && w["state"] == "Succeeded")
+            .then_some(())
+    })
+    .unwrap_or_else(|| panic!("short succeeds: {:?}", workloads(&group, 1)));
+    // Two seconds after it ended the leader removes it, on every replica.
+    wait_for(Duration::from_secs(15), || {
+        workloads(&group, 1)
+            .iter()
+            .all(|w| w["name"] != "short")
+            .then_some(())
+    })
+    .unwrap_or_else(|| panic!("short is removed: {:?}", workloads(&group, 1)));
+    let out = group.cli(1, &["describe", "workload", "short"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("finished workloads are removed 2s after they end"),
+        "{}",
+        text(&out)
+    );
+    group
+        .wait_converged(Duration::from_secs(10))
+        .unwrap_or_else(|e| panic!("replicas agree after the removal: {e}"));
+    // The name is free again: a new submission runs anew.
+    submit_short("short");
+    wait_for(Duration::from_secs(15), || {
+        workloads(&group, 2)
+            .iter()
+            .any(|w| w["name"] == "short" && w["state"] == "Succeeded")
+            .then_some(())
+    })
+    .unwrap_or_else(|| panic!("short runs again: {:?}", workloads(&group, 2)));
+}
