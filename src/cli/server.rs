@@ -560,3 +560,25 @@ pub fn run(args: &ServerArgs, tls_args: &TlsArgs) -> ExitCode {
         ExitCode::SUCCESS
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finished_retention_takes_a_duration_or_never_and_names_the_flag() {
+        assert_eq!(
+            parse_finished_retention("1h"),
+            Ok(Some(std::time::Duration::from_secs(3600)))
+        );
+        assert_eq!(
+            parse_finished_retention("0s"),
+            Ok(Some(std::time::Duration::ZERO))
+        );
+        assert_eq!(parse_finished_retention("never"), Ok(None));
+        assert_eq!(parse_finished_retention(" Never "), Ok(None));
+        let e = parse_finished_retention("soon").unwrap_err();
+        assert!(e.starts_with("--finished-retention \"soon\""), "{e}");
+        assert!(e.contains("never"), "{e}");
+    }
+}
