@@ -1688,6 +1688,7 @@ const METRICS: &[&str] = &[
     "fleetq_cluster_allocated",
     "fleetq_cluster_lease_age_seconds",
     "fleetq_admit_batch_rejected_decisions_total",
+    "fleetq_finished_workloads_removed_total",
     "fleetq_quota_reserved_not_running",
     "fleetq_requests_refused_total",
 ];

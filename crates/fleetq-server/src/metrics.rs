@@ -764,6 +764,12 @@ impl LedgerSample {
                 .iter()
                 .map(|(reason, n)| (vec![("reason", reason.as_str())], *n)),
         )?;
+        counters(
+            e,
+            "fleetq_finished_workloads_removed",
+            "Finished workloads removed from the ledger once their retention (--finished-retention) passed",
+            std::iter::once((Vec::new(), self.counters.finished_removed)),
+        )?;
         gauges(
             e,
             "fleetq_quota_reserved_not_running",
@@ -1159,11 +1165,13 @@ spec:
         s.counters
             .rejected_decisions
             .insert("NoLongerFits".into(), 5);
+        s.counters.finished_removed = 7;
         let text = render(RaftSample::default(), s);
         for line in [
             r#"kueue_evicted_workloads_total{cluster_queue="team-a",reason="Preempted"} 3"#,
             r#"kueue_preempted_workloads_total{preempting_cluster_queue="team-b",reason="InCohortReclamation"} 2"#,
             r#"fleetq_admit_batch_rejected_decisions_total{reason="NoLongerFits"} 5"#,
+            "fleetq_finished_workloads_removed_total 7",
         ] {
             assert!(has(&text, line), "missing {line:?} in\n{text}");
         }
