@@ -547,7 +547,19 @@ impl FleetQ for ApiService {
                     let ledger = &sm.ledger;
                     let records: Vec<_> = match ids.take() {
                         None => ledger.state().workloads.values().collect(),
-                        Some(ids) => ids.iter().filter_map(|id| ledger.workload(*id)).collect(),
+                        // A changed id with no record was removed after it
+                        // finished (retention): forget it here too, so a
+                        // long watch holds only what the ledger holds.
+                        Some(ids) => ids
+                            .iter()
+                            .filter_map(|id| {
+                                let record = ledger.workload(*id);
+                                if record.is_none() {
+                                    seen.remove(id);
+                                }
+                                record
+                            })
+                            .collect(),
                     };
                     let mut positions = status::QueuePositions::new(ledger);
                     records
