@@ -202,14 +202,18 @@ fn finished_workloads_are_removed_once_their_retention_has_passed() {
         );
         assert!(out.status.success(), "{}", text(&out));
     };
+    // Waits until node `id` lists `short` as Succeeded.
+    let succeeded_on = |id: usize| {
+        wait_for(Duration::from_secs(15), || {
+            workloads(&group, id)
+                .iter()
+                .any(|w| w["name"] == "short" && w["state"] == "Succeeded")
+                .then_some(())
+        })
+        .unwrap_or_else(|| panic!("short succeeds: {:?}", workloads(&group, id)));
+    };
     submit_short("short");
-    wait_for(Duration::from_secs(15), || {
-        workloads(&group, 1)
-            .iter()
-            .any(|w| w["name"] == "short" && w["state"] == "Succeeded")
-            .then_some(())
-    })
-    .unwrap_or_else(|| panic!("short succeeds: {:?}", workloads(&group, 1)));
+    succeeded_on(1);
     // Two seconds after it ended the leader removes it, on every replica.
     wait_for(Duration::from_secs(15), || {
         workloads(&group, 1)
@@ -230,11 +234,5 @@ fn finished_workloads_are_removed_once_their_retention_has_passed() {
         .unwrap_or_else(|e| panic!("replicas agree after the removal: {e}"));
     // The name is free again: a new submission runs anew.
     submit_short("short");
-    wait_for(Duration::from_secs(15), || {
-        workloads(&group, 2)
-            .iter()
-            .any(|w| w["name"] == "short" && w["state"] == "Succeeded")
-            .then_some(())
-    })
-    .unwrap_or_else(|| panic!("short runs again: {:?}", workloads(&group, 2)));
+    succeeded_on(2);
 }
