@@ -21,7 +21,7 @@ use crate::command::{
 use crate::record::{
     AfterStop, ClusterRecord, Counters, LeasePolicy, Reservation, WorkloadRecord, WorkloadState,
 };
-use crate::retention::{FinishedIndex, RemovedIds};
+use crate::retention::{cutoff, FinishedIndex, RemovedIds};
 
 /// The replicated part of the ledger: what snapshots carry and the state
 /// hash covers.
@@ -140,7 +140,7 @@ impl Ledger {
     /// Whether some finished workload ended at least `retention` before
     /// `now`: a `RemoveFinished` would remove something.
     pub fn finished_due(&self, now: Timestamp, retention: std::time::Duration) -> bool {
-        let cutoff = Timestamp(now.millis().saturating_sub(retention.as_millis() as u64));
+        let cutoff = cutoff(now, retention.as_millis() as u64);
         self.finished.ended_by(cutoff).next().is_some()
     }
 
@@ -1388,9 +1388,9 @@ impl Ledger {
     /// Indexes the workloads that ended in this command (every change to
     /// a record goes through `record_mut` or `submit_one`, which note it).
     fn index_finished(&mut self, changed_from: usize) {
-        for &id in &self.changed[changed_from..] {
-            if let Some(at) = self.state.workloads.get(&id).and_then(|r| r.finished_at()) {
-                self.finished.insert(at, id);
+        for id in &self.changed[changed_from..] {
+            if let Some(record) = self.state.workloads.get(id) {
+                self.finished.note(record);
             }
         }
     }
@@ -1403,7 +1403,7 @@ impl Ledger {
                 "must be at least 1 (how many finished workloads one command removes)",
             )]);
         }
-        let cutoff = Timestamp(at.millis().saturating_sub(retention_ms));
+        let cutoff = cutoff(at, retention_ms);
         if fleetq_model::mutants::active(fleetq_model::mutants::Mutant::RemoveUnfinished) {
             self.remove_idle(cutoff, at);
         }
@@ -1540,30 +1540,22 @@ impl Ledger {
     /// each ended; no removed id has a record or was never handed out.
     fn retention_violations(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let mut finished = 0;
+        let derived = FinishedIndex::of(self.state.workloads.values());
+        if derived != self.finished {
+            out.push(format!(
+                "the finished index ({} entries) is not the finished records' ({}); (end ms, id) in one only: {:?}",
+                self.finished.len(),
+                derived.len(),
+                derived.differences(&self.finished, 5)
+            ));
+        }
         for record in self.state.workloads.values() {
-            if let Some(at) = record.finished_at() {
-                finished += 1;
-                if !self.finished.contains(at, record.id) {
-                    out.push(format!(
-                        "workload {} ended at {} but is not in the finished index",
-                        record.id,
-                        at.millis()
-                    ));
-                }
-            }
             if self.state.removed.contains(record.id) {
                 out.push(format!(
                     "workload {} was removed but still has a record",
                     record.id
                 ));
             }
-        }
-        if finished != self.finished.len() {
-            out.push(format!(
-                "{finished} finished workloads but the finished index holds {}",
-                self.finished.len()
-            ));
         }
         if self
             .state
@@ -1636,11 +1628,7 @@ impl Ledger {
             .map(|w| (w.id, w.reason.clone()))
             .collect();
         ledger.requeue_all_pending();
-        for record in ledger.state.workloads.values() {
-            if let Some(at) = record.finished_at() {
-                ledger.finished.insert(at, record.id);
-            }
-        }
+        ledger.finished = FinishedIndex::of(ledger.state.workloads.values());
         for (id, reason) in reasons {
             if let Some(record) = ledger.state.workloads.get_mut(&id) {
                 record.reason = reason;

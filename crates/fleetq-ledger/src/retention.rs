@@ -33,6 +33,8 @@ use fleetq_model::Timestamp;
 use fleetq_scheduler::WorkloadId;
 use serde::{Deserialize, Serialize};
 
+use crate::record::WorkloadRecord;
+
 /// A set of workload ids kept as disjoint, non-adjacent half-open ranges
 /// `[start, end)`. Serialised as a list of `[start, end]` pairs in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,16 +134,29 @@ pub struct FinishedIndex {
 }
 
 impl FinishedIndex {
+    /// The index of `records`: what apply() keeps up to date one command
+    /// at a time, built whole (import, and the invariant check).
+    pub fn of<'a>(records: impl IntoIterator<Item = &'a WorkloadRecord>) -> FinishedIndex {
+        let mut index = FinishedIndex::default();
+        for record in records {
+            index.note(record);
+        }
+        index
+    }
+
+    /// Indexes `record` if it has finished.
+    pub fn note(&mut self, record: &WorkloadRecord) {
+        if let Some(at) = record.finished_at() {
+            self.insert(at, record.id);
+        }
+    }
+
     pub fn insert(&mut self, finished_at: Timestamp, id: WorkloadId) {
         self.by_end.insert((finished_at, id));
     }
 
     pub fn remove(&mut self, finished_at: Timestamp, id: WorkloadId) {
         self.by_end.remove(&(finished_at, id));
-    }
-
-    pub fn contains(&self, finished_at: Timestamp, id: WorkloadId) -> bool {
-        self.by_end.contains(&(finished_at, id))
     }
 
     pub fn len(&self) -> usize {
@@ -164,9 +179,21 @@ impl FinishedIndex {
             .take_while(move |(at, _)| *at <= cutoff)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (Timestamp, WorkloadId)> + '_ {
-        self.by_end.iter().copied()
+    /// Entries in one index and not the other, at most `n` (for a
+    /// violation's message).
+    pub fn differences(&self, other: &FinishedIndex, n: usize) -> Vec<(Timestamp, WorkloadId)> {
+        self.by_end
+            .symmetric_difference(&other.by_end)
+            .copied()
+            .take(n)
+            .collect()
     }
+}
+
+/// The latest end a workload may have had to be past a retention of
+/// `retention_ms` at `at`.
+pub fn cutoff(at: Timestamp, retention_ms: u64) -> Timestamp {
+    Timestamp(at.millis().saturating_sub(retention_ms))
 }
 
 #[cfg(test)]
