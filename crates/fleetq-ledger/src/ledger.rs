@@ -414,6 +414,7 @@ impl Ledger {
         let binding = self.state.config.bind_workload(&record.workload);
         let created_at = record.created_at;
         let not_before = record.not_before;
+        let nominated = record.nominated;
         let workload = Arc::clone(&record.workload);
         match binding {
             Ok(b) => {
@@ -425,6 +426,7 @@ impl Ledger {
                     priority: b.priority,
                     created_at,
                     not_before,
+                    nominated,
                 });
                 if let (Err(e), Some(record)) = (queued, self.record_mut(id)) {
                     record.reason = Some(Box::new(PendingReason::new(
@@ -548,6 +550,7 @@ impl Ledger {
                 priority: binding.priority,
                 created_at: now,
                 not_before: None,
+                nominated: false,
             });
         }
         fleetq_scheduler::schedule_fresh(&self.snapshot, fresh, now, &self.scheduler)
@@ -603,6 +606,7 @@ impl Ledger {
             priority: binding.priority,
             created_at: at,
             not_before: None,
+            nominated: false,
         }) {
             return SubmitResult::Refused {
                 errors: vec![FieldError::new(
@@ -625,6 +629,7 @@ impl Ledger {
             history: Vec::new(),
             requeue_count: 0,
             not_before: None,
+            nominated: false,
         };
         record.push_event(at, WorkloadState::Pending, "submitted");
         self.state.by_name.insert(key, id);
@@ -754,10 +759,22 @@ impl Ledger {
         }
         self.state.last_cycle = batch.cycle;
         for (id, reason) in &batch.reasons {
+            // A nominated workload the cycle no longer sees preempting
+            // (its victims' room went elsewhere, the configuration changed)
+            // gives up its nomination: it must not go first for ever.
+            let denominate = reason.kind != ReasonKind::Preempting;
+            let mut cleared = false;
             if let Some(record) = self.record_mut(*id) {
                 if record.state == WorkloadState::Pending {
                     record.reason = Some(Box::new(reason.clone()));
+                    if denominate && record.nominated {
+                        record.nominated = false;
+                        cleared = true;
+                    }
                 }
+            }
+            if cleared {
+                self.snapshot.set_nominated(*id, false);
             }
         }
         for (cq, reason) in &batch.queue_reasons {
@@ -821,6 +838,7 @@ impl Ledger {
             }));
             record.reason = None;
             record.not_before = None;
+            record.nominated = false;
             record.push_event(
                 at,
                 WorkloadState::Admitted,
@@ -846,7 +864,13 @@ impl Ledger {
                 format!("preemptor {preemptor} is not pending any more"),
             ));
         };
-        let (p_cq, p_priority) = (p.cluster_queue.clone(), p.priority);
+        let (p_cq, p_rank) = (
+            p.cluster_queue.clone(),
+            fleetq_scheduler::policy::Rank {
+                priority: p.priority,
+                created_at: p.created_at,
+            },
+        );
         let record = self.state.workloads.get(&victim).ok_or_else(|| {
             (
                 "VictimNotReserved",
@@ -866,13 +890,22 @@ impl Ledger {
             ));
         }
         let victim_cq = reservation.cluster_queue.clone();
-        self.check_preemption_scope(&p_cq, p_priority, reservation, *reason)
+        let victim_rank = fleetq_scheduler::policy::Rank {
+            priority: reservation.priority,
+            created_at: record.created_at,
+        };
+        self.check_preemption_scope(&p_cq, p_rank, &victim_cq, victim_rank, *reason)
             .map_err(|e| ("PreemptionNotAllowed", format!("victim {victim}: {e}")))?;
         self.snapshot
             .mark_evicting(victim)
             .map_err(|e| ("VictimNotReserved", e.to_string()))?;
         self.counters.evicted(&victim_cq, EVICTED_PREEMPTED);
         self.counters.preempted_by(&p_cq, &format!("{reason:?}"));
+        // What the victim frees is meant for its preemptor: nominate it.
+        self.snapshot.set_nominated(preemptor, true);
+        if let Some(record) = self.record_mut(preemptor) {
+            record.nominated = true;
+        }
         if let Some(record) = self.record_mut(victim) {
             let message = format!("preempted ({reason:?}) to admit workload {preemptor}");
             if let Some(r) = record.reservation.as_mut() {
@@ -885,16 +918,19 @@ impl Ledger {
     }
 
     /// The part of the preemption rules apply() can re-check cheaply: who
-    /// may preempt whom. (Whether preempting was *needed* is the
-    /// scheduler's call; a needless preemption cannot over-commit.)
+    /// may preempt whom, by the preemptor's queue policy, through the same
+    /// definition the scheduler chose its victims by
+    /// (`fleetq_scheduler::policy`). (Whether preempting was *needed* is
+    /// the scheduler's call; a needless preemption cannot over-commit.)
     fn check_preemption_scope(
         &self,
         preemptor_cq: &str,
-        preemptor_priority: i32,
-        victim: &Reservation,
+        preemptor: fleetq_scheduler::policy::Rank,
+        victim_cq: &str,
+        victim: fleetq_scheduler::policy::Rank,
         reason: fleetq_scheduler::PreemptionReason,
     ) -> Result<(), String> {
-        use fleetq_scheduler::PreemptionReason as R;
+        use fleetq_scheduler::policy::{self, Relation};
         let tree = self.snapshot.tree();
         let root = |cq: &str| {
             let mut node = tree.cluster_queue(cq)?;
@@ -903,21 +939,28 @@ impl Ledger {
             }
             Some(node)
         };
-        let same_cq = victim.cluster_queue == preemptor_cq;
-        let lower = victim.priority < preemptor_priority;
-        let same_tree =
-            root(preemptor_cq).is_some() && root(preemptor_cq) == root(&victim.cluster_queue);
-        let ok = match reason {
-            R::InClusterQueue => same_cq && lower,
-            R::InCohortReclaimWhileBorrowing => !same_cq && same_tree && lower,
-            R::InCohortReclamation | R::InCohortFairSharing => !same_cq && same_tree,
+        let same_tree = root(preemptor_cq).is_some() && root(preemptor_cq) == root(victim_cq);
+        let relation = if victim_cq == preemptor_cq {
+            Relation::SameQueue
+        } else if same_tree {
+            Relation::SameTree
+        } else {
+            Relation::Unrelated
         };
-        if ok {
+        let allowed = self
+            .state
+            .config
+            .cluster_queues
+            .get(preemptor_cq)
+            .is_some_and(|cq| {
+                policy::allows(&cq.spec.preemption, reason, relation, preemptor, victim)
+            });
+        if allowed {
             Ok(())
         } else {
             Err(format!(
-                "{reason:?} does not allow ClusterQueue {preemptor_cq} at priority {preemptor_priority} to preempt a workload of ClusterQueue {} at priority {}",
-                victim.cluster_queue, victim.priority
+                "{reason:?} does not allow ClusterQueue {preemptor_cq} at priority {} to preempt a workload of ClusterQueue {victim_cq} at priority {}",
+                preemptor.priority, victim.priority
             ))
         }
     }
@@ -1712,6 +1755,7 @@ fn admitted_of(record: &WorkloadRecord) -> Option<AdmittedWorkload> {
             priority: r.priority,
             created_at: record.created_at,
             not_before: None,
+            nominated: false,
         },
         assignment: r.assignment.clone(),
         admitted_at: r.admitted_at,

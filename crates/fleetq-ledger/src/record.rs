@@ -124,6 +124,12 @@ pub struct WorkloadRecord {
     /// Requeue backoff: not admitted before this time.
     #[serde(default)]
     pub not_before: Option<Timestamp>,
+    /// Its preemptions were applied and it waits for its victims' room
+    /// (see `PendingWorkload::nominated`); cleared when it is admitted or
+    /// a cycle gives it a reason other than Preempting. Left out of the
+    /// serialised state (and so the hash) while false, as before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub nominated: bool,
 }
 
 impl WorkloadRecord {

@@ -1469,6 +1469,7 @@ spec:
   cohortName: shared
   preemption:
     withinClusterQueue: LowerPriority
+    reclaimWithinCohort: Any
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]
     flavors:

@@ -125,6 +125,7 @@ fn snapshot(pending: usize, queues: usize) -> Snapshot {
             priority: (i % 3) as i32 * 100,
             created_at: Timestamp(i as u64),
             not_before: None,
+            nominated: false,
         })
         .expect("fresh id");
     }

@@ -21,10 +21,11 @@ use crate::quota::{NodeId, NodeKind, Usage};
 use crate::snapshot::{PendingWorkload, QueueKey, Snapshot};
 use crate::{SchedulerConfig, WorkloadId};
 
-/// Order of ClusterQueue heads: priority, then whether it would borrow
-/// (false first), then fair share (0 when fair sharing is off), then
-/// admission-fair-sharing usage, then age, then id.
-type HeadKey = (Reverse<i32>, bool, u64, u64, Timestamp, WorkloadId, NodeId);
+/// Order of ClusterQueue heads, Kueue's `entryOrdering`: whether it would
+/// borrow (false first), fair share (0 when fair sharing is off),
+/// priority; then admission-fair-sharing usage, age and id. (Nominated
+/// preemptors go before every head: `run_nominated`.)
+type HeadKey = (bool, u64, Reverse<i32>, u64, Timestamp, WorkloadId, NodeId);
 
 /// Per-ClusterQueue progress through its pending set in this cycle.
 #[derive(Default)]
@@ -83,6 +84,8 @@ pub(crate) struct Cycle<'a> {
     /// not preempt a later workload asking for one of them cannot fit
     /// either; checking this first keeps a deep, full queue cheap to skip.
     exhausted: HashMap<NodeId, Vec<(String, PendingReason)>>,
+    /// Nominated workloads already tried this cycle, before any head.
+    tried_nominated: HashSet<WorkloadId>,
 }
 
 enum Outcome {
@@ -119,6 +122,7 @@ impl<'a> Cycle<'a> {
             eligible: HashMap::new(),
             memo: HashMap::new(),
             exhausted: HashMap::new(),
+            tried_nominated: HashSet::new(),
         }
     }
 
@@ -131,6 +135,7 @@ impl<'a> Cycle<'a> {
     }
 
     pub fn run(mut self) -> Decisions {
+        self.run_nominated();
         let nodes: Vec<NodeId> = self.snap.tree.cluster_queue_ids().collect();
         for node in nodes {
             if self.snap.queues[node].len == 0 {
@@ -161,7 +166,7 @@ impl<'a> Cycle<'a> {
             }
             let cursor = self.cursors.entry(node).or_default();
             let sub = cursor.head_sub.take().unwrap_or_default();
-            cursor.remember(sub, (head.0, head.4, head.5));
+            cursor.remember(sub, (head.2, head.4, head.5));
             let workload = &self.snap.pending[&head.5];
             self.decisions.stats.examined += 1;
             let cq = self.cluster_queue(node);
@@ -226,6 +231,41 @@ impl<'a> Cycle<'a> {
         }
         self.decisions.stats.admitted = self.decisions.admissions.len() as u64;
         self.decisions
+    }
+
+    /// Tries every nominated workload (its preemptions were applied) before
+    /// any queue head, wherever it stands in its queue: the room its
+    /// victims free is reserved for it this way, as kube-scheduler keeps a
+    /// node for a pod nominated to it. If its victims are still stopping,
+    /// its attempt reserves the rest of what it needs (see `try_preempt`).
+    fn run_nominated(&mut self) {
+        let snap = self.snap;
+        for &id in &snap.nominated {
+            if self.decisions.admissions.len() >= self.cfg.max_admissions_per_cycle {
+                return;
+            }
+            let Some(w) = snap.pending.get(&id) else {
+                continue;
+            };
+            if w.not_before.is_some_and(|t| t > self.now) {
+                continue;
+            }
+            let Some(node) = snap.tree.cluster_queue(&w.cluster_queue) else {
+                continue;
+            };
+            let cq = self.cluster_queue(node);
+            if cq.spec.stop_policy != StopPolicy::None {
+                continue;
+            }
+            self.tried_nominated.insert(id);
+            self.decisions.stats.examined += 1;
+            match self.attempt(node, cq, w) {
+                Outcome::Admitted => {}
+                Outcome::Preempting(reason) | Outcome::Wait(reason) => {
+                    self.decisions.pending.insert(id, reason);
+                }
+            }
+        }
     }
 
     /// Whether `node` has no quota left in any cell it holds quota for.
@@ -311,7 +351,7 @@ impl<'a> Cycle<'a> {
                     .saturating_mul(1000)
                     / weight
             };
-            let candidate = (key.0, false, 0, afs, key.1, key.2, node);
+            let candidate = (false, 0, key.0, afs, key.1, key.2, node);
             if best.as_ref().is_none_or(|(b, _)| candidate < *b) {
                 best = Some((candidate, position));
             }
@@ -323,14 +363,14 @@ impl<'a> Cycle<'a> {
             }
             return;
         };
-        // Kueue's rule: at equal priority, heads that fit their queue's own
-        // quota go before heads that would borrow, so an owner gets back
-        // what its victims free (or what it lent) before a borrower, even an
-        // older one, takes it again and has to be preempted in turn.
-        key.1 = self.would_borrow(node, &snap.pending[&key.5]);
+        // Kueue's rule: heads that fit their queue's own quota go before
+        // heads that would borrow, whatever their priority, so an owner
+        // gets back what its victims free (or what it lent) before a
+        // borrower takes it again and has to be preempted in turn.
+        key.0 = self.would_borrow(node, &snap.pending[&key.5]);
         if self.cfg.fair_sharing {
             let cq = self.cluster_queue(node);
-            key.2 = fair::dominant_resource_share(
+            key.1 = fair::dominant_resource_share(
                 &snap.tree,
                 &self.usage,
                 node,
@@ -441,6 +481,10 @@ impl<'a> Cycle<'a> {
                 Some(last) => set.range((Bound::Excluded(last), Bound::Unbounded)).next(),
                 None => set.iter().next(),
             }?;
+            if self.tried_nominated.contains(&next.2) {
+                cursor.remember(sub, *next);
+                continue;
+            }
             let workload = &self.snap.pending[&next.2];
             match workload.not_before {
                 Some(t) if t > self.now => {

@@ -27,11 +27,14 @@
 //!   and reserves the rest of the preemptor's need, so it only ever
 //!   over-approximates real usage: every admission a cycle makes is one
 //!   apply() accepts (a property test checks this).
-//! - **Order of heads.** At equal priority, a head that fits its
-//!   ClusterQueue's own quota goes before one that would borrow (Kueue's
-//!   first ordering rule, kept below priority as DESIGN.md §3 orders), so
-//!   quota an owner reclaimed reaches it before an older borrower takes it
-//!   again and has to be preempted in turn.
+//! - **Order of heads.** Kueue's: a head that fits its ClusterQueue's own
+//!   quota goes before one that would borrow, then fair share, then
+//!   priority, then age. Before any head, a cycle tries the *nominated*
+//!   workloads, those whose preemptions were applied, so that what their
+//!   victims free reaches them (kube-scheduler's nominated node; Kueue,
+//!   which does not place on devices, needs no such rule). Without it a
+//!   victim was re-admitted into its preemptor's room and preempted again,
+//!   without end.
 //! - **Many admissions per queue per cycle** (Kueue: one head per
 //!   ClusterQueue), bounded by `max_admissions_per_cycle`; a BestEffortFIFO
 //!   queue stops being scanned after `max_inadmissible_per_queue` misses, and
@@ -55,6 +58,7 @@ pub mod clusters;
 mod cycle;
 pub mod decision;
 pub mod fair;
+pub mod policy;
 mod preempt;
 pub mod quota;
 pub mod snapshot;

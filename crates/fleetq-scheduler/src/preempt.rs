@@ -11,15 +11,13 @@
 
 use std::cmp::Reverse;
 
-use fleetq_model::cluster_queue::{
-    BorrowWithinCohortPolicy, ReclaimWithinCohort, WithinClusterQueue,
-};
 use fleetq_model::ClusterQueue;
 
 use crate::assign::Plan;
 use crate::cycle::Cycle;
 use crate::decision::{PendingReason, Preemption, PreemptionReason, ReasonKind};
 use crate::fair;
+use crate::policy::{self, Rank};
 use crate::quota::{FrId, NodeId};
 use crate::snapshot::{AdmittedWorkload, PendingWorkload};
 use crate::{FairSharingStrategy, WorkloadId};
@@ -207,19 +205,20 @@ fn candidates<'s>(
         }
     }
     // Within the ClusterQueue, ordered lowest priority first.
+    let preemptor = Rank {
+        priority: w.priority,
+        created_at: w.created_at,
+    };
     for &(priority, _, id) in &snap.admitted_by_node[node] {
-        let allowed = match policy.within_cluster_queue {
-            WithinClusterQueue::Never => false,
-            WithinClusterQueue::LowerPriority => priority < w.priority,
-            WithinClusterQueue::LowerOrNewerEqualPriority => {
-                priority < w.priority
-                    || (priority == w.priority
-                        && snap.admitted[&id].pending.created_at > w.created_at)
-            }
-        };
         if priority > w.priority {
             break;
         }
+        let victim = Rank {
+            priority,
+            created_at: snap.admitted[&id].pending.created_at,
+        };
+        let allowed =
+            policy::within_cluster_queue_allows(policy.within_cluster_queue, preemptor, victim);
         if allowed && !snap.admitted[&id].evicting {
             consider(&snap.admitted[&id], false, PreemptionReason::InClusterQueue);
         }
@@ -243,21 +242,23 @@ fn candidates<'s>(
                     continue;
                 }
                 let reason = if cycle.cfg.fair_sharing {
-                    Some(PreemptionReason::InCohortFairSharing).filter(|_| {
-                        reclaim_allows(policy.reclaim_within_cohort, priority, w.priority)
-                    })
+                    PreemptionReason::InCohortFairSharing
                 } else if borrows_after {
-                    let bwc = policy.borrow_within_cohort;
-                    let allowed = bwc.policy == BorrowWithinCohortPolicy::LowerPriority
-                        && priority < w.priority
-                        && bwc.max_priority_threshold.is_none_or(|t| priority <= t);
-                    Some(PreemptionReason::InCohortReclaimWhileBorrowing).filter(|_| allowed)
+                    PreemptionReason::InCohortReclaimWhileBorrowing
                 } else {
-                    Some(PreemptionReason::InCohortReclamation).filter(|_| {
-                        reclaim_allows(policy.reclaim_within_cohort, priority, w.priority)
-                    })
+                    PreemptionReason::InCohortReclamation
                 };
-                if let Some(reason) = reason {
+                let victim = Rank {
+                    priority,
+                    created_at: a.pending.created_at,
+                };
+                if policy::allows(
+                    &policy,
+                    reason,
+                    policy::Relation::SameTree,
+                    preemptor,
+                    victim,
+                ) {
                     consider(a, false, reason);
                 }
             }
@@ -269,17 +270,7 @@ fn candidates<'s>(
 
 /// Whether the ClusterQueue's policy permits any preemption at all.
 pub(crate) fn policy_allows_any(cq: &ClusterQueue) -> bool {
-    let p = &cq.spec.preemption;
-    p.within_cluster_queue != WithinClusterQueue::Never
-        || p.reclaim_within_cohort != ReclaimWithinCohort::Never
-}
-
-fn reclaim_allows(policy: ReclaimWithinCohort, victim: i32, preemptor: i32) -> bool {
-    match policy {
-        ReclaimWithinCohort::Never => false,
-        ReclaimWithinCohort::LowerPriority => victim < preemptor,
-        ReclaimWithinCohort::Any => true,
-    }
+    policy::allows_any(&cq.spec.preemption)
 }
 
 fn root_of(cycle: &Cycle<'_>, mut node: NodeId) -> NodeId {

@@ -34,6 +34,12 @@ pub struct PendingWorkload {
     pub created_at: Timestamp,
     /// Requeue backoff: not admitted before this time.
     pub not_before: Option<Timestamp>,
+    /// Its preemptions were applied: what its victims free is meant for
+    /// it, so a cycle tries it before every head that is not nominated
+    /// (kube-scheduler's nominated node, at the ledger's level). Without
+    /// this a victim could be re-admitted into the room freed for its
+    /// preemptor and be preempted again, forever.
+    pub nominated: bool,
 }
 
 /// A workload holding a quota reservation.
@@ -141,6 +147,9 @@ pub struct Snapshot {
     /// Workloads being evicted that hold each cell, for the preemption
     /// search's "already freed" shortcut.
     pub(crate) evicting: BTreeSet<WorkloadId>,
+    /// Pending workloads that are [`PendingWorkload::nominated`]: a cycle
+    /// tries these first.
+    pub(crate) nominated: BTreeSet<WorkloadId>,
 }
 
 impl Snapshot {
@@ -164,6 +173,7 @@ impl Snapshot {
             local_queues: BTreeMap::new(),
             pending_by_local_queue: BTreeMap::new(),
             evicting: BTreeSet::new(),
+            nominated: BTreeSet::new(),
         }
     }
 
@@ -227,6 +237,7 @@ impl Snapshot {
             local_queues,
             pending_by_local_queue: BTreeMap::new(),
             evicting: BTreeSet::new(),
+            nominated: BTreeSet::new(),
         }
     }
 
@@ -370,6 +381,9 @@ impl Snapshot {
             workload.id,
         ));
         queue.len += 1;
+        if workload.nominated {
+            self.nominated.insert(workload.id);
+        }
         *self
             .pending_by_local_queue
             .entry(workload.local_queue.clone())
@@ -378,9 +392,27 @@ impl Snapshot {
         Ok(())
     }
 
+    /// Marks a pending workload nominated (or not); see
+    /// [`PendingWorkload::nominated`]. Returns whether it is pending.
+    pub fn set_nominated(&mut self, id: WorkloadId, nominated: bool) -> bool {
+        match self.pending.get_mut(&id) {
+            Some(w) => {
+                w.nominated = nominated;
+                if nominated {
+                    self.nominated.insert(id);
+                } else {
+                    self.nominated.remove(&id);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Takes a workload out of its queue (cancelled, or about to be admitted).
     pub fn remove_pending(&mut self, id: WorkloadId) -> Option<PendingWorkload> {
         let workload = self.pending.remove(&id)?;
+        self.nominated.remove(&id);
         if let Some(n) = self.pending_by_local_queue.get_mut(&workload.local_queue) {
             *n -= 1;
             if *n == 0 {

@@ -344,6 +344,7 @@ fn run(w: &World) -> Result<(), TestCaseError> {
                     priority: binding.priority,
                     created_at: now,
                     not_before: None,
+                    nominated: false,
                 })
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 next_id += 1;

@@ -169,6 +169,7 @@ impl Sim {
                 priority,
                 created_at: self.now,
                 not_before: None,
+                nominated: false,
             })
             .unwrap();
         self.ids.insert(name.clone(), id);

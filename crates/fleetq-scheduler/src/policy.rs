@@ -1,0 +1,180 @@
+//! Who may preempt whom: the one definition of a ClusterQueue's preemption
+//! policy that the scheduler's victim search and apply()'s re-check both
+//! call, so that they cannot disagree. (They once did: with
+//! `withinClusterQueue: LowerOrNewerEqualPriority` the scheduler chose a
+//! newer victim of equal priority that apply() refused, every cycle.)
+//!
+//! Whether a preemption was *needed* (the victim's queue still borrows, the
+//! preemptor does not fit without it) depends on usage at planning time and
+//! stays the scheduler's call; a needless preemption cannot over-commit.
+
+use fleetq_model::cluster_queue::{
+    BorrowWithinCohortPolicy, PreemptionPolicy, ReclaimWithinCohort, WithinClusterQueue,
+};
+use fleetq_model::Timestamp;
+
+use crate::decision::PreemptionReason;
+
+/// What the policy looks at of a workload: its priority and when it was
+/// created (Kueue compares creation for `LowerOrNewerEqualPriority`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rank {
+    pub priority: i32,
+    pub created_at: Timestamp,
+}
+
+/// Where the victim stands relative to the preemptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Relation {
+    /// The same ClusterQueue.
+    SameQueue,
+    /// Another ClusterQueue under the same root cohort.
+    SameTree,
+    /// Unrelated: nobody may preempt across cohort trees.
+    Unrelated,
+}
+
+/// `withinClusterQueue`: may the preemptor evict `victim` of its own queue?
+pub fn within_cluster_queue_allows(
+    policy: WithinClusterQueue,
+    preemptor: Rank,
+    victim: Rank,
+) -> bool {
+    match policy {
+        WithinClusterQueue::Never => false,
+        WithinClusterQueue::LowerPriority => victim.priority < preemptor.priority,
+        WithinClusterQueue::LowerOrNewerEqualPriority => {
+            victim.priority < preemptor.priority
+                || (victim.priority == preemptor.priority
+                    && victim.created_at > preemptor.created_at)
+        }
+    }
+}
+
+/// `reclaimWithinCohort`: may the preemptor take back lent quota from a
+/// workload of another queue that borrows it?
+pub fn reclaim_allows(policy: ReclaimWithinCohort, preemptor: i32, victim: i32) -> bool {
+    match policy {
+        ReclaimWithinCohort::Never => false,
+        ReclaimWithinCohort::LowerPriority => victim < preemptor,
+        ReclaimWithinCohort::Any => true,
+    }
+}
+
+/// `borrowWithinCohort`: may a preemptor that will itself borrow evict
+/// `victim` of another queue?
+pub fn borrow_within_cohort_allows(policy: &PreemptionPolicy, preemptor: i32, victim: i32) -> bool {
+    let bwc = policy.borrow_within_cohort;
+    bwc.policy == BorrowWithinCohortPolicy::LowerPriority
+        && victim < preemptor
+        && bwc.max_priority_threshold.is_none_or(|t| victim <= t)
+}
+
+/// Whether the preemptor's queue policy allows evicting `victim` for
+/// `reason`. Fair-sharing preemption follows `reclaimWithinCohort`, as in
+/// Kueue.
+pub fn allows(
+    policy: &PreemptionPolicy,
+    reason: PreemptionReason,
+    relation: Relation,
+    preemptor: Rank,
+    victim: Rank,
+) -> bool {
+    match (reason, relation) {
+        (PreemptionReason::InClusterQueue, Relation::SameQueue) => {
+            within_cluster_queue_allows(policy.within_cluster_queue, preemptor, victim)
+        }
+        (PreemptionReason::InCohortReclamation, Relation::SameTree)
+        | (PreemptionReason::InCohortFairSharing, Relation::SameTree) => reclaim_allows(
+            policy.reclaim_within_cohort,
+            preemptor.priority,
+            victim.priority,
+        ),
+        (PreemptionReason::InCohortReclaimWhileBorrowing, Relation::SameTree) => {
+            borrow_within_cohort_allows(policy, preemptor.priority, victim.priority)
+        }
+        _ => false,
+    }
+}
+
+/// Whether the policy permits any preemption at all.
+pub fn allows_any(policy: &PreemptionPolicy) -> bool {
+    policy.within_cluster_queue != WithinClusterQueue::Never
+        || policy.reclaim_within_cohort != ReclaimWithinCohort::Never
+        || policy.borrow_within_cohort.policy != BorrowWithinCohortPolicy::Never
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rank(priority: i32, created: u64) -> Rank {
+        Rank {
+            priority,
+            created_at: Timestamp(created),
+        }
+    }
+
+    #[test]
+    fn lower_or_newer_equal_priority_takes_a_newer_equal_victim_only() {
+        let p = WithinClusterQueue::LowerOrNewerEqualPriority;
+        assert!(within_cluster_queue_allows(p, rank(1, 10), rank(1, 20)));
+        assert!(!within_cluster_queue_allows(p, rank(1, 20), rank(1, 10)));
+        assert!(!within_cluster_queue_allows(p, rank(1, 10), rank(1, 10)));
+        assert!(within_cluster_queue_allows(p, rank(2, 99), rank(1, 0)));
+        assert!(!within_cluster_queue_allows(p, rank(1, 0), rank(2, 99)));
+    }
+
+    #[test]
+    fn reasons_need_their_relation() {
+        let policy = PreemptionPolicy {
+            reclaim_within_cohort: ReclaimWithinCohort::Any,
+            within_cluster_queue: WithinClusterQueue::LowerPriority,
+            ..PreemptionPolicy::default()
+        };
+        let (hi, lo) = (rank(2, 0), rank(1, 0));
+        assert!(allows(
+            &policy,
+            PreemptionReason::InClusterQueue,
+            Relation::SameQueue,
+            hi,
+            lo
+        ));
+        assert!(!allows(
+            &policy,
+            PreemptionReason::InClusterQueue,
+            Relation::SameTree,
+            hi,
+            lo
+        ));
+        assert!(allows(
+            &policy,
+            PreemptionReason::InCohortReclamation,
+            Relation::SameTree,
+            lo,
+            hi
+        ));
+        assert!(!allows(
+            &policy,
+            PreemptionReason::InCohortReclamation,
+            Relation::SameQueue,
+            lo,
+            hi
+        ));
+        assert!(!allows(
+            &policy,
+            PreemptionReason::InCohortReclamation,
+            Relation::Unrelated,
+            lo,
+            hi
+        ));
+        // borrowWithinCohort is Never here.
+        assert!(!allows(
+            &policy,
+            PreemptionReason::InCohortReclaimWhileBorrowing,
+            Relation::SameTree,
+            hi,
+            lo
+        ));
+    }
+}
