@@ -5,7 +5,6 @@
 //! crash it and restart it); and the checks on what their executors
 //! really ran, read from each executor's own journal in simulated time.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,12 +16,39 @@ use rand::rngs::StdRng;
 use rand::Rng;
 
 use crate::net::SimConnector;
-use crate::sim::{node_addr, Violation};
+use crate::sim::node_addr;
 
 /// Agents (and clusters) in a run.
 pub const AGENTS: usize = 2;
 /// GPUs each agent's cluster has.
 pub const AGENT_GPUS: u64 = 6;
+/// MIG slices (`nvidia.com/mig-1g.10gb`, flavor h100-80gb as on `fleetq
+/// dev`) each agent's cluster has besides its GPUs.
+pub const AGENT_MIG_SLICES: u64 = 4;
+/// The flavor and resources of the agents' inventory.
+pub const FLAVOR: &str = "h100-80gb";
+pub const GPU: &str = "nvidia.com/gpu";
+pub const MIG: &str = "nvidia.com/mig-1g.10gb";
+
+/// Every agent's devices: cluster -> flavor -> resource -> milli-units.
+pub fn devices() -> crate::oracle::journal::Devices {
+    (1..=AGENTS)
+        .map(|n| {
+            (
+                cluster_name(n),
+                [(
+                    FLAVOR.to_string(),
+                    [
+                        (GPU.to_string(), AGENT_GPUS * 1000),
+                        (MIG.to_string(), AGENT_MIG_SLICES * 1000),
+                    ]
+                    .into(),
+                )]
+                .into(),
+            )
+        })
+        .collect()
+}
 
 pub fn agent_host(n: usize) -> String {
     format!("a{n}")
@@ -69,6 +95,17 @@ pub enum AgentFault {
 }
 
 impl AgentFault {
+    /// The kind's name (see `plan::FAULT_KINDS`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentFault::None => "none",
+            AgentFault::Partition { .. } => "agent-partition",
+            AgentFault::Crash { .. } => "agent-crash",
+            AgentFault::Mute { .. } => "agent-mute",
+            AgentFault::Lost { .. } => "agent-lost",
+        }
+    }
+
     /// Drawn after everything else a seed decides, so adding it changed
     /// none of the earlier draws.
     pub fn draw(rng: &mut StdRng) -> AgentFault {
@@ -142,7 +179,7 @@ pub fn agent_config(n: usize, nodes: u64) -> Result<AgentConfig, String> {
         .map(|id| format!("\"{}\"", node_addr(id)))
         .collect();
     let text = format!(
-        "cluster = \"{}\"\nservers = [{}]\nheartbeat_ms = 200\nlease_policy = \"fence\"\nexecutor = \"simulated\"\nsimulated_stop_ms = 300\n[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"{AGENT_GPUS}\" }}\n",
+        "cluster = \"{}\"\nservers = [{}]\nheartbeat_ms = 200\nlease_policy = \"fence\"\nexecutor = \"simulated\"\nsimulated_stop_ms = 300\n[[inventory]]\nflavor = \"{FLAVOR}\"\nresources = {{ \"{GPU}\" = \"{AGENT_GPUS}\", \"{MIG}\" = \"{AGENT_MIG_SLICES}\" }}\n",
         cluster_name(n),
         servers.join(", ")
     );
@@ -233,214 +270,4 @@ pub fn runs(entries: &[JournalEntry]) -> Vec<Run> {
         }
     }
     out
-}
-
-/// What the executors' journals must show after a passing run: every run
-/// ended; no workload ran twice at once (on two clusters, or under two
-/// admissions); at no instant did the devices really in use exceed a
-/// cluster's capacity or the ClusterQueue's quota; the last run of every
-/// workload in `succeeded` exited 0.
-pub fn check_runs(
-    journals: &BTreeMap<String, Vec<JournalEntry>>,
-    gpus: &BTreeMap<u64, u64>,
-    succeeded: &std::collections::BTreeSet<u64>,
-    quota: u64,
-) -> Result<(), Violation> {
-    let fail = |check: &'static str, detail: String| Err(Violation { check, detail });
-    let mut all: Vec<(String, Run)> = Vec::new();
-    for (cluster, entries) in journals {
-        for r in runs(entries) {
-            if r.end.is_none() {
-                return fail(
-                    "nothing left running (invariant 3)",
-                    format!(
-                        "workload {} epoch {} still runs on {cluster} after the run",
-                        r.workload, r.epoch
-                    ),
-                );
-            }
-            all.push((cluster.clone(), r));
-        }
-    }
-    // No workload runs twice at once. A run is the half-open interval
-    // [start, end): one that ends when the next starts does not overlap.
-    let mut by_workload: BTreeMap<u64, Vec<&(String, Run)>> = BTreeMap::new();
-    for run in &all {
-        by_workload.entry(run.1.workload).or_default().push(run);
-    }
-    for (w, mut list) in by_workload {
-        list.sort_by_key(|(_, r)| r.start);
-        for pair in list.windows(2) {
-            let (ca, a) = pair[0];
-            let (cb, b) = pair[1];
-            let a_end = a.end.unwrap_or(u64::MAX);
-            if b.start < a_end {
-                return fail(
-                    "no workload runs twice at once (invariant 4)",
-                    format!(
-                        "workload {w}: epoch {} on {ca} [{}ms, {a_end}ms) and epoch {} on {cb} from {}ms",
-                        a.epoch, a.start, b.epoch, b.start
-                    ),
-                );
-            }
-        }
-    }
-    // Devices really in use, swept over time: ends before starts at the
-    // same instant. A violation names the runs active at that instant.
-    let mut events: Vec<(u64, i8, usize)> = Vec::new();
-    for (i, (_, r)) in all.iter().enumerate() {
-        // A run that ended as it started (a failed start) held nothing.
-        if r.end == Some(r.start) {
-            continue;
-        }
-        events.push((r.start, 1, i));
-        events.push((r.end.unwrap_or(u64::MAX), -1, i));
-    }
-    events.sort_by_key(|&(t, d, i)| (t, d, i));
-    let mut active: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
-    let gpus_of = |i: usize| gpus.get(&all[i].1.workload).copied().unwrap_or(0);
-    let describe = |active: &std::collections::BTreeSet<usize>| {
-        active
-            .iter()
-            .map(|&i| {
-                let (c, r) = &all[i];
-                format!(
-                    "w{}/e{} on {c} ({} GPUs, from {}ms)",
-                    r.workload,
-                    r.epoch,
-                    gpus_of(i),
-                    r.start
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    for (t, d, i) in events {
-        if d < 0 {
-            active.remove(&i);
-            continue;
-        }
-        active.insert(i);
-        let cluster = &all[i].0;
-        let on_cluster: u64 = active
-            .iter()
-            .filter(|&&j| all[j].0 == *cluster)
-            .map(|&j| gpus_of(j))
-            .sum();
-        if on_cluster > AGENT_GPUS {
-            return fail(
-                "no over-admission of devices (invariant 1)",
-                format!(
-                    "{cluster} ran {on_cluster} GPUs at {t}ms; it has {AGENT_GPUS}: {}",
-                    describe(&active)
-                ),
-            );
-        }
-        let total: u64 = active.iter().map(|&j| gpus_of(j)).sum();
-        if total > quota {
-            return fail(
-                "no over-admission of quota (invariant 1)",
-                format!(
-                    "{total} GPUs ran at {t}ms; the ClusterQueue's quota is {quota}: {}",
-                    describe(&active)
-                ),
-            );
-        }
-    }
-    for w in succeeded {
-        let last = all
-            .iter()
-            .filter(|(_, r)| r.workload == *w)
-            .max_by_key(|(_, r)| r.start);
-        if !last.is_some_and(|(_, r)| r.exited_ok) {
-            return fail(
-                "the executors agree with the ledger",
-                format!(
-                    "workload {w} succeeded in the ledger; its last run did not exit 0 ({last:?})"
-                ),
-            );
-        }
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn e(at_ms: u64, workload: u64, epoch: u64, event: &str, detail: &str) -> JournalEntry {
-        JournalEntry {
-            at_ms,
-            workload,
-            epoch,
-            event: event.into(),
-            pid: 0,
-            detail: detail.into(),
-        }
-    }
-
-    fn journals(
-        c1: Vec<JournalEntry>,
-        c2: Vec<JournalEntry>,
-    ) -> BTreeMap<String, Vec<JournalEntry>> {
-        [("c1".to_string(), c1), ("c2".to_string(), c2)].into()
-    }
-
-    #[test]
-    fn a_clean_move_passes() {
-        let j = journals(
-            vec![e(0, 1, 1, "started", ""), e(100, 1, 1, "stopped", "fenced")],
-            vec![
-                e(100, 1, 2, "started", ""),
-                e(900, 1, 2, "exited", "exit 0"),
-            ],
-        );
-        check_runs(&j, &[(1, 4)].into(), &[1].into(), 8).unwrap();
-    }
-
-    #[test]
-    fn each_violation_is_caught() {
-        let overlap = journals(
-            vec![e(0, 1, 1, "started", ""), e(500, 1, 1, "stopped", "")],
-            vec![
-                e(400, 1, 2, "started", ""),
-                e(900, 1, 2, "exited", "exit 0"),
-            ],
-        );
-        let v = check_runs(&overlap, &[(1, 1)].into(), &[1].into(), 8).unwrap_err();
-        assert!(v.check.contains("twice"), "{v:?}");
-
-        let open = journals(vec![e(0, 1, 1, "started", "")], vec![]);
-        let v = check_runs(&open, &[(1, 1)].into(), &[1].into(), 8).unwrap_err();
-        assert!(v.check.contains("left running"), "{v:?}");
-
-        let over_quota = journals(
-            vec![e(0, 1, 1, "started", ""), e(500, 1, 1, "exited", "exit 0")],
-            vec![
-                e(100, 2, 1, "started", ""),
-                e(600, 2, 1, "exited", "exit 0"),
-            ],
-        );
-        let v = check_runs(&over_quota, &[(1, 5), (2, 5)].into(), &[].into(), 8).unwrap_err();
-        assert!(v.check.contains("quota"), "{v:?}");
-
-        let over_devices = journals(
-            vec![
-                e(0, 1, 1, "started", ""),
-                e(0, 2, 1, "started", ""),
-                e(500, 1, 1, "exited", "exit 0"),
-                e(500, 2, 1, "exited", "exit 0"),
-            ],
-            vec![],
-        );
-        let v = check_runs(&over_devices, &[(1, 4), (2, 4)].into(), &[].into(), 16).unwrap_err();
-        assert!(v.check.contains("devices"), "{v:?}");
-
-        let never_ok = journals(
-            vec![e(0, 1, 1, "started", ""), e(500, 1, 1, "stopped", "")],
-            vec![],
-        );
-        let v = check_runs(&never_ok, &[(1, 1)].into(), &[1].into(), 8).unwrap_err();
-        assert!(v.check.contains("agree"), "{v:?}");
-    }
 }

@@ -145,8 +145,14 @@ fn workload_json(w: &PlannedWorkload) -> String {
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            serde_json::json!({"name": format!("ps{i}"), "count": p.count,
-                "requests": {"nvidia.com/gpu": p.gpus.to_string()}})
+            let mut requests = serde_json::Map::new();
+            if p.gpus > 0 {
+                requests.insert(crate::agents::GPU.into(), p.gpus.to_string().into());
+            }
+            if p.mig > 0 {
+                requests.insert(crate::agents::MIG.into(), p.mig.to_string().into());
+            }
+            serde_json::json!({"name": format!("ps{i}"), "count": p.count, "requests": requests})
         })
         .collect();
     let mut run = serde_json::json!({"duration": format!("{}s", w.duration_s)});

@@ -138,6 +138,21 @@ impl Injector {
         }
     }
 
+    /// The planned fault's kind, and whether it struck; a mid-batch fault
+    /// that struck a submission entry carrying admissions counts as
+    /// `mid-batch-on-submission` too.
+    pub fn coverage(&self) -> Vec<(&'static str, bool)> {
+        let mut out = vec![(self.fault.kind(), self.done.is_some())];
+        if self
+            .done
+            .as_deref()
+            .is_some_and(|d| d.contains("SubmitWorkloads #"))
+        {
+            out.push(("mid-batch-on-submission", true));
+        }
+        out
+    }
+
     pub fn step(&mut self, sim: &mut turmoil::Sim<'_>, world: &mut World) {
         let now = sim.elapsed();
         match &self.phase {
@@ -323,7 +338,7 @@ impl Injector {
                         Some((
                             restart_after,
                             Undo::Restart(vec![leader]),
-                            format!("crashed leader n{leader} with AdmitBatch {in_flight} in flight ({lost})"),
+                            format!("crashed leader n{leader} with {in_flight} in flight ({lost})"),
                         ))
                     }
                     MidBatch::Isolate(heal_after) => {
@@ -332,9 +347,7 @@ impl Injector {
                         Some((
                             heal_after,
                             Undo::Cuts(cuts),
-                            format!(
-                                "cut leader n{leader} off with AdmitBatch {in_flight} in flight"
-                            ),
+                            format!("cut leader n{leader} off with {in_flight} in flight"),
                         ))
                     }
                 }
@@ -344,9 +357,11 @@ impl Injector {
     }
 }
 
-/// The index of an admission batch `leader` appended and has not applied
-/// yet, if there is one: its decisions are in flight.
-fn admission_in_flight(world: &World, leader: NodeId) -> Option<u64> {
+/// The last entry `leader` appended and has not applied yet, if it
+/// carries admission decisions (an `AdmitBatch`, or a `SubmitWorkloads`
+/// with admissions planned on submit): its decisions are in flight.
+/// Returns the entry, as "AdmitBatch #12" or "SubmitWorkloads #12".
+fn admission_in_flight(world: &World, leader: NodeId) -> Option<String> {
     let registry = world.registry.borrow();
     let metrics = registry.get(&leader)?.raft.metrics().borrow().clone();
     let last = metrics.last_log_index?;
@@ -356,9 +371,13 @@ fn admission_in_flight(world: &World, leader: NodeId) -> Option<u64> {
     }
     let entry = world.disks.get(&leader)?.entry(last)?;
     match entry.payload {
-        EntryPayload::Normal(request) if matches!(request.command, Command::AdmitBatch(_)) => {
-            Some(last)
-        }
+        EntryPayload::Normal(request) => match &request.command {
+            Command::AdmitBatch(_) => Some(format!("AdmitBatch #{last}")),
+            Command::SubmitWorkloads { admit, .. } if !admit.is_empty() => {
+                Some(format!("SubmitWorkloads #{last}"))
+            }
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -374,6 +393,11 @@ pub struct AgentInjector {
 }
 
 impl AgentInjector {
+    /// The planned fault's kind, and whether it struck.
+    pub fn coverage(&self) -> (&'static str, bool) {
+        (self.fault.kind(), self.done.is_some())
+    }
+
     pub fn new(fault: AgentFault) -> AgentInjector {
         AgentInjector {
             fault,

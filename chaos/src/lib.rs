@@ -24,7 +24,9 @@
 //!   from outside on every replica; 3 from every replica at the end; 1, 3
 //!   and 4 from the executors' own journals; no panics anywhere).
 //! - [`inject`]: the fault injectors.
-//! - [`agents`]: the agents in the simulation and the journal checks.
+//! - [`agents`]: the agents in the simulation.
+//! - [`oracle`]: the independent checker: each replica's applied stream
+//!   and the executors' journals against a model written apart.
 //! - [`client`]: the simulated user.
 //! - [`net`]: tonic over turmoil's TCP.
 //! - [`live`]: `fleetq-chaos live`, the real binaries under faults.
@@ -48,9 +50,11 @@
 
 pub mod agents;
 pub mod client;
+pub mod draw;
 pub mod inject;
 pub mod live;
 pub mod net;
+pub mod oracle;
 pub mod plan;
 pub mod proxy;
 pub mod regressions;

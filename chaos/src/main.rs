@@ -50,6 +50,11 @@ enum Command {
         /// their agent fault (the fault set of earlier soaks).
         #[arg(long, default_value = "all", value_parser = ["all", "basic"])]
         faults: String,
+        /// The ledger's own after-every-command invariant check: `on` (the
+        /// default, whatever the build profile) or `off` (to show that the
+        /// outside checks, the oracle and the journals, stand alone).
+        #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+        ledger_checks: String,
     },
     /// Run the real binaries on loopback (3 servers, 2 agents with the
     /// process executor) under named faults with clients submitting and
@@ -115,7 +120,11 @@ fn main() -> ExitCode {
             nodes,
             scenario,
             faults,
+            ledger_checks,
         } => {
+            // Read once by every ledger this process (and each seed's
+            // process, which inherits it) creates.
+            std::env::set_var(fleetq_ledger::INVARIANT_CHECKS_ENV, &ledger_checks);
             let basic = faults == "basic";
             if nodes == 4 {
                 eprintln!("error: --nodes: 3 or 5 (an even group tolerates no more failures than the odd one below it)");
@@ -153,8 +162,13 @@ fn main() -> ExitCode {
                 .or_else(|| std::thread::available_parallelism().ok().map(usize::from))
                 .unwrap_or(1)
                 .max(1);
+            // A long random run must strike every kind of fault.
+            let require_coverage = scenarios.len() == 1
+                && scenarios[0].is_none()
+                && !basic
+                && runs.len() >= COVERAGE_SEEDS;
             if runs.len() > 1 {
-                sim_in_processes(&runs, jobs, until_violation)
+                sim_in_processes(&runs, jobs, until_violation, require_coverage)
             } else {
                 sim_here(&runs)
             }
@@ -344,10 +358,54 @@ fn scenarios(
     Ok(out)
 }
 
+/// A random run of at least this many seeds fails unless every kind of
+/// fault struck in some seed.
+const COVERAGE_SEEDS: usize = 500;
+
+/// Planned and struck faults per kind, over a run's seeds.
+#[derive(Default)]
+struct Coverage(std::collections::BTreeMap<String, (u64, u64)>);
+
+impl Coverage {
+    /// Adds a seed's `coverage: kind=1/1 ...` line.
+    fn add(&mut self, line: &str) {
+        let Some(rest) = line.strip_prefix("coverage:") else {
+            return;
+        };
+        for part in rest.split_whitespace() {
+            let Some((kind, counts)) = part.split_once('=') else {
+                continue;
+            };
+            let Some((planned, struck)) = counts.split_once('/') else {
+                continue;
+            };
+            let entry = self.0.entry(kind.to_string()).or_default();
+            entry.0 += planned.parse::<u64>().unwrap_or(0);
+            entry.1 += struck.parse::<u64>().unwrap_or(0);
+        }
+    }
+
+    /// Prints the table; returns the kinds that never struck, if `required`.
+    fn report(&self, required: bool) -> Vec<&'static str> {
+        println!("fault coverage (planned / struck):");
+        for (kind, (planned, struck)) in &self.0 {
+            println!("  {kind:<28} {planned:>7} / {struck}");
+        }
+        if !required {
+            return Vec::new();
+        }
+        fleetq_chaos::plan::FAULT_KINDS
+            .into_iter()
+            .filter(|k| self.0.get(*k).is_none_or(|(_, struck)| *struck == 0))
+            .collect()
+    }
+}
+
 /// Runs `runs` one after another in this process.
 fn sim_here(runs: &[Run]) -> ExitCode {
     let started = Instant::now();
     let (mut failed, mut faults) = (Vec::new(), 0usize);
+    let mut coverage = Coverage::default();
     for (n, run) in runs.iter().enumerate() {
         let plan = run.plan();
         if runs.len() == 1 {
@@ -357,6 +415,9 @@ fn sim_here(runs: &[Run]) -> ExitCode {
             Ok(report) => {
                 faults += report.injected.len();
                 println!("{report}");
+                let line = report.coverage_line();
+                println!("{line}");
+                coverage.add(&line);
             }
             Err(e) => {
                 println!("FAIL {e}");
@@ -364,6 +425,9 @@ fn sim_here(runs: &[Run]) -> ExitCode {
             }
         }
         progress(n + 1, runs.len(), failed.len(), started);
+    }
+    if runs.len() > 1 {
+        coverage.report(false);
     }
     summary(runs.len(), faults, &failed, started)
 }
@@ -401,7 +465,12 @@ fn summary(
 /// simulation crashes a node, tokio drops its tasks in an order derived
 /// from a process-wide task counter, which earlier runs in the same
 /// process would have advanced.
-fn sim_in_processes(runs: &[Run], jobs: usize, until_violation: bool) -> ExitCode {
+fn sim_in_processes(
+    runs: &[Run],
+    jobs: usize,
+    until_violation: bool,
+    require_coverage: bool,
+) -> ExitCode {
     let started = Instant::now();
     let exe = match std::env::current_exe() {
         Ok(e) => e,
@@ -412,7 +481,8 @@ fn sim_in_processes(runs: &[Run], jobs: usize, until_violation: bool) -> ExitCod
     };
     let next = std::sync::atomic::AtomicUsize::new(0);
     let stop = std::sync::atomic::AtomicBool::new(false);
-    let (tx, rx) = std::sync::mpsc::channel::<(usize, Option<String>, usize)>();
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Option<String>, usize, String)>();
+    let mut coverage = Coverage::default();
     let mut lines: Vec<Option<String>> = vec![None; runs.len()];
     let (mut printed, mut failed, mut faults, mut lost) = (0usize, Vec::new(), 0usize, 0usize);
     std::thread::scope(|scope| {
@@ -457,16 +527,22 @@ fn sim_in_processes(runs: &[Run], jobs: usize, until_violation: bool) -> ExitCod
                     })
                     .and_then(|f| f.parse().ok())
                     .unwrap_or(0);
+                let covered = text
+                    .lines()
+                    .find(|l| l.starts_with("coverage:"))
+                    .unwrap_or_default()
+                    .to_string();
                 let violated = line.as_deref().is_none_or(|l| l.starts_with("FAIL "));
                 if violated && until_violation {
                     stop.store(true, std::sync::atomic::Ordering::SeqCst);
                 }
-                let _ = tx.send((i, line, faults));
+                let _ = tx.send((i, line, faults, covered));
             });
         }
         drop(tx);
-        for (i, line, f) in rx {
+        for (i, line, f, covered) in rx {
             faults += f;
+            coverage.add(&covered);
             match line {
                 Some(l) => {
                     if l.starts_with("FAIL ") {
@@ -506,5 +582,11 @@ fn sim_in_processes(runs: &[Run], jobs: usize, until_violation: bool) -> ExitCod
         eprintln!("sim: {lost} seed processes ended without a verdict");
     }
     failed.sort_by_key(|p| (p.scenario, p.seed));
+    let never = coverage.report(require_coverage);
+    if !never.is_empty() {
+        println!("FAIL fault coverage: these kinds never struck in {ran} seeds: {never:?}");
+        summary(ran, faults, &failed, started);
+        return ExitCode::FAILURE;
+    }
     summary(ran, faults, &failed, started)
 }

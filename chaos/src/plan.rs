@@ -170,6 +170,62 @@ fn secs(d: &Duration) -> f64 {
     d.as_secs_f64()
 }
 
+/// Every kind of fault a random plan can draw, by name: the coverage a
+/// run reports and a long run must strike ([`Fault::kind`],
+/// [`AgentFault::kind`]).
+pub const FAULT_KINDS: [&str; 14] = [
+    "partition-leader",
+    "crash-leader",
+    "crash-follower",
+    "split-leader-minority",
+    "split-followers-minority",
+    "one-way-leader-cannot-send",
+    "one-way-leader-cannot-hear",
+    "mid-batch-crash",
+    "mid-batch-isolate",
+    "crash-all",
+    "lossy-links",
+    "slow-links",
+    "agent-partition",
+    "agent-crash",
+];
+
+impl Fault {
+    /// The kind's name, one of [`FAULT_KINDS`].
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::PartitionLeader { .. } => "partition-leader",
+            Fault::CrashNode {
+                target: CrashTarget::Leader,
+                ..
+            } => "crash-leader",
+            Fault::CrashNode { .. } => "crash-follower",
+            Fault::Split {
+                kind: SplitKind::LeaderInMinority,
+                ..
+            } => "split-leader-minority",
+            Fault::Split { .. } => "split-followers-minority",
+            Fault::OneWay {
+                direction: OneWayDirection::LeaderCannotSend,
+                ..
+            } => "one-way-leader-cannot-send",
+            Fault::OneWay { .. } => "one-way-leader-cannot-hear",
+            Fault::LeaderMidBatch {
+                strike: MidBatch::Crash(_),
+                ..
+            } => "mid-batch-crash",
+            Fault::LeaderMidBatch { .. } => "mid-batch-isolate",
+            Fault::CrashAll { .. } => "crash-all",
+            Fault::Network {
+                weather: Weather::Loss { .. },
+                ..
+            } => "lossy-links",
+            Fault::Network { .. } => "slow-links",
+        }
+    }
+}
+
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -267,11 +323,24 @@ impl fmt::Display for Fault {
     }
 }
 
-/// One pod set of a planned workload: `count` pods of `gpus` GPUs each.
+/// One pod set of a planned workload: `count` pods of `gpus` GPUs and
+/// `mig` MIG slices (`nvidia.com/mig-1g.10gb`) each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlannedPodSet {
     pub count: u32,
     pub gpus: u32,
+    pub mig: u32,
+}
+
+impl PlannedPodSet {
+    /// `count` pods of `gpus` GPUs.
+    pub fn gpu(count: u32, gpus: u32) -> PlannedPodSet {
+        PlannedPodSet {
+            count,
+            gpus,
+            mig: 0,
+        }
+    }
 }
 
 /// One workload the client submits.
@@ -295,7 +364,7 @@ impl PlannedWorkload {
             name,
             queue: "team-a".into(),
             priority_class: None,
-            pod_sets: vec![PlannedPodSet { count: 1, gpus }],
+            pod_sets: vec![PlannedPodSet::gpu(1, gpus)],
             duration_s,
             exit: 0,
             delay_ms,
@@ -307,6 +376,14 @@ impl PlannedWorkload {
         self.pod_sets
             .iter()
             .map(|p| u64::from(p.count) * u64::from(p.gpus))
+            .sum()
+    }
+
+    /// MIG slices of all its pods together.
+    pub fn mig_slices(&self) -> u64 {
+        self.pod_sets
+            .iter()
+            .map(|p| u64::from(p.count) * u64::from(p.mig))
             .sum()
     }
 }
@@ -364,9 +441,8 @@ pub struct Plan {
     pub races: Vec<Race>,
     pub faults: Vec<Fault>,
     pub agent_faults: Vec<AgentFault>,
-    /// The most GPUs that may really run at once, whatever the clusters
-    /// have: the quota (of the cohort, where there is one).
-    pub quota_gpus: u64,
+    /// The configuration drawn for a random plan (None: hand-built).
+    pub drawn: Option<crate::draw::DrawnConfig>,
     /// Whether the configuration lets workloads preempt one another.
     pub may_preempt: bool,
     /// Only the basic faults were kept ([`Plan::basic_faults`]).
@@ -393,7 +469,7 @@ pub const SIM_RETENTION: Duration = Duration::from_secs(10);
 
 impl Plan {
     /// A plan with `config`, no workloads and no faults.
-    pub fn empty(seed: u64, nodes: u64, config: String, quota_gpus: u64) -> Plan {
+    pub fn empty(seed: u64, nodes: u64, config: String) -> Plan {
         Plan {
             seed,
             nodes,
@@ -405,7 +481,7 @@ impl Plan {
             races: Vec::new(),
             faults: Vec::new(),
             agent_faults: Vec::new(),
-            quota_gpus,
+            drawn: None,
             may_preempt: false,
             basic: false,
             wait_for_ready: true,
@@ -431,7 +507,7 @@ impl Plan {
     /// against submissions ([`Race`]).
     pub fn from_seed(seed: u64, nodes: u64) -> Plan {
         let mut rng = StdRng::seed_from_u64(seed);
-        let mut plan = Plan::empty(seed, nodes, CONFIG.to_string(), 8);
+        let mut plan = Plan::empty(seed, nodes, CONFIG.to_string());
         // From the seed itself, not a draw: every other draw of a seed
         // stays as it was before retention existed.
         plan.finished_retention = (seed % 2 == 1).then_some(SIM_RETENTION);
@@ -491,8 +567,59 @@ impl Plan {
         for &victim in cancels.iter().filter(|&&v| v + 3 >= WORKLOADS) {
             plan.at_end.push(Action::Cancel(victim));
         }
+        plan.draw_config();
         plan.add_races();
         plan
+    }
+
+    /// Replaces the single 8-GPU queue with a drawn configuration and
+    /// workload mix ([`crate::draw`]), from the configuration's own
+    /// stream: quota changes cut a drawn queue's GPUs instead, and the
+    /// workloads take a drawn queue, size, resource and priority, many
+    /// of them in one burst. Durations, cancels and faults stay.
+    fn draw_config(&mut self) {
+        let mut rng = crate::draw::stream(self.seed);
+        let drawn = crate::draw::DrawnConfig::draw(&mut rng);
+        self.config = drawn.render(None);
+        self.may_preempt = drawn.may_preempt();
+        for w in &mut self.workloads {
+            let Some(d) = drawn.draw_workload(&mut rng) else {
+                continue;
+            };
+            w.queue = format!("lq-{}", d.queue + 1);
+            w.priority_class = d.priority_class.map(String::from);
+            w.pod_sets = vec![if d.resource == crate::agents::MIG {
+                PlannedPodSet {
+                    count: 1,
+                    gpus: 0,
+                    mig: d.amount,
+                }
+            } else {
+                PlannedPodSet::gpu(1, d.amount)
+            }];
+            if d.burst {
+                w.delay_ms = 0;
+            }
+        }
+        let mut cut_next = true;
+        for (_, action) in &mut self.after {
+            if let Action::Apply(yaml) = action {
+                let queue = rng.gen_range(0..drawn.queues.len());
+                let nominal = drawn.queues[queue].gpu.nominal;
+                *yaml = if cut_next {
+                    drawn.render(Some((queue, nominal / 2)))
+                } else {
+                    drawn.render(None)
+                };
+                cut_next = !cut_next;
+            }
+        }
+        for action in &mut self.at_end {
+            if let Action::Apply(yaml) = action {
+                *yaml = drawn.render(None);
+            }
+        }
+        self.drawn = Some(drawn);
     }
 
     /// Appends [`RACES`] races, each with a workload of its own (one run
@@ -641,9 +768,10 @@ mod tests {
         assert_ne!(Plan::from_seed(7, 3), Plan::from_seed(8, 3));
         let plan = Plan::from_seed(7, 3);
         assert_eq!(plan.workloads.len(), WORKLOADS + RACES);
-        assert!(plan.workloads[..WORKLOADS]
-            .iter()
-            .all(|w| (1..=3).contains(&w.gpus()) && (1..=4).contains(&w.duration_s)));
+        assert!(plan.workloads[..WORKLOADS].iter().all(|w| {
+            let size = w.gpus() + w.mig_slices();
+            (1..=4).contains(&size) && (1..=4).contains(&w.duration_s)
+        }));
     }
 
     #[test]
@@ -738,9 +866,11 @@ mod tests {
             .filter(|(_, a)| matches!(a, Action::Apply(_)))
             .count();
         assert_eq!(applies, WORKLOADS / 5);
-        assert!(
-            matches!(plan.at_end.first(), Some(Action::Apply(c)) if c.contains("nominalQuota: 8"))
-        );
+        let drawn = plan
+            .drawn
+            .as_ref()
+            .expect("random plans draw a configuration");
+        assert!(matches!(plan.at_end.first(), Some(Action::Apply(c)) if *c == drawn.render(None)));
         assert!(config_with_quota(6).contains("nominalQuota: 6"));
     }
 }

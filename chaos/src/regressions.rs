@@ -104,7 +104,7 @@ impl Regression {
     /// This scenario's plan for `seed` on `nodes` control-plane nodes.
     pub fn plan(&self, seed: u64, nodes: u64) -> Plan {
         let mut rng = StdRng::seed_from_u64(seed ^ 0x005e_ed0f_4e67);
-        let mut plan = (self.build)(&mut rng, Plan::empty(seed, nodes, CONFIG.to_string(), 8));
+        let mut plan = (self.build)(&mut rng, Plan::empty(seed, nodes, CONFIG.to_string()));
         plan.scenario = Some(self.name);
         plan
     }
@@ -295,11 +295,11 @@ fn slice_charged_twice(rng: &mut StdRng, mut plan: Plan) -> Plan {
         .map(|i| {
             let mut w = workload(format!("w-{i:02}"), 1, 2, rng.gen_range(50..250));
             let workers = if i % 2 == 0 {
-                PlannedPodSet { count: 2, gpus: 1 }
+                PlannedPodSet::gpu(2, 1)
             } else {
-                PlannedPodSet { count: 1, gpus: 2 }
+                PlannedPodSet::gpu(1, 2)
             };
-            w.pod_sets = vec![PlannedPodSet { count: 1, gpus: 1 }, workers];
+            w.pod_sets = vec![PlannedPodSet::gpu(1, 1), workers];
             w
         })
         .collect();
@@ -341,7 +341,6 @@ fn rejected_start_keeps_quota(rng: &mut StdRng, mut plan: Plan) -> Plan {
 
 fn concurrent_cohort_reclaim(rng: &mut StdRng, mut plan: Plan) -> Plan {
     plan.config = config(&[("team-a", 4), ("team-b", 4), ("team-c", 4)]);
-    plan.quota_gpus = 12;
     plan.may_preempt = true;
     for i in 0..6 {
         let mut w = workload(format!("a-{i}"), 2, 5, 20);
@@ -369,9 +368,9 @@ fn gang_finishes_piecemeal(rng: &mut StdRng, mut plan: Plan) -> Plan {
         .map(|i| {
             let mut w = workload(format!("gang-{i:02}"), 1, 3, rng.gen_range(30..200));
             w.pod_sets = if i % 3 == 2 {
-                vec![PlannedPodSet { count: 2, gpus: 2 }]
+                vec![PlannedPodSet::gpu(2, 2)]
             } else {
-                vec![PlannedPodSet { count: 4, gpus: 1 }]
+                vec![PlannedPodSet::gpu(4, 1)]
             };
             w
         })

@@ -24,6 +24,7 @@ use crate::agents;
 use crate::client::{self, ClientSummary};
 use crate::inject::{AgentInjector, Injector, Links, World, FAIR_LATENCY};
 use crate::net::{self, SimConnector};
+use crate::oracle::{self, Oracle};
 use crate::plan::{Fault, Plan, Weather};
 
 /// The port every node serves on.
@@ -79,6 +80,10 @@ pub struct RunReport {
     /// What the fault injectors actually did (the leader they cut off,
     /// the node they crashed), one line per fault that struck.
     pub injected: Vec<String>,
+    /// Each planned fault's kind, and whether it struck.
+    pub coverage: Vec<(&'static str, bool)>,
+    /// Entries the oracle checked, over all replicas.
+    pub oracle_entries: u64,
     pub sim_elapsed: Duration,
     pub wall: Duration,
     pub client: ClientSummary,
@@ -107,6 +112,19 @@ impl fmt::Display for RunReport {
             self.sim_elapsed.as_secs_f64(),
             self.wall.as_secs_f64(),
         )
+    }
+}
+
+impl RunReport {
+    /// One line of what the faults did, for the run's coverage table:
+    /// `coverage: kind=1/1 kind=1/0` (planned/struck).
+    pub fn coverage_line(&self) -> String {
+        let parts: Vec<String> = self
+            .coverage
+            .iter()
+            .map(|(kind, struck)| format!("{kind}=1/{}", u8::from(*struck)))
+            .collect();
+        format!("coverage: {}", parts.join(" "))
     }
 }
 
@@ -211,6 +229,7 @@ async fn node_host(
     scheduler: SchedulerConfig,
     disk: MemDisk,
     registry: Registry,
+    oracle: Oracle,
 ) -> turmoil::Result {
     // All hosts share the simulation's thread, so this seeds one stream
     // that every node draws its election timeouts from, in a deterministic
@@ -238,7 +257,8 @@ async fn node_host(
     let state_machine = StateMachineStore::open(
         MemSnapshotStore::new(disk.clone()),
         config.scheduler.clone(),
-    )?;
+    )?
+    .with_observer(oracle.observer(id));
     let node = Node::start(
         config,
         MemLogStore::new(disk),
@@ -321,6 +341,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
         .build();
 
     let registry: Registry = Rc::new(RefCell::new(BTreeMap::new()));
+    let oracle = Oracle::new(sim_ms);
     // The disks outlive their nodes: a crashed node can restart from one.
     let disks: BTreeMap<NodeId, MemDisk> =
         (1..=nodes).map(|id| (id, MemDisk::new(FSYNC))).collect();
@@ -329,6 +350,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
         let registry = Rc::clone(&registry);
         let scheduler = scheduler.clone();
         let starts = Rc::new(Cell::new(0u64));
+        let oracle = oracle.clone();
         sim.host(host_name(id), move || {
             let incarnation = starts.replace(starts.get() + 1);
             node_host(
@@ -339,6 +361,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
                 scheduler.clone(),
                 disk.clone(),
                 Rc::clone(&registry),
+                oracle.clone(),
             )
         });
     }
@@ -407,6 +430,11 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
         .filter_map(|i| i.done.clone())
         .chain(agent_injectors.iter().filter_map(|i| i.done.clone()))
         .collect();
+    let coverage: Vec<(&'static str, bool)> = injectors
+        .iter()
+        .flat_map(Injector::coverage)
+        .chain(agent_injectors.iter().map(AgentInjector::coverage))
+        .collect();
 
     let entries: BTreeMap<String, Vec<fleetq_agent::executor::JournalEntry>> = journals
         .iter()
@@ -434,19 +462,27 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
         Some(Err(v)) => return Err(fail(v.check, v.detail)),
         None => return Err(fail("client", "finished without a verdict".into())),
     };
+    if let Some(finding) = oracle.findings().first() {
+        return Err(fail(finding.check, finding.detail.clone()));
+    }
     check_replicas(&registry, nodes, &summary).map_err(|v| fail(v.check, v.detail))?;
-    let gpus: BTreeMap<u64, u64> = plan
-        .workloads
-        .iter()
-        .filter_map(|w| Some((*summary.acknowledged.get(&w.name)?, w.gpus())))
-        .collect();
+    check_progress(&plan, &oracle, &summary).map_err(|v| fail(v.check, v.detail))?;
     let succeeded: std::collections::BTreeSet<u64> = plan
         .workloads
         .iter()
         .filter(|w| w.exit == 0 && !summary.cancelled.contains(&w.name))
         .filter_map(|w| summary.acknowledged.get(&w.name).copied())
         .collect();
-    if let Err(v) = agents::check_runs(&entries, &gpus, &succeeded, plan.quota_gpus) {
+    let granted = oracle.granted();
+    let timeline = oracle.timeline();
+    let devices = agents::devices();
+    let expected = oracle::journal::Expected {
+        granted: &granted,
+        timeline: &timeline,
+        devices: &devices,
+        succeeded: &succeeded,
+    };
+    if let Err(v) = oracle::journal::check(&entries, &expected) {
         return Err(fail(v.check, v.detail));
     }
     let trace = trace_digest(sim_elapsed, &summary, &injected, &registry, &entries);
@@ -454,11 +490,87 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
     Ok(RunReport {
         plan,
         injected,
+        coverage,
+        oracle_entries: oracle.entries_checked(),
         sim_elapsed,
         wall: wall.elapsed(),
         client: summary,
         trace,
     })
+}
+
+/// Simulated milliseconds since the run began (the oracle's clock).
+fn sim_ms() -> u64 {
+    turmoil::sim_elapsed().map_or(0, |d| d.as_millis() as u64)
+}
+
+/// How often one preemptor may preempt the same victim again without
+/// having been admitted in between. Its first preemption frees the room
+/// it needs and nominates it; a fault may make it try once more, but a
+/// preemptor that keeps re-preempting the same victim is the livelock of
+/// docs/testing.md, "Progress": the victim re-admitted into its room.
+pub const SAME_PREEMPTION_REPEATS: u32 = 1;
+/// The most times one workload may be preempted in a run, by anyone. A
+/// borrower is legitimately reclaimed by each owner that needs its quota
+/// back and re-admitted into what is free meanwhile; beyond this it
+/// churns.
+pub const PREEMPTIONS_PER_WORKLOAD: u32 = 12;
+/// apply() may refuse a current leader's decision when the state moved
+/// on since it was planned; the same decision refused this often means
+/// the scheduler and apply() disagree and the leader keeps proposing it.
+pub const SAME_REFUSAL: u32 = 8;
+
+/// Progress (invariant 7), besides what the client already requires
+/// (every workload admitted and ended within its limits): preemption
+/// settles, evictions stay proportional to the workloads, and the leader
+/// does not repeat what apply() refuses.
+fn check_progress(plan: &Plan, oracle: &Oracle, summary: &ClientSummary) -> Result<(), Violation> {
+    const CHECK: &str = "progress: preemption settles (invariant 7)";
+    let progress = oracle.progress();
+    if let Some(((victim, preemptor), n)) = progress
+        .repeats
+        .iter()
+        .find(|(_, &n)| n > SAME_PREEMPTION_REPEATS)
+    {
+        return Err(Violation {
+            check: CHECK,
+            detail: format!(
+                "workload {preemptor} preempted workload {victim} again {n} times without being admitted in between (bound {SAME_PREEMPTION_REPEATS})"
+            ),
+        });
+    }
+    if let Some((id, n)) = progress
+        .preempted
+        .iter()
+        .find(|(_, &n)| n > PREEMPTIONS_PER_WORKLOAD)
+    {
+        return Err(Violation {
+            check: CHECK,
+            detail: format!(
+                "workload {id} was preempted {n} times (bound {PREEMPTIONS_PER_WORKLOAD})"
+            ),
+        });
+    }
+    let workloads = summary.acknowledged.len().max(1) as u32;
+    if progress.total_preemptions > 2 * workloads {
+        return Err(Violation {
+            check: CHECK,
+            detail: format!(
+                "{} preemptions for {workloads} workloads (bound: twice the workloads)",
+                progress.total_preemptions
+            ),
+        });
+    }
+    if let Some(((id, why), n)) = progress.refused.iter().find(|(_, &n)| n > SAME_REFUSAL) {
+        return Err(Violation {
+            check: "progress: a refused decision is not proposed again and again",
+            detail: format!(
+                "apply() refused a decision for workload {id} {n} times: {why} ({})",
+                plan.describe()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// With `FLEETQ_CHAOS_DEBUG` set, a failed run prints every

@@ -71,6 +71,26 @@ pub struct Ledger {
     finished: FinishedIndex,
 }
 
+/// `FLEETQ_LEDGER_CHECKS`: `on` or `off` overrides the build's default
+/// for the after-every-command invariant check of every ledger this
+/// process creates (including those a snapshot install or a restart
+/// creates). The simulator and live chaos turn it on in release builds;
+/// the mutant test turns it off to show the outside checks stand alone.
+pub const INVARIANT_CHECKS_ENV: &str = "FLEETQ_LEDGER_CHECKS";
+
+/// Whether a new ledger checks its invariants after every command: on in
+/// debug builds and in builds with the planted bugs, unless
+/// [`INVARIANT_CHECKS_ENV`] says otherwise.
+pub fn invariant_checks_default() -> bool {
+    static FROM_ENV: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    let from_env = *FROM_ENV.get_or_init(|| match std::env::var(INVARIANT_CHECKS_ENV).as_deref() {
+        Ok("on") => Some(true),
+        Ok("off") => Some(false),
+        _ => None,
+    });
+    from_env.unwrap_or(cfg!(debug_assertions) || fleetq_model::mutants::COMPILED)
+}
+
 impl Default for Ledger {
     fn default() -> Self {
         Ledger::new(SchedulerConfig::default())
@@ -88,7 +108,7 @@ impl Ledger {
             snapshot: Snapshot::new(Config::default(), &[]),
             counters: Counters::default(),
             scheduler,
-            check_invariants: cfg!(debug_assertions) || fleetq_model::mutants::COMPILED,
+            check_invariants: invariant_checks_default(),
             changed: Vec::new(),
             finished: FinishedIndex::default(),
         }
@@ -1064,7 +1084,11 @@ impl Ledger {
         let Some(reservation) = &record.reservation else {
             return false;
         };
-        if reservation.epoch != report.epoch || reservation.assignment.cluster != report.cluster {
+        let any_epoch =
+            fleetq_model::mutants::active(fleetq_model::mutants::Mutant::StaleEpochReport);
+        if (reservation.epoch != report.epoch && !any_epoch)
+            || reservation.assignment.cluster != report.cluster
+        {
             return false;
         }
         let id = report.workload;

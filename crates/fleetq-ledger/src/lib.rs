@@ -77,7 +77,7 @@ pub use command::{
     AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, FreshAdmission, Outcome, Phase, Request,
     Response, RunningWorkload, StatusReport, Submission, SubmitResult,
 };
-pub use ledger::{Ledger, LedgerState};
+pub use ledger::{invariant_checks_default, Ledger, LedgerState, INVARIANT_CHECKS_ENV};
 pub use record::{
     ClusterRecord, Counters, LeasePolicy, Reservation, WaitHistogram, WorkloadRecord,
     WorkloadState, WAIT_BUCKETS_MS,

@@ -32,10 +32,27 @@ pub enum Mutant {
     /// finished or not, releasing what they held: a long run loses its
     /// record and its quota while it still runs.
     RemoveUnfinished,
+    // The bugs below sit in arithmetic the scheduler, apply() and the
+    // ledger's own invariant check share, so that check cannot see them:
+    // only the independent oracle (chaos/src/oracle) and the journals can.
+    /// The quota tree ignores lending limits: a queue's private share is
+    /// lent out too.
+    LendingLimitIgnored,
+    /// A borrowing limit lets a queue borrow one unit more than it says.
+    BorrowingLimitOffByOne,
+    /// A cohort's own nominal quota counts twice in its subtree quota.
+    CohortQuotaDoubled,
+    /// A status report is applied whatever epoch it carries: a late
+    /// report of an earlier admission ends or stops the current one.
+    StaleEpochReport,
+    /// Preemption's livelock, restored: no nominated preemptors, and heads
+    /// by priority before borrowing, so a victim can be re-admitted into
+    /// the room its preemptor waits for, again and again.
+    PreemptorNotNominated,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 7] = [
+    pub const ALL: [Mutant; 12] = [
         Mutant::SkipRevalidation,
         Mutant::FreshSkipsRevalidation,
         Mutant::DoubleRelease,
@@ -43,6 +60,11 @@ impl Mutant {
         Mutant::AgentIgnoresFence,
         Mutant::ExpireWithoutWaiting,
         Mutant::RemoveUnfinished,
+        Mutant::LendingLimitIgnored,
+        Mutant::BorrowingLimitOffByOne,
+        Mutant::CohortQuotaDoubled,
+        Mutant::StaleEpochReport,
+        Mutant::PreemptorNotNominated,
     ];
 
     pub fn name(self) -> &'static str {
@@ -54,6 +76,11 @@ impl Mutant {
             Mutant::AgentIgnoresFence => "agent-ignores-fence",
             Mutant::ExpireWithoutWaiting => "expire-without-waiting",
             Mutant::RemoveUnfinished => "remove-unfinished",
+            Mutant::LendingLimitIgnored => "lending-limit-ignored",
+            Mutant::BorrowingLimitOffByOne => "borrowing-limit-off-by-one",
+            Mutant::CohortQuotaDoubled => "cohort-quota-doubled",
+            Mutant::StaleEpochReport => "stale-epoch-report",
+            Mutant::PreemptorNotNominated => "preemptor-not-nominated",
         }
     }
 

@@ -135,7 +135,9 @@ impl<'a> Cycle<'a> {
     }
 
     pub fn run(mut self) -> Decisions {
-        self.run_nominated();
+        if !fleetq_model::mutants::active(fleetq_model::mutants::Mutant::PreemptorNotNominated) {
+            self.run_nominated();
+        }
         let nodes: Vec<NodeId> = self.snap.tree.cluster_queue_ids().collect();
         for node in nodes {
             if self.snap.queues[node].len == 0 {
@@ -367,7 +369,8 @@ impl<'a> Cycle<'a> {
         // heads that would borrow, whatever their priority, so an owner
         // gets back what its victims free (or what it lent) before a
         // borrower takes it again and has to be preempted in turn.
-        key.0 = self.would_borrow(node, &snap.pending[&key.5]);
+        key.0 = self.would_borrow(node, &snap.pending[&key.5])
+            && !fleetq_model::mutants::active(fleetq_model::mutants::Mutant::PreemptorNotNominated);
         if self.cfg.fair_sharing {
             let cq = self.cluster_queue(node);
             key.1 = fair::dominant_resource_share(

@@ -212,9 +212,14 @@ impl QuotaTree {
             self.compute_subtree(child);
         }
         for fr in 0..self.cells.len() {
-            let own = self.nodes[node].limits[fr]
+            let mut own = self.nodes[node].limits[fr]
                 .as_ref()
                 .map_or(0, |l| l.nominal);
+            if self.nodes[node].kind == NodeKind::Cohort
+                && fleetq_model::mutants::active(fleetq_model::mutants::Mutant::CohortQuotaDoubled)
+            {
+                own = own.saturating_mul(2);
+            }
             let lent_up: u64 = children
                 .iter()
                 .map(|&c| self.nodes[c].subtree_quota[fr] - self.nodes[c].guaranteed[fr])
@@ -223,7 +228,11 @@ impl QuotaTree {
             let guaranteed = match self.nodes[node].limits[fr]
                 .as_ref()
                 .and_then(|l| l.lending_limit)
-            {
+                .filter(|_| {
+                    !fleetq_model::mutants::active(
+                        fleetq_model::mutants::Mutant::LendingLimitIgnored,
+                    )
+                }) {
                 Some(lending) => subtree.saturating_sub(lending),
                 None => 0,
             };
@@ -303,7 +312,11 @@ impl QuotaTree {
         let guaranteed = n.guaranteed[fr];
         let local = guaranteed.saturating_sub(used);
         let mut from_parent = self.available_with(parent, fr, usage);
-        if let Some(limit) = n.limits[fr].as_ref().and_then(|l| l.borrowing_limit) {
+        if let Some(mut limit) = n.limits[fr].as_ref().and_then(|l| l.borrowing_limit) {
+            if fleetq_model::mutants::active(fleetq_model::mutants::Mutant::BorrowingLimitOffByOne)
+            {
+                limit = limit.saturating_add(1000);
+            }
             let stored_in_parent = n.subtree_quota[fr] - guaranteed;
             let used_in_parent = used.saturating_sub(guaranteed);
             let cap = stored_in_parent

@@ -23,7 +23,7 @@ pub mod state_machine;
 pub use mem::{MemDisk, MemLogStore, MemSnapshotStore};
 pub use sled_log::SledLogStore;
 pub use snapshot_store::{SledSnapshotStore, SnapshotStore, StoredSnapshot};
-pub use state_machine::{Change, LedgerHandle, StateMachineStore};
+pub use state_machine::{Applied, ApplyObserver, Change, LedgerHandle, StateMachineStore};
 
 use crate::raft::{NodeId, StorageError};
 

@@ -18,7 +18,7 @@ use openraft::{
 use tokio::sync::{broadcast, watch, Notify};
 
 use super::snapshot_store::{SnapshotStore, StoredSnapshot};
-use crate::command::{Command, Outcome, Response};
+use crate::command::{Command, Outcome, Request, Response};
 use crate::ledger::Ledger;
 use crate::raft::{Entry, LogId, SnapshotMeta, StorageError, StoredMembership, TypeConfig};
 
@@ -39,6 +39,27 @@ pub enum Change {
     /// everything again.
     All,
 }
+
+/// What a state machine tells its [`ApplyObserver`]: each applied command
+/// with its outcome and the ledger as it left it, or a ledger that
+/// replaced the state whole (opened from a snapshot, or one installed).
+pub enum Applied<'a> {
+    Entry {
+        index: u64,
+        request: &'a Request,
+        response: &'a Response,
+        ledger: &'a Ledger,
+    },
+    Reset {
+        index: u64,
+        ledger: &'a Ledger,
+    },
+}
+
+/// Watches every command a node applies, in order, under the state
+/// machine's lock: how the simulator's independent checker reads each
+/// replica's stream (chaos/src/oracle). Not used in production.
+pub type ApplyObserver = Arc<dyn Fn(Applied<'_>) + Send + Sync>;
 
 /// Shared access to a node's applied ledger, plus the signals the server
 /// waits on.
@@ -100,9 +121,24 @@ pub struct StateMachineStore<S: SnapshotStore> {
     snapshots: Arc<S>,
     scheduler: SchedulerConfig,
     snapshot_seq: Arc<AtomicU64>,
+    observer: Option<ApplyObserver>,
 }
 
 impl<S: SnapshotStore> StateMachineStore<S> {
+    /// Reports every applied command to `observer`, starting with the
+    /// state as opened.
+    pub fn with_observer(mut self, observer: ApplyObserver) -> Self {
+        {
+            let sm = self.handle.read();
+            observer(Applied::Reset {
+                index: sm.last_applied.map(|l| l.index).unwrap_or(0),
+                ledger: &sm.ledger,
+            });
+        }
+        self.observer = Some(observer);
+        self
+    }
+
     /// Opens the state machine from the store's last snapshot, if any.
     pub fn open(snapshots: S, scheduler: SchedulerConfig) -> Result<Self, String> {
         let sm = match snapshots.load()? {
@@ -122,6 +158,7 @@ impl<S: SnapshotStore> StateMachineStore<S> {
             snapshots: Arc::new(snapshots),
             scheduler,
             snapshot_seq: Arc::new(AtomicU64::new(0)),
+            observer: None,
         })
     }
 
@@ -175,6 +212,14 @@ impl<S: SnapshotStore> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
                             .ledger
                             .apply_in_term(&request, Some(entry.log_id.leader_id.term));
                         wake |= wakes_scheduler(&request.command, &response);
+                        if let Some(observer) = &self.observer {
+                            observer(Applied::Entry {
+                                index: entry.log_id.index,
+                                request: &request,
+                                response: &response,
+                                ledger: &sm.ledger,
+                            });
+                        }
                         response
                     }
                     EntryPayload::Membership(m) => {
@@ -233,7 +278,14 @@ impl<S: SnapshotStore> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
             sm.ledger = ledger;
             sm.last_applied = meta.last_log_id;
             sm.membership = meta.last_membership.clone();
-            sm.last_applied.map(|l| l.index).unwrap_or(0)
+            let index = sm.last_applied.map(|l| l.index).unwrap_or(0);
+            if let Some(observer) = &self.observer {
+                observer(Applied::Reset {
+                    index,
+                    ledger: &sm.ledger,
+                });
+            }
+            index
         };
         let _ = self.handle.changes.send(Change::All);
         self.handle.applied.send_replace(last);
