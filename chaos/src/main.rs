@@ -507,6 +507,10 @@ fn sim_in_processes(
                 if run.basic {
                     args.extend(["--faults".to_string(), "basic".to_string()]);
                 }
+                // The parent set it from its own --ledger-checks.
+                if let Ok(checks) = std::env::var(fleetq_ledger::INVARIANT_CHECKS_ENV) {
+                    args.extend(["--ledger-checks".to_string(), checks]);
+                }
                 let out = std::process::Command::new(exe)
                     .args(&args)
                     .stderr(std::process::Stdio::null())

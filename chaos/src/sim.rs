@@ -198,7 +198,7 @@ fn install_panic_recorder() {
             let plan = VERDICT_ON_PANIC.try_lock().ok().and_then(|p| p.clone());
             if let Some(plan) = plan {
                 use std::io::Write;
-                println!("FAIL {}", failure(&plan, "no panics", &message));
+                println!("FAIL {}", failure(&plan, panic_check(&message), &message));
                 let _ = std::io::stdout().flush();
                 std::process::exit(1);
             }
@@ -206,6 +206,19 @@ fn install_panic_recorder() {
             previous(info);
         }));
     });
+}
+
+/// The ledger's own invariant check (after every command) panics; any
+/// other panic is a crash.
+pub const CHECK_LEDGER: &str = "ledger: invariants after every command (1, 2)";
+pub const CHECK_PANIC: &str = "no panics";
+
+fn panic_check(message: &str) -> &'static str {
+    if message.starts_with("ledger invariant broken") {
+        CHECK_LEDGER
+    } else {
+        CHECK_PANIC
+    }
 }
 
 fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
@@ -455,7 +468,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
 
     let panics = PANICS.with(|p| std::mem::take(&mut *p.borrow_mut()));
     if !panics.is_empty() {
-        return Err(fail("no panics", panics.join(" | ")));
+        return Err(fail(panic_check(&panics[0]), panics.join(" | ")));
     }
     let summary = match verdict.borrow_mut().take() {
         Some(Ok(summary)) => summary,

@@ -1,18 +1,54 @@
 //! The checker can fail: with each planted bug of
 //! `fleetq_model::mutants` switched on, `fleetq-chaos sim` must report a
-//! violation within 200 seeds. Built only with the `chaos-mutants`
-//! feature: `cargo test -p fleetq-chaos --features chaos-mutants --test
-//! mutants`.
+//! violation within 200 seeds, by the check named here: once with the
+//! ledger's own after-every-command check off (so the independent oracle,
+//! the journals and the progress checks stand alone), and once with it on.
+//! Built only with the `chaos-mutants` feature: `cargo test --release -p
+//! fleetq-chaos --features chaos-mutants --test mutants`.
 
 use std::process::Command;
 
+use fleetq_chaos::oracle::{self, journal};
 use fleetq_model::mutants::Mutant;
 
-/// The first seed that caught `mutant`, and the check it failed.
-fn caught(mutant: Mutant) -> Option<String> {
+const PROGRESS: &str = "progress: preemption settles (invariant 7)";
+
+/// The checks that may catch `mutant` when the ledger's own check is off.
+fn catchers(mutant: Mutant) -> &'static [&'static str] {
+    match mutant {
+        Mutant::SkipRevalidation | Mutant::FreshSkipsRevalidation => &[
+            oracle::CHECK_QUOTA,
+            oracle::CHECK_DEVICES,
+            journal::CHECK_QUOTA,
+        ],
+        Mutant::DoubleRelease | Mutant::ReleaseOnCancel => {
+            &[oracle::CHECK_BOOKS, oracle::CHECK_TRANSITIONS]
+        }
+        Mutant::AgentIgnoresFence | Mutant::ExpireWithoutWaiting => &[
+            journal::CHECK_TWICE,
+            journal::CHECK_QUOTA,
+            journal::CHECK_DEVICES,
+        ],
+        Mutant::RemoveUnfinished => &[
+            journal::CHECK_AGREE,
+            journal::CHECK_LEFT_RUNNING,
+            oracle::CHECK_TRANSITIONS,
+        ],
+        Mutant::LendingLimitIgnored => &[oracle::CHECK_BOOKS, oracle::CHECK_QUOTA],
+        Mutant::BorrowingLimitOffByOne | Mutant::CohortQuotaDoubled => {
+            &[oracle::CHECK_QUOTA, journal::CHECK_QUOTA]
+        }
+        Mutant::StaleEpochReport => &[oracle::CHECK_TRANSITIONS],
+        Mutant::PreemptorNotNominated => &[PROGRESS],
+    }
+}
+
+/// The first FAIL line of a run with `mutant` on, if any.
+fn caught(mutant: Mutant, ledger_checks: &str) -> Option<String> {
     let out = Command::new(env!("CARGO_BIN_EXE_fleetq-chaos"))
         .env("FLEETQ_MUTANT", mutant.name())
         .args(["sim", "--seeds", "200", "--until-violation"])
+        .args(["--ledger-checks", ledger_checks])
         .output()
         .expect("fleetq-chaos runs");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -24,14 +60,50 @@ fn caught(mutant: Mutant) -> Option<String> {
     Some(fail)
 }
 
+/// Which of `checks` a FAIL line names.
+fn named<'a>(line: &str, checks: &[&'a str]) -> Option<&'a str> {
+    checks
+        .iter()
+        .find(|c| line.contains(&format!("check failed: {c}: ")))
+        .copied()
+}
+
 #[test]
-fn every_mutant_is_caught_within_200_seeds() {
-    let mut missed = Vec::new();
+fn every_mutant_is_caught_by_the_outside_checks_alone_and_with_the_ledgers() {
+    let mut wrong = Vec::new();
     for mutant in Mutant::ALL {
-        match caught(mutant) {
-            Some(line) => eprintln!("{}: {line}", mutant.name()),
-            None => missed.push(mutant.name()),
+        for checks in ["off", "on"] {
+            let Some(line) = caught(mutant, checks) else {
+                wrong.push(format!(
+                    "{} (ledger checks {checks}): not caught within 200 seeds",
+                    mutant.name()
+                ));
+                continue;
+            };
+            let seed = line
+                .split_whitespace()
+                .nth(2)
+                .unwrap_or("?")
+                .trim_end_matches(':');
+            eprintln!(
+                "{:<28} ledger checks {checks:<3} seed {seed:<4} {}",
+                mutant.name(),
+                &line[..line.len().min(160)]
+            );
+            if checks == "off" && named(&line, catchers(mutant)).is_none() {
+                wrong.push(format!(
+                    "{} (ledger checks off): caught by another check than {:?}: {line}",
+                    mutant.name(),
+                    catchers(mutant)
+                ));
+            }
+            if checks == "off" && line.contains(fleetq_chaos::sim::CHECK_LEDGER) {
+                wrong.push(format!(
+                    "{}: the ledger's check ran although off: {line}",
+                    mutant.name()
+                ));
+            }
         }
     }
-    assert!(missed.is_empty(), "not caught within 200 seeds: {missed:?}");
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
