@@ -281,12 +281,14 @@ fn live(
                 println!("VIOLATION {v}");
             }
             println!(
-                "submitted={} acked={} unknown={} cancels={} workloads={}",
+                "submitted={} acked={} unknown={} cancels={} workloads={} samples={} unanswered={}",
                 report.acked + report.unknown,
                 report.acked,
                 report.unknown,
                 report.cancels,
-                report.workloads
+                report.workloads,
+                report.samples.0,
+                report.samples.1
             );
             if let Some(dir) = &report.dir {
                 println!("logs: {}", dir.display());

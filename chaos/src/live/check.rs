@@ -19,7 +19,6 @@ use std::collections::BTreeMap;
 
 use fleetq_agent::executor::process::read_journal;
 
-use crate::agents::Run;
 use serde_json::Value;
 
 use super::load::Outcomes;
@@ -38,11 +37,11 @@ fn query(clients: &Clients, args: &[&str]) -> Option<Value> {
     })
 }
 
-/// Devices over capacity on any cluster right now (one line each).
-pub fn over_capacity(clients: &Clients) -> Vec<String> {
-    let Some(clusters) = query(clients, &["get", "clusters", "-o", "json"]) else {
-        return Vec::new(); // no answer now is not a violation
-    };
+/// Devices over capacity on any cluster right now (one line each), or
+/// None when no server answered (counted by the sampler: too many
+/// unanswered samples fail the run).
+pub fn over_capacity(clients: &Clients) -> Option<Vec<String>> {
+    let clusters = query(clients, &["get", "clusters", "-o", "json"])?;
     let mut found = Vec::new();
     for c in clusters.as_array().into_iter().flatten() {
         for f in c["capacity"].as_array().into_iter().flatten() {
@@ -58,7 +57,44 @@ pub fn over_capacity(clients: &Clients) -> Vec<String> {
             }
         }
     }
-    found
+    Some(found)
+}
+
+/// The most samples that may go unanswered, as a share of all.
+pub const UNANSWERED_LIMIT: f64 = 0.10;
+
+/// The sampler's account: over-capacity findings, samples taken, and
+/// samples no server answered.
+#[derive(Debug, Default)]
+pub struct Samples {
+    pub found: Vec<String>,
+    pub taken: u64,
+    pub unanswered: u64,
+}
+
+impl Samples {
+    pub fn add(&mut self, sample: Option<Vec<String>>) {
+        self.taken += 1;
+        match sample {
+            Some(found) => self.found.extend(found),
+            None => self.unanswered += 1,
+        }
+    }
+
+    /// The findings, plus a violation if too many samples went
+    /// unanswered (a run that could not look cannot pass).
+    pub fn violations(&self) -> Vec<String> {
+        let mut out = self.found.clone();
+        if self.taken > 0 && self.unanswered as f64 > UNANSWERED_LIMIT * self.taken as f64 {
+            out.push(format!(
+                "sampling: {} of {} over-capacity samples got no answer (limit {:.0}%)",
+                self.unanswered,
+                self.taken,
+                UNANSWERED_LIMIT * 100.0
+            ));
+        }
+        out
+    }
 }
 
 fn number(v: &Value) -> Option<f64> {
@@ -94,7 +130,7 @@ pub fn final_checks(system: &System, outcomes: &Outcomes) -> Vec<String> {
             ));
         }
     }
-    violations.extend(over_capacity(&system.clients()));
+    violations.extend(over_capacity(&system.clients()).unwrap_or_default());
     if let Ok(clusters) = system.cli_json(&["get", "clusters", "-o", "json"]) {
         for c in clusters.as_array().into_iter().flatten() {
             for f in c["capacity"].as_array().into_iter().flatten() {
@@ -108,36 +144,10 @@ pub fn final_checks(system: &System, outcomes: &Outcomes) -> Vec<String> {
         }
     }
 
-    // The executors' account.
-    let mut runs: BTreeMap<u64, Vec<(String, Run)>> = BTreeMap::new();
-    for a in &system.agents {
-        for r in crate::agents::runs(&read_journal(&a.state_dir)) {
-            runs.entry(r.workload)
-                .or_default()
-                .push((a.cluster.clone(), r));
-        }
-    }
-    for (id, list) in &runs {
-        violations.extend(interval_violations(*id, list));
-    }
-    let ids: BTreeMap<u64, &Value> = workloads
-        .iter()
-        .filter_map(|w| Some((w["id"].as_u64()?, w)))
-        .collect();
-    for (id, w) in &ids {
-        if w["state"] != "Succeeded" {
-            continue;
-        }
-        // Finished workloads no longer show their admission in a listing,
-        // so the check is: some run of this workload really exited 0.
-        let exited = runs.get(id).into_iter().flatten().any(|(_, r)| r.exited_ok);
-        if !exited {
-            violations.push(format!(
-                "disagreement: the ledger says {} (id {id}) succeeded; no executor saw it exit 0",
-                w["name"]
-            ));
-        }
-    }
+    // The executors' account: their journals against the quota in force
+    // (the harness applies one configuration and never changes it) and
+    // each cluster's devices, by the oracle's journal check.
+    violations.extend(journal_violations(system, outcomes, &workloads));
 
     // Every replica at the same state.
     let hashes: Vec<(usize, String)> = (0..system.servers.len())
@@ -155,29 +165,60 @@ pub fn final_checks(system: &System, outcomes: &Outcomes) -> Vec<String> {
     violations
 }
 
-/// One workload's runs: each start must be closed by an end, and no two
-/// runs (on any cluster, of any admission) may overlap in time.
-fn interval_violations(id: u64, runs: &[(String, Run)]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut intervals: Vec<(u64, u64, String, u64)> = Vec::new();
-    for (cluster, r) in runs {
-        match r.end {
-            Some(end) => intervals.push((r.start, end, cluster.clone(), r.epoch)),
-            None => out.push(format!(
-                "leak: workload {id} epoch {} started on {cluster} and never ended",
-                r.epoch
-            )),
+/// The process executors' journals (`journal.jsonl`: when each child
+/// really started and ended), checked as the simulator checks its own.
+fn journal_violations(system: &System, outcomes: &Outcomes, workloads: &[Value]) -> Vec<String> {
+    use crate::oracle::journal::{check, Devices, Expected};
+    use crate::oracle::replica::Held;
+    let Some(config) = crate::draw::parse(super::system::CONFIG) else {
+        return vec!["harness: its own configuration does not parse".into()];
+    };
+    let cell = || ("h100-80gb".to_string(), "nvidia.com/gpu".to_string());
+    let gpus_of: BTreeMap<u64, u64> = workloads
+        .iter()
+        .filter_map(|w| {
+            let id = w["id"].as_u64()?;
+            let gpus = outcomes.gpus.get(w["name"].as_str()?)?;
+            Some((id, *gpus))
+        })
+        .collect();
+    let mut journals = BTreeMap::new();
+    let mut granted = BTreeMap::new();
+    let mut devices = Devices::new();
+    for a in &system.agents {
+        let entries = read_journal(&a.state_dir);
+        for r in crate::agents::runs(&entries) {
+            let gpus = gpus_of.get(&r.workload).copied().unwrap_or(0);
+            granted.insert(
+                (r.workload, r.epoch),
+                Held {
+                    cluster_queue: "chaos".into(),
+                    cluster: a.cluster.clone(),
+                    epoch: r.epoch,
+                    cells: [(cell(), gpus * 1000)].into(),
+                },
+            );
         }
+        devices.insert(
+            a.cluster.clone(),
+            [(cell().0, [(cell().1, super::system::AGENT_GPUS * 1000)].into())].into(),
+        );
+        journals.insert(a.cluster.clone(), entries);
     }
-    intervals.sort();
-    for pair in intervals.windows(2) {
-        let ((_, end_a, ca, ea), (start_b, _, cb, eb)) = (&pair[0], &pair[1]);
-        if start_b < end_a {
-            out.push(format!(
-                "double run: workload {id} epoch {ea} on {ca} and epoch {eb} on {cb} overlap by {} ms",
-                end_a - start_b
-            ));
-        }
+    let succeeded = workloads
+        .iter()
+        .filter(|w| w["state"] == "Succeeded")
+        .filter_map(|w| w["id"].as_u64())
+        .collect();
+    let timeline = [(0, 0, std::sync::Arc::new(config))];
+    let expected = Expected {
+        granted: &granted,
+        timeline: &timeline,
+        devices: &devices,
+        succeeded: &succeeded,
+    };
+    match check(&journals, &expected) {
+        Ok(()) => Vec::new(),
+        Err(v) => vec![format!("{}: {}", v.check, v.detail)],
     }
-    out
 }

@@ -20,6 +20,8 @@ pub struct Outcomes {
     /// Names whose submission's outcome is unknown.
     pub unknown: Vec<String>,
     pub cancels: usize,
+    /// GPUs each submitted workload asks for, by name.
+    pub gpus: std::collections::BTreeMap<String, u64>,
 }
 
 /// Runs until `stop`: one submission about every 250 ms, a cancel of an
@@ -30,7 +32,9 @@ pub fn run(clients: &Clients, outcomes: &Mutex<Outcomes>, stop: &Arc<AtomicBool>
     while !stop.load(Ordering::SeqCst) {
         n += 1;
         let name = format!("w-{seed}-{n}");
-        let gpus = rng.gen_range(1..=4u32).to_string();
+        let gpus_n = rng.gen_range(1..=4u32);
+        lock(outcomes).gpus.insert(name.clone(), u64::from(gpus_n));
+        let gpus = gpus_n.to_string();
         let secs = rng.gen_range(1..=3u32).to_string();
         let request = format!("nvidia.com/gpu={gpus}");
         let args = [

@@ -50,6 +50,8 @@ pub struct LiveReport {
     pub unknown: usize,
     pub cancels: usize,
     pub workloads: usize,
+    /// Over-capacity samples taken, and how many got no answer.
+    pub samples: (u64, u64),
     /// Where the logs are (kept when a violation was found or `keep`).
     pub dir: Option<PathBuf>,
 }
@@ -76,7 +78,7 @@ pub fn run(options: &LiveOptions) -> Result<LiveReport, String> {
     let clients = system.clients();
     let outcomes = Arc::new(Mutex::new(Outcomes::default()));
     let stop = Arc::new(AtomicBool::new(false));
-    let sampled = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sampled = Arc::new(Mutex::new(check::Samples::default()));
 
     let load = {
         let (clients, outcomes, stop, seed) = (
@@ -91,8 +93,8 @@ pub fn run(options: &LiveOptions) -> Result<LiveReport, String> {
         let (clients, stop, sampled) = (clients.clone(), stop.clone(), sampled.clone());
         std::thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
-                let found = check::over_capacity(&clients);
-                lock(&sampled).extend(found);
+                let sample = check::over_capacity(&clients);
+                lock(&sampled).add(sample);
                 std::thread::sleep(Duration::from_secs(1));
             }
         })
@@ -132,7 +134,15 @@ pub fn run(options: &LiveOptions) -> Result<LiveReport, String> {
 
     eprintln!("live: healed; waiting for every workload to finish");
     quiesce(&system);
-    report.violations.extend(lock(&sampled).drain(..));
+    {
+        let samples = lock(&sampled);
+        eprintln!(
+            "live: {} over-capacity samples, {} unanswered",
+            samples.taken, samples.unanswered
+        );
+        report.samples = (samples.taken, samples.unanswered);
+        report.violations.extend(samples.violations());
+    }
     let o = lock(&outcomes).clone();
     report.violations.extend(check::final_checks(&system, &o));
     report.acked = o.acked.len();

@@ -23,6 +23,9 @@ pub const LEASE_TTL: Duration = Duration::from_secs(3);
 /// below TLS (TCP proxies), so it would change nothing they exercise.
 pub const INSECURE: &str = "--insecure";
 
+/// GPUs each agent's cluster has.
+pub const AGENT_GPUS: u64 = 8;
+
 /// The Kueue configuration the harness applies: one ClusterQueue with 16
 /// H100s, the two agents' clusters together.
 pub const CONFIG: &str = r#"
@@ -180,7 +183,7 @@ impl System {
                 .collect();
             let config = dir.join(format!("agent-{cluster}.toml"));
             let text = format!(
-                "cluster = \"{cluster}\"\nservers = [{}]\nheartbeat_ms = 200\nexecutor = \"process\"\nstate_dir = \"{}\"\nsource_address = \"{source}\"\n[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"8\" }}\n",
+                "cluster = \"{cluster}\"\nservers = [{}]\nheartbeat_ms = 200\nexecutor = \"process\"\nstate_dir = \"{}\"\nsource_address = \"{source}\"\n[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"{AGENT_GPUS}\" }}\n",
                 servers.join(", "),
                 state_dir.display()
             );
@@ -261,6 +264,10 @@ impl System {
             .args(&self.server_args)
             .arg("--data-dir")
             .arg(self.dir.join(format!("node-{}", s.id)))
+            // The ledger checks its invariants after every command, whatever
+            // the build profile; a broken one panics the server, which the
+            // final checks then see as a replica that does not answer.
+            .env(fleetq_ledger::INVARIANT_CHECKS_ENV, "on")
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
