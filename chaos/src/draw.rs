@@ -127,11 +127,22 @@ impl DrawnConfig {
                 }
             })
             .collect();
-        DrawnConfig {
+        let mut drawn = DrawnConfig {
             queues,
             cohorts,
             priorities,
+        };
+        // Every workload needs a queue that can hold it: if the draw left
+        // none able to hold anything, the first gets GPUs of its own (its
+        // nominal quota is its own whatever the limits).
+        let usable = |d: &DrawnConfig| {
+            (0..d.queues.len()).any(|i| d.ceiling(i, GPU) > 0 || d.ceiling(i, MIG) > 0)
+        };
+        if !usable(&drawn) {
+            drawn.queues[0].gpu.nominal = 2;
+            drawn.queues[0].gpu.lending_limit = None;
         }
+        drawn
     }
 
     /// Whether any queue may preempt.
@@ -344,6 +355,12 @@ mod tests {
             let cut = drawn.render(Some((0, 1)));
             assert!(parse(&cut).is_some(), "seed {seed} cut:\n{cut}");
             shapes.insert((drawn.queues.len(), drawn.cohorts.len()));
+            let mut rng = stream(seed);
+            let _ = DrawnConfig::draw(&mut rng);
+            assert!(
+                drawn.draw_workload(&mut rng).is_some(),
+                "seed {seed}: no usable queue"
+            );
         }
         // One to four queues; no cohort, one, or a nested tree of three.
         for q in 1..=4 {

@@ -619,6 +619,10 @@ impl Plan {
                 *yaml = drawn.render(None);
             }
         }
+        // The races cut team-a's quota, a queue of their own: create it
+        // before they start (a cut racing a submission must find its
+        // LocalQueue there, as in the single-queue plans).
+        self.at_end.push(Action::Apply(config_with_quota(8)));
         self.drawn = Some(drawn);
     }
 

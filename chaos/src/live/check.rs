@@ -201,7 +201,11 @@ fn journal_violations(system: &System, outcomes: &Outcomes, workloads: &[Value])
         }
         devices.insert(
             a.cluster.clone(),
-            [(cell().0, [(cell().1, super::system::AGENT_GPUS * 1000)].into())].into(),
+            [(
+                cell().0,
+                [(cell().1, super::system::AGENT_GPUS * 1000)].into(),
+            )]
+            .into(),
         );
         journals.insert(a.cluster.clone(), entries);
     }

@@ -920,6 +920,13 @@ impl Ledger {
             .mark_evicting(victim)
             .map_err(|e| ("VictimNotReserved", e.to_string()))?;
         self.counters.evicted(&victim_cq, EVICTED_PREEMPTED);
+        if record
+            .history
+            .iter()
+            .any(|e| e.message.starts_with("preempted ("))
+        {
+            self.counters.preemptions_repeated += 1;
+        }
         self.counters.preempted_by(&p_cq, &format!("{reason:?}"));
         // What the victim frees is meant for its preemptor: nominate it.
         self.snapshot.set_nominated(preemptor, true);

@@ -203,6 +203,10 @@ pub struct Counters {
     #[serde(default)]
     pub fresh_rejected: u64,
     pub preemptions: u64,
+    /// Preemptions of a workload that had been preempted before: churn.
+    /// A preemption livelock shows as this climbing with `preemptions`.
+    #[serde(default)]
+    pub preemptions_repeated: u64,
     pub preemptions_rejected: u64,
     pub stale_batches: u64,
     pub stale_reports: u64,

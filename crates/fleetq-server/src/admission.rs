@@ -114,6 +114,7 @@ pub async fn run(
             s.total_cycle_micros += elapsed;
         });
         if let Some(batch) = batch {
+            let preemptions = batch.preemptions.clone();
             match proposer
                 .write_local(Command::AdmitBatch(batch))
                 .await
@@ -122,6 +123,9 @@ pub async fn run(
                 Ok(w) => {
                     if let Outcome::Admitted(o) = w.response.outcome {
                         admitted = o.admitted > 0;
+                        if !o.stale_batch {
+                            log_preemptions(&handle, &preemptions, &o.rejected);
+                        }
                         stats.send_modify(|s| {
                             s.batches += 1;
                             s.admitted += u64::from(o.admitted);
@@ -149,6 +153,37 @@ pub async fn run(
             _ = metrics.changed() => {}
             _ = shutdown.changed() => {}
         }
+    }
+}
+
+/// Logs every preemption apply() accepted, naming both workloads: an
+/// operator sees churn in the log, not only in a counter.
+fn log_preemptions(
+    handle: &LedgerHandle,
+    preemptions: &[fleetq_scheduler::Preemption],
+    rejected: &[(fleetq_scheduler::WorkloadId, String)],
+) {
+    if preemptions.is_empty() {
+        return;
+    }
+    let sm = handle.read();
+    let name = |id| {
+        sm.ledger
+            .workload(id)
+            .map_or_else(|| format!("#{id}"), |r| r.key())
+    };
+    for p in preemptions {
+        if rejected.iter().any(|(id, _)| *id == p.victim) {
+            continue;
+        }
+        tracing::info!(
+            victim = %name(p.victim),
+            preemptor = %name(p.preemptor),
+            reason = ?p.reason,
+            "preempted {} to admit {}",
+            name(p.victim),
+            name(p.preemptor)
+        );
     }
 }
 

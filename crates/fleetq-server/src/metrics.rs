@@ -648,6 +648,12 @@ impl LedgerSample {
                 })
             }),
         )?;
+        counters(
+            e,
+            "fleetq_preemptions_repeated",
+            "Preemptions of a workload that had been preempted before (churn): a preemption livelock shows as this climbing with kueue_preempted_workloads_total",
+            std::iter::once((Vec::new(), self.counters.preemptions_repeated)),
+        )?;
         let quota_labels = |q: &'_ ClusterQueueSample| {
             let (name, cohort) = (q.name.clone(), q.cohort.clone());
             move |r: &QuotaSample| {
