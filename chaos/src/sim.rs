@@ -231,19 +231,32 @@ fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// One node's software, as turmoil (re)starts it: storage on the harness's
-/// `disk`, served on simulated TCP. `incarnation` counts the starts (0 the
-/// first, 1 after a crash).
-async fn node_host(
+/// What every start of one node's host is given.
+#[derive(Clone)]
+struct NodeSetup {
     id: NodeId,
     nodes: u64,
     seed: u64,
-    incarnation: u64,
     scheduler: SchedulerConfig,
+    /// Outlives the node: a crashed node restarts from it.
     disk: MemDisk,
     registry: Registry,
     oracle: Oracle,
-) -> turmoil::Result {
+}
+
+/// One node's software, as turmoil (re)starts it: storage on the harness's
+/// `disk`, served on simulated TCP. `incarnation` counts the starts (0 the
+/// first, 1 after a crash).
+async fn node_host(setup: NodeSetup, incarnation: u64) -> turmoil::Result {
+    let NodeSetup {
+        id,
+        nodes,
+        seed,
+        scheduler,
+        disk,
+        registry,
+        oracle,
+    } = setup;
     // All hosts share the simulation's thread, so this seeds one stream
     // that every node draws its election timeouts from, in a deterministic
     // order once scheduling is deterministic. A restart reseeds it with
@@ -359,23 +372,19 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
     let disks: BTreeMap<NodeId, MemDisk> =
         (1..=nodes).map(|id| (id, MemDisk::new(FSYNC))).collect();
     for (&id, disk) in &disks {
-        let disk = disk.clone();
-        let registry = Rc::clone(&registry);
-        let scheduler = scheduler.clone();
+        let setup = NodeSetup {
+            id,
+            nodes,
+            seed,
+            scheduler: scheduler.clone(),
+            disk: disk.clone(),
+            registry: Rc::clone(&registry),
+            oracle: oracle.clone(),
+        };
         let starts = Rc::new(Cell::new(0u64));
-        let oracle = oracle.clone();
         sim.host(host_name(id), move || {
             let incarnation = starts.replace(starts.get() + 1);
-            node_host(
-                id,
-                nodes,
-                seed,
-                incarnation,
-                scheduler.clone(),
-                disk.clone(),
-                Rc::clone(&registry),
-                oracle.clone(),
-            )
+            node_host(setup.clone(), incarnation)
         });
     }
 

@@ -373,7 +373,11 @@ spec:
 
     #[test]
     fn a_queue_without_a_cohort_is_its_own_root() {
-        let yaml = TWO.replace("  cohortName: pool\n", "");
+        // Limits need a cohort (Kueue refuses them without one).
+        let yaml = TWO
+            .replace("  cohortName: pool\n", "")
+            .replace(", lendingLimit: 2", "")
+            .replace(", borrowingLimit: 1", "");
         let tree = Tree::of(&config(&yaml));
         assert!(tree.violations(&usage(&[("a", 8), ("b", 4)])).is_empty());
         assert!(!tree.violations(&usage(&[("a", 9)])).is_empty());
