@@ -237,6 +237,13 @@ impl Ledger {
         if !response.is_ok() {
             self.counters.refused_commands += 1;
         }
+        let changed = match (&request.command, &response.outcome) {
+            (Command::AdmitBatch(_), Outcome::Admitted(o)) => o.admitted > 0 || o.preempted > 0,
+            _ => response.is_ok(),
+        };
+        if changed {
+            self.counters.changes += 1;
+        }
         self.index_finished(changed_from);
         if self.check_invariants {
             let violations = self.violations();

@@ -189,6 +189,12 @@ pub struct ClusterRecord {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counters {
     pub commands: u64,
+    /// Commands that changed something a scheduling decision depends on:
+    /// every accepted command except an `AdmitBatch` that admitted and
+    /// preempted nothing (reasons alone do not count). The leader does
+    /// not propose a decision apply() refused again until this moves.
+    #[serde(default)]
+    pub changes: u64,
     pub admit_batches: u64,
     pub admissions: u64,
     pub admissions_rejected: u64,

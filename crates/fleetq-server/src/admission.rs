@@ -48,6 +48,7 @@ pub async fn run(
 ) {
     let changed = handle.changed();
     let mut seq = 0u64;
+    let mut refusals = Refusals::default();
     let mut metrics = raft.metrics();
     loop {
         if *shutdown.borrow() {
@@ -99,6 +100,7 @@ pub async fn run(
             }
             seq += 1;
             next_batch(&sm.ledger, now, CycleId { term, seq })
+                .and_then(|b| refusals.withhold(&sm.ledger, b))
         };
         // An admission attempt (Kueue's metric) is a cycle that decided
         // something or found new reasons; the loop also wakes on every
@@ -125,6 +127,8 @@ pub async fn run(
                         admitted = o.admitted > 0;
                         if !o.stale_batch {
                             log_preemptions(&handle, &preemptions, &o.rejected);
+                            let changes = handle.read().ledger.counters().changes;
+                            refusals.note(changes, &o.rejected);
                         }
                         stats.send_modify(|s| {
                             s.batches += 1;
@@ -153,6 +157,81 @@ pub async fn run(
             _ = metrics.changed() => {}
             _ = shutdown.changed() => {}
         }
+    }
+}
+
+/// Decisions apply() refused to this leader, by workload, remembered
+/// until the ledger changes (`Counters::changes`). The scheduler and
+/// apply() share their rules, so a refusal means the state moved between
+/// planning and apply; if it did not move since, proposing the same
+/// decision again would be refused again, every cycle (issue 33's loop,
+/// 500 refused decisions a second). The workload gets a reason instead.
+#[derive(Debug, Default)]
+pub struct Refusals {
+    /// `Counters::changes` when the refusals were noted.
+    at: u64,
+    why: std::collections::BTreeMap<fleetq_scheduler::WorkloadId, String>,
+}
+
+impl Refusals {
+    /// Remembers the refused decisions of a batch that left the ledger at
+    /// `changes`.
+    pub fn note(&mut self, changes: u64, rejected: &[(fleetq_scheduler::WorkloadId, String)]) {
+        if changes != self.at {
+            self.why.clear();
+            self.at = changes;
+        }
+        for (id, why) in rejected {
+            self.why.insert(*id, why.clone());
+        }
+    }
+
+    /// Drops from `batch` the decisions apply() refused while nothing has
+    /// changed since, giving their workloads a reason that says so;
+    /// `None` if nothing is left worth proposing.
+    pub fn withhold(&mut self, ledger: &Ledger, mut batch: AdmitBatch) -> Option<AdmitBatch> {
+        if ledger.counters().changes != self.at {
+            self.why.clear();
+        }
+        if self.why.is_empty() {
+            return Some(batch);
+        }
+        let refused = |id: &fleetq_scheduler::WorkloadId| self.why.get(id);
+        let mut withheld = Vec::new();
+        batch.admissions.retain(|a| match refused(&a.workload) {
+            Some(why) => {
+                withheld.push((a.workload, why.clone()));
+                false
+            }
+            None => true,
+        });
+        batch
+            .preemptions
+            .retain(|p| match refused(&p.victim).or(refused(&p.preemptor)) {
+                Some(why) => {
+                    withheld.push((p.preemptor, why.clone()));
+                    false
+                }
+                None => true,
+            });
+        for (id, why) in withheld {
+            let reason = fleetq_scheduler::PendingReason::new(
+                fleetq_scheduler::ReasonKind::NotYetConsidered,
+                format!(
+                    "the leader's last decision for it was refused at apply ({why}); it is tried again once something changes"
+                ),
+            );
+            let changed = ledger
+                .workload(id)
+                .is_some_and(|r| r.reason.as_deref() != Some(&reason));
+            batch.reasons.retain(|(w, _)| *w != id);
+            if changed {
+                batch.reasons.push((id, reason));
+            }
+        }
+        let worth =
+            batch.has_decisions() || !batch.reasons.is_empty() || !batch.queue_reasons.is_empty();
+        worth.then_some(batch)
     }
 }
 
@@ -243,5 +322,144 @@ fn batch_of(ledger: &Ledger, decisions: Decisions, cycle: CycleId) -> Option<Adm
         Some(batch)
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use fleetq_ledger::{LeasePolicy, Request, Submission};
+    use fleetq_model::workload::{PodSet, WorkloadSpec};
+    use fleetq_model::{Cluster, ClusterState, Quantity, Workload};
+    use fleetq_scheduler::{Preemption, PreemptionReason};
+
+    use super::*;
+
+    const CONFIG: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: h100}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team}
+spec:
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100
+      resources:
+      - {name: nvidia.com/gpu, nominalQuota: 4}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: default, name: team}
+spec: {clusterQueue: team}
+"#;
+
+    fn apply(ledger: &mut Ledger, at: u64, command: Command) -> fleetq_ledger::Response {
+        ledger.apply(&Request {
+            at: Timestamp(at),
+            command,
+        })
+    }
+
+    fn workload(name: &str) -> Submission {
+        Submission {
+            request_id: None,
+            workload: Arc::new(Workload {
+                namespace: "default".into(),
+                name: name.into(),
+                labels: BTreeMap::new(),
+                spec: WorkloadSpec {
+                    queue_name: "team".into(),
+                    pod_sets: vec![PodSet {
+                        name: "main".into(),
+                        count: 1,
+                        min_count: None,
+                        requests: BTreeMap::from([(
+                            "nvidia.com/gpu".to_string(),
+                            Quantity::units(4),
+                        )]),
+                    }],
+                    ..WorkloadSpec::default()
+                },
+            }),
+        }
+    }
+
+    /// A decision apply() refuses is not proposed again while the ledger
+    /// has not changed: the workload gets a reason instead, once; after a
+    /// change the decision may be tried again.
+    #[test]
+    fn a_refused_decision_waits_for_a_change() {
+        let mut ledger = Ledger::default();
+        let objects = fleetq_model::kueue::import_manifests(CONFIG)
+            .expect("config imports")
+            .into_iter()
+            .map(|d| d.object)
+            .collect();
+        assert!(apply(&mut ledger, 1, Command::ApplyObjects { objects }).is_ok());
+        let cluster = Cluster {
+            name: "east".into(),
+            labels: BTreeMap::new(),
+            capacity: BTreeMap::from([(
+                "h100".to_string(),
+                BTreeMap::from([("nvidia.com/gpu".to_string(), Quantity::units(8))]),
+            )]),
+            state: ClusterState::Ready,
+        };
+        let register = Command::RegisterCluster {
+            cluster,
+            lease_policy: LeasePolicy::Fence,
+        };
+        assert!(apply(&mut ledger, 2, register).is_ok());
+        let submit = |names: &[&str]| Command::SubmitWorkloads {
+            submissions: names.iter().map(|n| workload(n)).collect(),
+            max_pending_per_local_queue: None,
+            admit: Vec::new(),
+        };
+        assert!(apply(&mut ledger, 3, submit(&["a", "b"])).is_ok());
+        let (a, b) = (1, 2);
+        // A forged decision apply() refuses: b preempting a (equal
+        // priority, which LowerPriority forbids).
+        let forged = AdmitBatch {
+            cycle: CycleId { term: 1, seq: 1 },
+            preemptions: vec![Preemption {
+                victim: a,
+                preemptor: b,
+                reason: PreemptionReason::InClusterQueue,
+                grace_period: None,
+            }],
+            ..AdmitBatch::default()
+        };
+        let response = apply(&mut ledger, 4, Command::AdmitBatch(forged.clone()));
+        let Outcome::Admitted(outcome) = response.outcome else {
+            panic!("{response:?}");
+        };
+        assert_eq!(outcome.rejected.len(), 1);
+        let mut refusals = Refusals::default();
+        refusals.note(ledger.counters().changes, &outcome.rejected);
+        // Proposed again unchanged: withheld, with a reason for b.
+        let again = AdmitBatch {
+            cycle: CycleId { term: 1, seq: 2 },
+            ..forged.clone()
+        };
+        let withheld = refusals
+            .withhold(&ledger, again.clone())
+            .expect("the reason is worth proposing");
+        assert!(!withheld.has_decisions());
+        assert_eq!(withheld.reasons.len(), 1);
+        assert_eq!(withheld.reasons[0].0, b);
+        assert!(apply(&mut ledger, 5, Command::AdmitBatch(withheld)).is_ok());
+        // Its reason is now on record: nothing left to propose.
+        assert!(refusals.withhold(&ledger, again.clone()).is_none());
+        // Something changes (a new submission): it may be tried again.
+        assert!(apply(&mut ledger, 6, submit(&["c"])).is_ok());
+        let tried = refusals.withhold(&ledger, again).expect("tried again");
+        assert_eq!(tried.preemptions.len(), 1);
     }
 }
