@@ -210,8 +210,9 @@ impl Driver {
 }
 
 /// Runs the burst to the end; returns (preemptions, the most any one
-/// workload suffered, time to drain in ms).
-fn run_burst(seed: u64, n: usize) -> (u64, usize, u64) {
+/// workload suffered, the most one preemptor preempted one victim, time
+/// to drain in ms).
+fn run_burst(seed: u64, n: usize) -> (u64, usize, usize, u64) {
     let mut d = Driver::new();
     let jobs = burst(seed, n);
     let durations: BTreeMap<String, u64> = jobs
@@ -250,27 +251,47 @@ fn run_burst(seed: u64, n: usize) -> (u64, usize, u64) {
         // A quiet step waits for the next completion (within a second).
         d.now += if decided || reported { 5 } else { 1000 };
     }
-    let most = d
-        .ledger
-        .state()
-        .workloads
-        .values()
-        .map(|r| {
-            r.history
-                .iter()
-                .filter(|e| e.message.starts_with("preempted"))
-                .count()
-        })
-        .max()
-        .unwrap_or(0);
-    (d.ledger.counters().preemptions, most, d.now - start)
+    // Per workload, and per (victim, preemptor) pair, from the records'
+    // history ("preempted (Reason) to admit workload N").
+    let mut most = 0;
+    let mut pairs: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in d.ledger.state().workloads.values() {
+        let preemptions: Vec<&str> = r
+            .history
+            .iter()
+            .filter(|e| e.message.starts_with("preempted"))
+            .filter_map(|e| e.message.rsplit(' ').next())
+            .collect();
+        most = most.max(preemptions.len());
+        for preemptor in preemptions {
+            *pairs
+                .entry((r.workload.name.clone(), preemptor.to_string()))
+                .or_default() += 1;
+        }
+    }
+    let repeated = pairs.values().copied().max().unwrap_or(0);
+    if std::env::var_os("TRACE").is_some() {
+        for r in d.ledger.state().workloads.values() {
+            for e in &r.history {
+                if e.message.starts_with("preempted") {
+                    eprintln!("{} {} {}", e.at.0, r.workload.name, e.message);
+                }
+            }
+        }
+    }
+    (
+        d.ledger.counters().preemptions,
+        most,
+        repeated,
+        d.now - start,
+    )
 }
 
 #[test]
 fn a_burst_on_the_dev_sample_settles_with_bounded_churn() {
     for seed in 1..=20 {
         let n = 50;
-        let (evictions, most, took) = run_burst(seed, n);
+        let (evictions, most, repeated, took) = run_burst(seed, n);
         // Each high-priority workload may displace a few low ones, and each
         // reclaim a borrower or two; never more than one per workload on
         // average. The livelock made thousands.
@@ -279,11 +300,17 @@ fn a_burst_on_the_dev_sample_settles_with_bounded_churn() {
             "seed {seed}: {evictions} preemptions for {n} workloads in {} s",
             took / 1000
         );
-        // A workload is preempted again only when something else changed
-        // (a new preemptor); the burst holds few high-priority workloads.
+        // A borrower is reclaimed by each owner that needs its quota back,
+        // so one workload may be preempted a few times, by different
+        // preemptors; the same preemptor taking the same victim again and
+        // again is the livelock (issue 24).
         assert!(
-            most <= 3,
+            most <= 8,
             "seed {seed}: one workload was preempted {most} times"
+        );
+        assert!(
+            repeated <= 2,
+            "seed {seed}: one preemptor preempted the same victim {repeated} times"
         );
     }
 }

@@ -242,7 +242,19 @@ impl<'a> Cycle<'a> {
     /// its attempt reserves the rest of what it needs (see `try_preempt`).
     fn run_nominated(&mut self) {
         let snap = self.snap;
-        for &id in &snap.nominated {
+        // Higher priority first, then older: a nominated preemptor that
+        // was itself a victim (and preempted someone lower in turn) must
+        // not take the room a higher one was nominated for (found by the
+        // soak, seed 100983: two nominated workloads of one queue took
+        // turns preempting each other).
+        let mut order: Vec<(Reverse<i32>, Timestamp, WorkloadId)> = snap
+            .nominated
+            .iter()
+            .filter_map(|id| snap.pending.get(id))
+            .map(|w| (Reverse(w.priority), w.created_at, w.id))
+            .collect();
+        order.sort_unstable();
+        for (_, _, id) in order {
             if self.decisions.admissions.len() >= self.cfg.max_admissions_per_cycle {
                 return;
             }
@@ -261,7 +273,8 @@ impl<'a> Cycle<'a> {
             }
             self.tried_nominated.insert(id);
             self.decisions.stats.examined += 1;
-            match self.attempt(node, cq, w) {
+            let outcome = self.attempt(node, cq, w);
+            match outcome {
                 Outcome::Admitted => {}
                 Outcome::Preempting(reason) | Outcome::Wait(reason) => {
                     self.decisions.pending.insert(id, reason);
