@@ -1368,11 +1368,11 @@ impl Ledger {
     }
 
     /// Wait-for-ready (Kueue's waitForPodsReady): an admission its executor
-    /// did not report running within the timeout is evicted. Nothing is
-    /// known to run, so its quota is released at once (a late start is
-    /// stopped by the agent: its reports carry the old epoch). It is
-    /// requeued with exponential backoff, or deactivated (Failed) past the
-    /// requeue limit.
+    /// did not report running within the timeout is evicted: marked
+    /// stopping, its quota kept until the executor confirms the stop or its
+    /// cluster is fenced (a Running report may have been lost with a
+    /// leader). It is then requeued with exponential backoff, or
+    /// deactivated (Failed) past the requeue limit.
     fn evict_not_ready(&mut self, workloads: &[RunningWorkload], at: Timestamp) -> Response {
         let Some(policy) = self.scheduler.wait_for_ready else {
             return Response::refused(vec![FieldError::new(
