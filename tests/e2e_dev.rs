@@ -101,6 +101,33 @@ fn dev_answers_the_cli_admits_and_stops_on_sigterm() {
         "two clusters never registered: {clusters}"
     );
 
+    // Fair sharing is off until a Kueue Configuration turns it on; the
+    // Configuration is replicated, so any node's status shows it.
+    let status = cli_tls(&addr, &tls, &["status"]);
+    assert!(status.status.success(), "{}", text(&status));
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("Fair sharing:  off"),
+        "{}",
+        text(&status)
+    );
+    let config = dir.path().join("kueue-config.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nnamespace: kueue-system\nmanageJobsWithoutQueueName: false\nfairSharing:\n  enable: true\n  preemptionStrategies: [LessThanInitialShare]\n",
+    )
+    .expect("write the Configuration");
+    let out = cli_tls(&addr, &tls, &["apply", "-f", &config.display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let other = format!("127.0.0.1:{}", port + 2);
+    let on = wait_for(Duration::from_secs(10), || {
+        let out = cli_tls(&other, &tls, &["status"]);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        stdout.contains("Fair sharing:  on").then_some(stdout)
+    })
+    .expect("node 3 shows fair sharing on");
+    assert!(on.contains("LessThanInitialShare"), "{on}");
+    assert!(on.contains("from the Configuration"), "{on}");
+
     // SIGTERM: graceful shutdown, exit 0.
     let status = Command::new("kill")
         .args(["-TERM", &dev.id().to_string()])

@@ -21,6 +21,10 @@ use super::limits::{FileLimits, LimitArgs};
 use super::server::{init_logging, runtime, termination, LogFormat};
 use super::tls::{TlsArgs, RELOAD_EVERY};
 
+/// What `--fair-sharing` applies: Kueue's Configuration, its fair sharing
+/// part, with Kueue's default strategies.
+pub const FAIR_SHARING: &str = "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nfairSharing:\n  enable: true\n  preemptionStrategies: [LessThanOrEqualToFinalShare, LessThanInitialShare]\n";
+
 /// The sample configuration loaded unless `--no-sample`.
 pub const SAMPLE: &str = include_str!("../../deploy/dev/sample.yaml");
 
@@ -40,6 +44,11 @@ pub struct DevArgs {
     /// Start with an empty configuration.
     #[arg(long)]
     pub no_sample: bool,
+    /// Turn Kueue's fair sharing on: applies a Kueue Configuration with
+    /// `fairSharing.enable: true` (replicated, so every node that leads
+    /// schedules alike; `fleetq status` shows it).
+    #[arg(long)]
+    pub fair_sharing: bool,
     /// HTTP address (/ui dashboard, /metrics, /healthz, /readyz) of node
     /// 1; nodes 2 and 3 take the next two ports [default: 127.0.0.1:9464,
     /// or free ports if those are taken].
@@ -255,6 +264,16 @@ fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
                 .into_inner();
             if !r.errors.is_empty() {
                 return Err(format!("the sample configuration was refused: {:?}", r.errors));
+            }
+        }
+        if args.fair_sharing {
+            let r = c
+                .apply(pb::ApplyRequest { manifests: FAIR_SHARING.to_string(), dry_run: false })
+                .await
+                .map_err(|s| client::status_line(&s))?
+                .into_inner();
+            if !r.errors.is_empty() {
+                return Err(format!("the fair sharing Configuration was refused: {:?}", r.errors));
             }
         }
         println!("fleetq dev is running: a 3-node Raft group (sled, fsync on) with node {leader} leading");

@@ -34,6 +34,27 @@ pub fn run(server: &str, args: &StatusArgs) -> ExitCode {
                     s.last_applied, s.last_log_index, s.snapshot_index, s.purged_index
                 );
                 println!("State hash:    {}", s.state_hash);
+                let scheduling: serde_json::Value =
+                    serde_json::from_str(&s.scheduling_json).unwrap_or_default();
+                let fair = &scheduling["fairSharing"];
+                if fair["enable"].as_bool().unwrap_or(false) {
+                    let strategies: Vec<&str> = fair["preemptionStrategies"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|v| v.as_str())
+                        .collect();
+                    println!(
+                        "Fair sharing:  on, preemption strategies {} (from the {})",
+                        strategies.join(", "),
+                        fair["from"].as_str().unwrap_or("server settings")
+                    );
+                } else {
+                    println!(
+                        "Fair sharing:  off (from the {}; apply a Kueue Configuration with fairSharing.enable: true to turn it on)",
+                        fair["from"].as_str().unwrap_or("server settings")
+                    );
+                }
                 let mut voters: Vec<_> = s.voters.iter().collect();
                 voters.sort();
                 for (id, addr) in voters {
@@ -54,6 +75,7 @@ pub fn run(server: &str, args: &StatusArgs) -> ExitCode {
                     "lastLogIndex": s.last_log_index, "snapshotIndex": s.snapshot_index,
                     "purgedIndex": s.purged_index, "stateHash": s.state_hash,
                     "voters": s.voters, "learners": s.learners, "counters": counters,
+                    "scheduling": serde_json::from_str::<serde_json::Value>(&s.scheduling_json).unwrap_or_default(),
                 });
                 if let Err(e) = view::print_structured(&value, args.output) {
                     eprintln!("error: {e}");

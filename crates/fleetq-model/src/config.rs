@@ -11,6 +11,7 @@ use crate::error::FieldError;
 use crate::kueue::join_path;
 use crate::kueue::rules::Checker;
 use crate::kueue::syntax::{dns_label_error, qualified_name_error};
+use crate::settings::SchedulingSettings;
 use crate::{
     ClusterQueue, Cohort, LocalQueue, Quantity, ResourceFlavor, Workload, WorkloadPriorityClass,
 };
@@ -25,7 +26,12 @@ pub enum Object {
     LocalQueue(LocalQueue),
     WorkloadPriorityClass(WorkloadPriorityClass),
     Workload(Workload),
+    /// Kueue's Configuration (its scheduling part), one per ledger.
+    Configuration(SchedulingSettings),
 }
+
+/// The one name a Configuration is stored under.
+pub const CONFIGURATION_NAME: &str = "default";
 
 impl Object {
     /// The key the configuration stores it under (`namespace/name` for a
@@ -38,6 +44,7 @@ impl Object {
             Object::LocalQueue(o) => o.key(),
             Object::WorkloadPriorityClass(o) => o.name.clone(),
             Object::Workload(o) => o.key(),
+            Object::Configuration(_) => CONFIGURATION_NAME.to_string(),
         }
     }
 
@@ -49,6 +56,7 @@ impl Object {
             Object::LocalQueue(_) => "LocalQueue",
             Object::WorkloadPriorityClass(_) => "WorkloadPriorityClass",
             Object::Workload(_) => "Workload",
+            Object::Configuration(_) => "Configuration",
         }
     }
 
@@ -61,6 +69,7 @@ impl Object {
             Object::LocalQueue(o) => format!("LocalQueue/{}/{}", o.namespace, o.name),
             Object::WorkloadPriorityClass(o) => format!("WorkloadPriorityClass/{}", o.name),
             Object::Workload(o) => format!("Workload/{}/{}", o.namespace, o.name),
+            Object::Configuration(_) => "Configuration".to_string(),
         }
     }
 }
@@ -73,6 +82,10 @@ pub struct Config {
     pub cluster_queues: BTreeMap<String, ClusterQueue>,
     pub local_queues: BTreeMap<String, LocalQueue>,
     pub priority_classes: BTreeMap<String, WorkloadPriorityClass>,
+    /// Kueue's Configuration, if one was applied. Absent from the
+    /// serialised state (and the hash) until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<SchedulingSettings>,
 }
 
 /// Where a valid workload goes and at what priority.
@@ -144,6 +157,7 @@ impl Config {
             Object::WorkloadPriorityClass(o) => {
                 self.priority_classes.insert(o.name.clone(), o);
             }
+            Object::Configuration(o) => self.settings = Some(o),
             Object::Workload(w) => return Err(Box::new(w)),
         }
         Ok(())
@@ -166,6 +180,7 @@ impl Config {
                 .get(name)
                 .cloned()
                 .map(Object::WorkloadPriorityClass),
+            "Configuration" => self.settings.clone().map(Object::Configuration),
             _ => None,
         }
     }
@@ -181,6 +196,7 @@ impl Config {
                 .priority_classes
                 .remove(name)
                 .map(Object::WorkloadPriorityClass),
+            "Configuration" => self.settings.take().map(Object::Configuration),
             _ => None,
         }
     }
@@ -203,12 +219,18 @@ impl Config {
                 .cloned()
                 .map(Object::WorkloadPriorityClass),
         );
+        out.extend(self.settings.clone().map(Object::Configuration));
         out
     }
 
     /// Every rule violation in the whole set; empty when valid.
     pub fn validate(&self) -> Vec<FieldError> {
         let mut errors = Vec::new();
+        if let Some(settings) = &self.settings {
+            for (path, message) in settings.problems() {
+                errors.push(FieldError::new("Configuration", path, message));
+            }
+        }
         for flavor in self.flavors.values() {
             validate_flavor(flavor, &mut errors);
         }

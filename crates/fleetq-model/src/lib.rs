@@ -16,6 +16,7 @@ pub mod mutants;
 pub mod priority;
 pub mod quantity;
 pub mod resources;
+pub mod settings;
 pub mod time;
 pub mod workload;
 

@@ -1179,3 +1179,48 @@ fn workload_priority_sources() {
         "{text}"
     );
 }
+
+#[test]
+fn kueue_configuration_imports_its_fair_sharing() {
+    let docs = import_ok(
+        "apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+namespace: kueue-system
+manageJobsWithoutQueueName: true
+waitForPodsReady:
+  enable: false
+integrations:
+  frameworks: [batch/job]
+fairSharing:
+  enable: true
+  preemptionStrategies: [LessThanOrEqualToFinalShare]
+",
+    );
+    let fleetq_model::config::Object::Configuration(settings) = &docs[0].object else {
+        panic!("{:?}", docs[0].object);
+    };
+    assert!(settings.fair_sharing_enabled());
+    assert_eq!(settings.strategies(), ["LessThanOrEqualToFinalShare"]);
+    let mut config = fleetq_model::Config::default();
+    config
+        .upsert(docs[0].object.clone())
+        .expect("configuration");
+    assert!(config.settings.is_some());
+    assert!(config.validate().is_empty());
+
+    let errors = import_err(
+        "apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+fairSharing:
+  enable: true
+  preemptionStrategies: [LessThanInitialShare, Sometimes]
+",
+    );
+    assert!(
+        lines(&errors).contains("fairSharing.preemptionStrategies[1]"),
+        "{}",
+        lines(&errors)
+    );
+    let errors = import_err("apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nfairShare: {enable: true}\n");
+    assert!(lines(&errors).contains("fairShare"), "{}", lines(&errors));
+}

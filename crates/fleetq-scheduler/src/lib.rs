@@ -190,9 +190,38 @@ impl Default for SchedulerConfig {
     }
 }
 
+impl SchedulerConfig {
+    /// These settings with the replicated configuration's Kueue
+    /// `Configuration` applied over them (fair sharing), so that every
+    /// replica that leads schedules alike whatever its own flags.
+    pub fn with_settings(
+        &self,
+        config: &fleetq_model::Config,
+    ) -> std::borrow::Cow<'_, SchedulerConfig> {
+        let Some(settings) = &config.settings else {
+            return std::borrow::Cow::Borrowed(self);
+        };
+        let mut out = self.clone();
+        out.fair_sharing = settings.fair_sharing_enabled();
+        out.fair_sharing_strategies = settings
+            .strategies()
+            .iter()
+            .filter_map(|s| match s.as_str() {
+                "LessThanOrEqualToFinalShare" => {
+                    Some(FairSharingStrategy::LessThanOrEqualToFinalShare)
+                }
+                "LessThanInitialShare" => Some(FairSharingStrategy::LessThanInitialShare),
+                _ => None,
+            })
+            .collect();
+        std::borrow::Cow::Owned(out)
+    }
+}
+
 /// Runs one admission cycle over `snapshot` at time `now`.
 pub fn schedule(snapshot: &Snapshot, now: Timestamp, config: &SchedulerConfig) -> Decisions {
-    cycle::Cycle::new(snapshot, now, config).run()
+    let config = config.with_settings(snapshot.config());
+    cycle::Cycle::new(snapshot, now, &config).run()
 }
 
 /// Admissions for `fresh` workloads, which are not queued yet, as the next

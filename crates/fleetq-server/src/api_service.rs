@@ -820,11 +820,31 @@ pub async fn node_status(
         .current_leader
         .and_then(|l| membership.get_node(&l).map(|n| n.addr.clone()))
         .unwrap_or_default();
-    let (last_applied, counters_json, state) = {
+    let (last_applied, counters_json, scheduling_json, state) = {
         let sm = handle.read();
+        let config = sm.ledger.scheduler_config();
+        let effective = config.with_settings(&sm.ledger.state().config);
+        let strategies: Vec<String> = effective
+            .fair_sharing_strategies
+            .iter()
+            .map(|s| format!("{s:?}"))
+            .collect();
+        let scheduling = serde_json::json!({
+            "fairSharing": {
+                "enable": effective.fair_sharing,
+                "preemptionStrategies": strategies,
+                "from": if sm.ledger.state().config.settings.is_some() {
+                    "Configuration"
+                } else {
+                    "server settings"
+                },
+            },
+            "admitOnSubmit": effective.admit_on_submit,
+        });
         (
             sm.last_applied.map(|l| l.index).unwrap_or(0),
             serde_json::to_string(sm.ledger.counters()).unwrap_or_default(),
+            scheduling.to_string(),
             (hash == StateHash::Compute).then(|| sm.ledger.exported_state()),
         )
     };
@@ -846,6 +866,7 @@ pub async fn node_status(
         voters,
         learners,
         counters_json,
+        scheduling_json,
         snapshot_index: metrics.snapshot.map(|l| l.index).unwrap_or(0),
         purged_index: metrics.purged.map(|l| l.index).unwrap_or(0),
     }

@@ -122,3 +122,71 @@ pub(super) fn priority_class(value: Value, at: &Location) -> Result<Converted, V
         },
     )))
 }
+
+/// Kueue's controller Configuration: fleetq reads `fairSharing` and
+/// accepts (and ignores) the sections that configure Kueue's own
+/// controller, so a team's file imports unchanged. Any other field is
+/// refused by name.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ConfigurationManifest {
+    #[serde(rename = "apiVersion")]
+    _api_version: IgnoredAny,
+    #[serde(rename = "kind")]
+    _kind: IgnoredAny,
+    #[serde(default)]
+    fair_sharing: Option<crate::settings::FairSharingSettings>,
+    // Kueue's controller settings, meaningless to fleetq.
+    #[serde(default, rename = "namespace")]
+    _namespace: IgnoredAny,
+    #[serde(default, rename = "manageJobsWithoutQueueName")]
+    _manage_jobs_without_queue_name: IgnoredAny,
+    #[serde(default, rename = "managedJobsNamespaceSelector")]
+    _managed_jobs_namespace_selector: IgnoredAny,
+    #[serde(default, rename = "internalCertManagement")]
+    _internal_cert_management: IgnoredAny,
+    #[serde(default, rename = "controller")]
+    _controller: IgnoredAny,
+    #[serde(default, rename = "health")]
+    _health: IgnoredAny,
+    #[serde(default, rename = "metrics")]
+    _metrics: IgnoredAny,
+    #[serde(default, rename = "webhook")]
+    _webhook: IgnoredAny,
+    #[serde(default, rename = "leaderElection")]
+    _leader_election: IgnoredAny,
+    #[serde(default, rename = "clientConnection")]
+    _client_connection: IgnoredAny,
+    #[serde(default, rename = "integrations")]
+    _integrations: IgnoredAny,
+    #[serde(default, rename = "queueVisibility")]
+    _queue_visibility: IgnoredAny,
+    #[serde(default, rename = "multiKueue")]
+    _multi_kueue: IgnoredAny,
+    #[serde(default, rename = "resources")]
+    _resources: IgnoredAny,
+    #[serde(default, rename = "featureGates")]
+    _feature_gates: IgnoredAny,
+    #[serde(default, rename = "waitForPodsReady")]
+    _wait_for_pods_ready: IgnoredAny,
+    #[serde(default, rename = "objectRetentionPolicies")]
+    _object_retention_policies: IgnoredAny,
+    #[serde(default, rename = "admissionFairSharing")]
+    _admission_fair_sharing: IgnoredAny,
+}
+
+pub(super) fn configuration(value: Value, at: &Location) -> Result<Converted, Vec<FieldError>> {
+    let manifest: ConfigurationManifest = decode(value, at).map_err(|e| vec![e])?;
+    let settings = crate::settings::SchedulingSettings {
+        fair_sharing: manifest.fair_sharing,
+    };
+    let problems: Vec<FieldError> = settings
+        .problems()
+        .into_iter()
+        .map(|(path, message)| at.error(&path, message))
+        .collect();
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(Converted::plain(Object::Configuration(settings)))
+}

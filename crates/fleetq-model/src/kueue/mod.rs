@@ -115,6 +115,7 @@ enum Kind {
     WorkloadPriorityClass,
     Workload,
     Job,
+    Configuration,
 }
 
 const KUEUE_V1BETA: &[&str] = &["kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2"];
@@ -124,10 +125,15 @@ const KUEUE_COHORT: &[&str] = &[
     "kueue.x-k8s.io/v1beta2",
 ];
 const BATCH_V1: &[&str] = &["batch/v1"];
+const KUEUE_CONFIG: &[&str] = &[
+    "config.kueue.x-k8s.io/v1beta1",
+    "config.kueue.x-k8s.io/v1beta2",
+];
 
 const SUPPORTED: &str = "fleetq imports kueue.x-k8s.io/v1beta1 and v1beta2 ResourceFlavor, \
     ClusterQueue, LocalQueue, WorkloadPriorityClass and Workload; Cohort in \
-    kueue.x-k8s.io/v1alpha1, v1beta1 and v1beta2; batch/v1 Job; and v1 List of those";
+    kueue.x-k8s.io/v1alpha1, v1beta1 and v1beta2; batch/v1 Job; \
+    config.kueue.x-k8s.io/v1beta1 and v1beta2 Configuration; and v1 List of those";
 
 impl Kind {
     fn from_name(kind: &str) -> Option<Kind> {
@@ -139,6 +145,7 @@ impl Kind {
             "WorkloadPriorityClass" => Kind::WorkloadPriorityClass,
             "Workload" => Kind::Workload,
             "Job" => Kind::Job,
+            "Configuration" => Kind::Configuration,
             _ => return None,
         })
     }
@@ -147,6 +154,7 @@ impl Kind {
         match self {
             Kind::Cohort => KUEUE_COHORT,
             Kind::Job => BATCH_V1,
+            Kind::Configuration => KUEUE_CONFIG,
             _ => KUEUE_V1BETA,
         }
     }
@@ -247,6 +255,7 @@ fn import_value(
         Kind::WorkloadPriorityClass => config_kinds::priority_class(value, &at),
         Kind::Workload => workload::kueue_workload(value, &at),
         Kind::Job => job::job(value, &at),
+        Kind::Configuration => config_kinds::configuration(value, &at),
     };
     match result {
         Ok(converted) => imported.push(ImportedDocument {
