@@ -571,9 +571,13 @@ impl<'a> Cycle<'a> {
                 return self.admit(node, cq, w, &full, &plan, c);
             }
         }
+        // Why preemption cannot help, when it was considered (a queue
+        // whose policy allows none says nothing: Kueue's default).
+        let mut preemption_note = None;
         if plan.mode == Mode::Preempt && preempt::policy_allows_any(cq) {
-            if let Some(reason) = preempt::try_preempt(self, node, cq, w, &plan, &eligible) {
-                return Outcome::Preempting(reason);
+            match preempt::try_preempt(self, node, cq, w, &plan, &eligible) {
+                Ok(reason) => return Outcome::Preempting(reason),
+                Err(why) => preemption_note = Some(why),
             }
         }
         if minimal != full {
@@ -581,7 +585,7 @@ impl<'a> Cycle<'a> {
                 return outcome;
             }
         }
-        let reason = plan.reason.unwrap_or_else(|| {
+        let mut reason = plan.reason.unwrap_or_else(|| {
             PendingReason::new(
                 ReasonKind::NoClusterCapacity,
                 format!(
@@ -590,6 +594,9 @@ impl<'a> Cycle<'a> {
                 ),
             )
         });
+        if let Some(note) = preemption_note {
+            reason.message = format!("{}; {note}", reason.message);
+        }
         // Only where nothing may preempt: see the queue skip in `run`.
         if reason.kind == ReasonKind::WaitingForQuota && !preempt::policy_allows_any(cq) {
             self.note_exhausted(node, cq, &demands, &reason);

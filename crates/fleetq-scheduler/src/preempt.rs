@@ -63,6 +63,7 @@ impl Candidate<'_> {
 /// Tries to make room for `w` by preemption. On success the victims are
 /// recorded in the cycle's decisions, the freed quota is reserved for `w`
 /// for the rest of the cycle, and the reason `w` now waits is returned.
+/// Otherwise, why preemption cannot help, for its pending reason.
 pub(crate) fn try_preempt(
     cycle: &mut Cycle<'_>,
     node: NodeId,
@@ -70,7 +71,7 @@ pub(crate) fn try_preempt(
     w: &PendingWorkload,
     plan: &Plan,
     eligible: &[usize],
-) -> Option<PendingReason> {
+) -> Result<PendingReason, String> {
     cycle.decisions.stats.preemption_searches += 1;
     let all = candidates(cycle, node, cq, w, plan, false);
     let mut best = search(cycle, node, cq, plan, eligible, &all).map(|(c, v)| (c, v, all));
@@ -81,7 +82,9 @@ pub(crate) fn try_preempt(
         best = search(cycle, node, cq, plan, eligible, &with_protected)
             .map(|(c, v)| (c, v, with_protected));
     }
-    let (cluster, chosen, all) = best?;
+    let Some((cluster, chosen, all)) = best else {
+        return Err(why_not(cycle, node, cq, w, plan));
+    };
     let snap = cycle.snap;
     let mut new_victims = 0;
     let mut waiting_for = 0;
@@ -142,7 +145,73 @@ pub(crate) fn try_preempt(
         // Room that this cycle's earlier victims free beyond their preemptors' needs.
         format!("waiting for workloads preempted on cluster {cluster_name} to stop")
     };
-    Some(PendingReason::new(ReasonKind::Preempting, message))
+    Ok(PendingReason::new(ReasonKind::Preempting, message))
+}
+
+/// Why no set of victims frees enough for `w`: who holds what it needs,
+/// and which rule keeps each group out of reach.
+fn why_not(
+    cycle: &Cycle<'_>,
+    node: NodeId,
+    cq: &ClusterQueue,
+    w: &PendingWorkload,
+    plan: &Plan,
+) -> String {
+    let snap = cycle.snap;
+    let needed: Vec<FrId> = plan.cells.iter().map(|&(fr, _)| fr).collect();
+    let holds = |a: &AdmittedWorkload| {
+        snap.cells_of(&a.assignment)
+            .iter()
+            .any(|(fr, _)| needed.contains(fr))
+    };
+    let (mut own_above, mut own_protected, mut elsewhere) = (0, 0, 0);
+    for a in snap.admitted.values().filter(|a| !a.evicting && holds(a)) {
+        if a.pending.cluster_queue == cq.name {
+            let victim = Rank {
+                priority: a.pending.priority,
+                created_at: a.pending.created_at,
+            };
+            let preemptor = Rank {
+                priority: w.priority,
+                created_at: w.created_at,
+            };
+            if !policy::within_cluster_queue_allows(
+                cq.spec.preemption.within_cluster_queue,
+                preemptor,
+                victim,
+            ) {
+                own_above += 1;
+            } else {
+                own_protected += 1;
+            }
+        } else {
+            elsewhere += 1;
+        }
+    }
+    let p = &cq.spec.preemption;
+    let mut parts = Vec::new();
+    if own_above > 0 {
+        parts.push(format!(
+            "{own_above} workload(s) of ClusterQueue {:?} hold it, which withinClusterQueue: {:?} does not let it preempt",
+            cq.name, p.within_cluster_queue
+        ));
+    }
+    if own_protected > 0 {
+        parts.push(format!(
+            "{own_protected} it may preempt in its own queue do not free enough (or run on another cluster, or are within minRuntimeBeforePreemption)"
+        ));
+    }
+    if elsewhere > 0 {
+        parts.push(format!(
+            "{elsewhere} workload(s) of other ClusterQueues hold it, but their queues do not borrow it or reclaimWithinCohort: {:?} forbids taking them",
+            p.reclaim_within_cohort
+        ));
+    }
+    if parts.is_empty() {
+        "preemption was considered, but no running workload holds what it needs".to_string()
+    } else {
+        format!("preemption was considered: {}", parts.join("; "))
+    }
 }
 
 fn candidates<'s>(

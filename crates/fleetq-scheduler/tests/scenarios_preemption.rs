@@ -315,3 +315,38 @@ fn without_fair_sharing_the_owner_reclaims_only_its_floor() {
     assert_eq!(s.used("team-a", "h100/nvidia.com/gpu"), units(12));
     assert_eq!(s.used("team-b", "h100/nvidia.com/gpu"), units(4));
 }
+
+/// A pending reason says when preemption was considered and why it could
+/// not help (issue 33), not only that quota is short.
+#[test]
+fn a_reason_says_why_preemption_could_not_help() {
+    let mut s = one_queue("LowerPriority");
+    s.submit("hi0 q=q gpu=4 pc=high");
+    s.submit("hi1 q=q gpu=4 pc=high");
+    s.cycle();
+    s.submit("peer q=q gpu=4 pc=high");
+    s.cycle();
+    assert!(s.last.preemptions.is_empty());
+    let reason = s.reason("peer");
+    assert_eq!(reason.kind, ReasonKind::WaitingForQuota);
+    assert!(
+        reason.message.contains("preemption was considered")
+            && reason
+                .message
+                .contains("2 workload(s) of ClusterQueue \"team\"")
+            && reason.message.contains("withinClusterQueue: LowerPriority"),
+        "{}",
+        reason.message
+    );
+    // A queue that may not preempt at all says nothing of it.
+    let mut s = one_queue("Never");
+    s.submit("a q=q gpu=8 pc=high");
+    s.cycle();
+    s.submit("b q=q gpu=4 pc=high");
+    s.cycle();
+    assert!(
+        !s.reason("b").message.contains("preemption"),
+        "{}",
+        s.reason("b").message
+    );
+}
