@@ -83,7 +83,7 @@ pub(crate) fn try_preempt(
             .map(|(c, v)| (c, v, with_protected));
     }
     let Some((cluster, chosen, all)) = best else {
-        return Err(why_not(cycle, node, cq, w, plan));
+        return Err(why_not(cycle, cq, w, plan));
     };
     let snap = cycle.snap;
     let mut new_victims = 0;
@@ -152,7 +152,6 @@ pub(crate) fn try_preempt(
 /// and which rule keeps each group out of reach.
 fn why_not(
     cycle: &Cycle<'_>,
-    node: NodeId,
     cq: &ClusterQueue,
     w: &PendingWorkload,
     plan: &Plan,
