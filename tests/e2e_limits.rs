@@ -438,3 +438,82 @@ fn bad_limit_settings_are_refused_naming_the_flag() {
         "a refused configuration created the data directory"
     );
 }
+
+/// Attacks of issue 25 that once stalled the group, each refused before
+/// anything is proposed, with one short error naming the field, while the
+/// node keeps answering and its state does not change.
+#[test]
+fn hostile_requests_are_refused_before_the_log() {
+    let group = Group::start(1, &["--simulate-cluster", "sim-1:h100-80gb=16"]);
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("the node elects itself");
+    let addr = group.addr(1).to_string();
+    let out = cli_stdin(&addr, &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    let before = settled_hash(&addr);
+    let commands = |addr: &str| status(addr).expect("status")["counters"]["commands"].as_u64();
+    let proposed = commands(&addr);
+
+    // A 280 KB workload: a very long name and 5,000 requests.
+    let requests: Vec<String> = (0..5000)
+        .map(|i| format!("\"example.com/r{i}\":\"1\""))
+        .collect();
+    let huge = format!(
+        r#"{{"namespace":"default","name":"{}","spec":{{"queueName":"team-a","podSets":[{{"name":"main","count":1,"requests":{{{}}}}}]}}}}"#,
+        "x".repeat(200_000),
+        requests.join(",")
+    );
+    assert!(huge.len() > 280_000);
+    let err = runtime()
+        .block_on(async {
+            api(&addr)
+                .await
+                .submit(pb::SubmitRequest {
+                    request_id: String::new(),
+                    workload_json: huge,
+                    workloads_json: Vec::new(),
+                })
+                .await
+        })
+        .expect_err("refused");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message().contains("metadata.name") && err.message().contains("at most 253"),
+        "{}",
+        &err.message()[..err.message().len().min(400)]
+    );
+    assert!(
+        err.message().len() < 1000,
+        "one short error, not one per request"
+    );
+
+    // An alias bomb, and flow collections 100,000 deep: refused by the
+    // guard before any parser sees them.
+    let bomb = format!(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata:\n  name: bomb\n  labels: &x [{}]\nspec:\n  nodeLabels: [{}]\n",
+        vec!["a"; 10_000].join(","),
+        vec!["*x"; 2_000].join(",")
+    );
+    let out = cli_stdin(&addr, &["apply", "-f", "-"], &bomb);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("anchor"), "{}", text(&out));
+    let deep = format!(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {{name: deep}}\nspec: {{nodeLabels: {}{}}}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let out = cli_stdin(&addr, &["apply", "-f", "-"], &deep);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("32 deep"), "{}", text(&out));
+
+    // Nothing was proposed; the node still answers; nothing changed.
+    assert_eq!(
+        commands(&addr),
+        proposed,
+        "a refused request reached the log"
+    );
+    assert_eq!(settled_hash(&addr), before);
+    let out = cli(&addr, &["get", "cq"]);
+    assert!(out.status.success(), "{}", text(&out));
+}

@@ -538,6 +538,12 @@ impl Config {
     /// its priority class exists (no silent fallback), its pod sets are sane
     /// and every resource it requests is covered by its ClusterQueue.
     pub fn bind_workload(&self, workload: &Workload) -> Result<WorkloadBinding, Vec<FieldError>> {
+        // Sizes first: what breaks them gets one short error, however big.
+        workload.check_limits().map_err(|e| vec![e])?;
+        self.bind_checked(workload).map_err(crate::limits::capped)
+    }
+
+    fn bind_checked(&self, workload: &Workload) -> Result<WorkloadBinding, Vec<FieldError>> {
         let object = format!("Workload/{}/{}", workload.namespace, workload.name);
         let mut errors = Vec::new();
         check_name(&mut errors, &object, "metadata.name", &workload.name);

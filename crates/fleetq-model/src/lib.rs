@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub mod flavor;
 pub mod kueue;
+pub mod limits;
 pub mod local_queue;
 pub mod mutants;
 pub mod priority;

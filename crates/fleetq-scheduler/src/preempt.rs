@@ -150,12 +150,7 @@ pub(crate) fn try_preempt(
 
 /// Why no set of victims frees enough for `w`: who holds what it needs,
 /// and which rule keeps each group out of reach.
-fn why_not(
-    cycle: &Cycle<'_>,
-    cq: &ClusterQueue,
-    w: &PendingWorkload,
-    plan: &Plan,
-) -> String {
+fn why_not(cycle: &Cycle<'_>, cq: &ClusterQueue, w: &PendingWorkload, plan: &Plan) -> String {
     let snap = cycle.snap;
     let needed: Vec<FrId> = plan.cells.iter().map(|&(fr, _)| fr).collect();
     let holds = |a: &AdmittedWorkload| {

@@ -224,6 +224,34 @@ fn namespace_of(req: &pb::ListWorkloadsRequest) -> &str {
     }
 }
 
+/// How long parsing one request's manifests may take. The guard of
+/// `import_manifests` bounds the work by the request's size; this bounds
+/// what is left, off the async workers (a parse that hogs one would
+/// stall every call and heartbeat it serves).
+const PARSE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
+async fn parse_manifests(
+    text: String,
+) -> Result<Vec<fleetq_model::kueue::ImportedDocument>, Vec<FieldError>> {
+    let parse = tokio::task::spawn_blocking(move || import_manifests(&text));
+    match tokio::time::timeout(PARSE_DEADLINE, parse).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(e)) => Err(vec![FieldError::new(
+            "",
+            "",
+            format!("parsing failed: {e}"),
+        )]),
+        Err(_) => Err(vec![FieldError::new(
+            "",
+            "",
+            format!(
+                "the manifests took longer than {} s to parse; send fewer or smaller documents",
+                PARSE_DEADLINE.as_secs()
+            ),
+        )]),
+    }
+}
+
 fn parse_workload(json: &str, index: usize) -> Result<Workload, FieldError> {
     let de = &mut serde_json::Deserializer::from_str(json);
     serde_path_to_error::deserialize(de).map_err(|e| {
@@ -236,16 +264,30 @@ fn parse_workload(json: &str, index: usize) -> Result<Workload, FieldError> {
 impl FleetQ for ApiService {
     async fn apply(&self, request: Request<pb::ApplyRequest>) -> Reply<pb::ApplyResponse> {
         let caller = self.auth.identify(&request, "Apply")?;
+        // Before reading a byte of the manifests: a caller that may write
+        // nothing at all is refused without parsing them.
+        self.auth
+            .allow(&request, "Apply", &caller, Action::WriteAny)?;
         self.writes.admit("Apply", &request, &caller)?;
-        let documents = match import_manifests(&request.get_ref().manifests) {
+        let documents = match parse_manifests(request.get_ref().manifests.clone()).await {
             Ok(d) => d,
             Err(errors) => {
                 return Ok(tonic::Response::new(pb::ApplyResponse {
                     changes: Vec::new(),
-                    errors: status::field_errors(&errors),
+                    errors: status::field_errors(&fleetq_model::limits::capped(errors)),
                 }))
             }
         };
+        for doc in &documents {
+            if let Object::Workload(w) = &doc.object {
+                if let Err(e) = w.check_limits() {
+                    return Ok(tonic::Response::new(pb::ApplyResponse {
+                        changes: Vec::new(),
+                        errors: status::field_errors(&[e.in_document(doc.document)]),
+                    }));
+                }
+            }
+        }
         // All or nothing: one object the caller may not write refuses the
         // whole request before anything is proposed.
         for doc in &documents {
@@ -436,9 +478,17 @@ impl FleetQ for ApiService {
         let mut workloads = Vec::new();
         let mut errors = Vec::new();
         for (i, text) in texts.iter().enumerate() {
-            match parse_workload(text, i) {
+            // Every limit apply() enforces on a workload's size is checked
+            // here too, so an oversized one never reaches the log.
+            match parse_workload(text, i).and_then(|w| {
+                w.check_limits().map_err(|e| e.in_document(i + 1))?;
+                Ok(w)
+            }) {
                 Ok(w) => workloads.push(w),
                 Err(e) => errors.push(e),
+            }
+            if errors.len() >= fleetq_model::limits::MAX_ERRORS {
+                break;
             }
         }
         if !errors.is_empty() {

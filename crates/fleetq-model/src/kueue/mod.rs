@@ -20,6 +20,7 @@
 
 mod config_kinds;
 mod documents;
+pub mod guard;
 mod job;
 mod meta;
 mod pod;
@@ -171,6 +172,7 @@ impl Kind {
 /// whole stream is valid. Empty and comment-only documents are skipped (but
 /// counted, so numbers match what a reader counts).
 pub fn import_manifests(yaml: &str) -> Result<Vec<ImportedDocument>, Vec<FieldError>> {
+    guard::check(yaml).map_err(|e| vec![e])?;
     let (documents, syntax_error) = documents::split_documents(yaml);
     let mut imported = Vec::new();
     let mut errors = Vec::new();

@@ -67,6 +67,9 @@ pub enum Action<'a> {
     ApplyNamespaced(&'a str),
     /// Admin only: cluster-scoped objects, draining, membership, debug.
     Admin(&'a str),
+    /// Write anything at all: checked before a request's manifests are
+    /// parsed, so a caller that may only read costs no parsing.
+    WriteAny,
 }
 
 /// Whether `caller` may do `action`; the error says why not.
@@ -82,6 +85,15 @@ pub fn permits(caller: &Caller, action: Action<'_>) -> Result<(), String> {
         Caller::Tenant(t) => t,
     };
     let (verb, namespace) = match action {
+        Action::WriteAny if tenant.has_verb(Verb::Apply) || tenant.has_verb(Verb::Submit) => {
+            return Ok(())
+        }
+        Action::WriteAny => {
+            return Err(format!(
+                "tenant {} may neither apply nor submit anything",
+                tenant.name
+            ))
+        }
         Action::ReadCluster if tenant.has_verb(Verb::Get) => return Ok(()),
         Action::ReadCluster => (Verb::Get, None),
         Action::ReadAllNamespaces if tenant.may(Verb::Get, "*") => return Ok(()),
@@ -434,6 +446,15 @@ mod tests {
         let agent = Caller::Agent("east".into());
         assert!(permits(&agent, Action::ReadCluster).is_err());
         assert!(permits(&agent, Action::Submit("default")).is_err());
+    }
+
+    #[test]
+    fn a_reader_may_write_nothing_so_its_manifests_are_not_parsed() {
+        let reader = tenant("readers", false, &["*"], &[Verb::Get]);
+        let err = permits(&reader, Action::WriteAny).unwrap_err();
+        assert!(err.contains("neither apply nor submit"), "{err}");
+        let submitter = tenant("team-a", false, &["team-a"], &[Verb::Submit]);
+        assert!(permits(&submitter, Action::WriteAny).is_ok());
     }
 
     #[test]
