@@ -531,3 +531,100 @@ fn mutual_tls_and_authorization_refuse_and_count_and_change_nothing() {
     assert!(allowed.is_some(), "policy not reloaded:\n{}", fleet.logs());
     drop(east);
 }
+
+/// Issue 25, item 5: node certificates grant peer rights only, to members
+/// only; a Raft message must come from the node its certificate names;
+/// and the Raft service refuses a caller without a member's certificate
+/// before reading its message.
+#[test]
+fn peers_are_authenticated_as_themselves() {
+    use fleetq_proto::tls::{tls_channel, Tls, TlsFiles};
+    use fleetq_proto::transport::Timeouts;
+    use fleetq_proto::v1 as pb;
+
+    let fleet = Fleet::start();
+    let up = wait_for(Duration::from_secs(20), || {
+        fleet.admin(&["get", "cq"]).status.success().then_some(())
+    });
+    assert!(up.is_some(), "the group never answered: {}", fleet.logs());
+    let t = s(&fleet.tls);
+    ok(&["certs", "issue", "--dir", t, "node", "--id", "9"]);
+    let as_node = |id: &str| {
+        let cert = fleet.tls.join(format!("node-{id}.pem"));
+        let key = fleet.tls.join(format!("node-{id}-key.pem"));
+        [
+            "--tls-cert".to_string(),
+            cert.display().to_string(),
+            "--tls-key".to_string(),
+            key.display().to_string(),
+        ]
+    };
+    let flavor =
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: rogue}\n";
+    // A certificate for a node that is not a member: refused everywhere.
+    let nine = as_node("9");
+    let nine: Vec<&str> = nine.iter().map(String::as_str).collect();
+    fleet.assert_refused(
+        "node 9 applies",
+        "forbidden",
+        "node 9 is not a member",
+        || fleet.apply(&nine, flavor),
+    );
+    // A member's certificate: peer rights only, no admin.
+    let two = as_node("2");
+    let two: Vec<&str> = two.iter().map(String::as_str).collect();
+    fleet.assert_refused("node 2 applies", "forbidden", "peer rights only", || {
+        fleet.apply(&two, flavor)
+    });
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let _context = runtime.enter();
+    let raft = |files: TlsFiles| {
+        let tls = Tls::load(files).expect("client TLS");
+        let channel =
+            tls_channel(&fleet.addrs[0], &Timeouts::default(), &tls, None).expect("channel");
+        pb::raft_client::RaftClient::new(channel).max_encoding_message_size(usize::MAX)
+    };
+    // Node 2's certificate sending a Vote as node 3.
+    let forged = serde_json::json!({
+        "vote": {"leader_id": {"term": 99, "node_id": 3}, "committed": false},
+        "last_log_id": null
+    });
+    let err = runtime
+        .block_on(
+            raft(TlsFiles::in_dir(&fleet.tls, "node-2")).vote(pb::RaftPayload {
+                json: serde_json::to_vec(&forged).expect("json"),
+                error: String::new(),
+            }),
+        )
+        .expect_err("a forged sender is refused");
+    assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+    assert!(
+        err.message()
+            .contains("from node 2 claims to come from node 3"),
+        "{}",
+        err.message()
+    );
+    // No client certificate at all: 64 MB refused before it is read.
+    let anonymous = TlsFiles {
+        ca: fleet.tls.join("ca.pem"),
+        identity: None,
+    };
+    let err = runtime
+        .block_on(raft(anonymous).append_entries(pb::RaftPayload {
+            json: vec![b' '; 64 << 20],
+            error: String::new(),
+        }))
+        .expect_err("an anonymous Raft message is refused");
+    assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+    assert!(
+        err.message().contains("no client certificate"),
+        "{}",
+        err.message()
+    );
+    // The group still answers, with the same leader.
+    assert!(fleet.admin(&["get", "cq"]).status.success());
+}

@@ -751,7 +751,7 @@ impl FleetQ for ApiService {
         self.auth.api(
             &request,
             "AddLearner",
-            Action::Admin("change the Raft group"),
+            Action::Membership("change the Raft group"),
         )?;
         let req = request.into_inner();
         if req.addr.is_empty() {
@@ -790,7 +790,7 @@ impl FleetQ for ApiService {
         self.auth.api(
             &request,
             "ChangeMembership",
-            Action::Admin("change the Raft group"),
+            Action::Membership("change the Raft group"),
         )?;
         let req = request.into_inner();
         if req.voters.is_empty() {

@@ -24,6 +24,7 @@ use tonic::transport::server::Connected;
 use crate::admission::{self, AdmissionStats};
 use crate::agent_service::AgentService;
 use crate::api_service::ApiService;
+use crate::auth::peer_gate::PeerGateLayer;
 use crate::auth::Authorizer;
 use crate::batcher::SubmitBatcher;
 use crate::clock::SharedClock;
@@ -190,6 +191,17 @@ impl Node {
         // The authorizer's instruments are the node's, so refusals counted
         // before a request reaches a service (TLS handshakes) show too.
         let auth = config.auth.clone();
+        // Node certificates count only for members of the group.
+        let membership = raft.metrics();
+        auth.set_members(Arc::new(move || {
+            membership
+                .borrow()
+                .membership_config
+                .membership()
+                .nodes()
+                .map(|(id, _)| *id)
+                .collect()
+        }));
         let metrics = auth.metrics().clone();
         let proposer = Arc::new(
             Proposer::new(
@@ -277,6 +289,7 @@ impl Node {
             .max_concurrent_streams(limits.max_concurrent_streams)
             .concurrency_limit_per_connection(limits.concurrency_per_connection)
             .layer(RequestSizeLayer::new(metrics.clone()))
+            .layer(PeerGateLayer::new(peer.auth.clone()))
             .add_service(
                 RaftServer::new(peer)
                     .max_decoding_message_size(raft_bytes)

@@ -26,10 +26,11 @@ pub struct RaftService {
 }
 
 impl RaftService {
-    /// Refuses a request whose caller is not a member node.
-    fn check<T>(&self, request: &Request<T>, rpc: &str) -> Result<(), Status> {
+    /// Refuses a request whose caller is not a member node; returns the
+    /// caller's node id (None without TLS).
+    fn check<T>(&self, request: &Request<T>, rpc: &str) -> Result<Option<u64>, Status> {
         if !self.auth.is_secure() {
-            return Ok(());
+            return Ok(None);
         }
         let members: Vec<u64> = {
             let metrics = self.raft.metrics();
@@ -41,6 +42,26 @@ impl RaftService {
                 .collect()
         };
         self.auth.peer(request, rpc, &members)
+    }
+
+    /// Refuses a message that claims to come from another node than the
+    /// one its certificate names (node 2 once sent a Vote as node 3).
+    fn same_sender(&self, caller: Option<u64>, claimed: u64, rpc: &str) -> Result<(), Status> {
+        match caller {
+            Some(id) if id != claimed => {
+                let message = format!("{rpc} from node {id} claims to come from node {claimed}");
+                tracing::warn!(
+                    rpc,
+                    reason = crate::limits::reason::FORBIDDEN,
+                    "refused: {message}"
+                );
+                self.auth
+                    .metrics()
+                    .refused(crate::limits::reason::FORBIDDEN);
+                Err(Status::permission_denied(message))
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -66,14 +87,16 @@ impl raft_server::Raft for RaftService {
         &self,
         request: Request<RaftPayload>,
     ) -> Result<Response<RaftPayload>, Status> {
-        self.check(&request, "AppendEntries")?;
+        let caller = self.check(&request, "AppendEntries")?;
         let req: AppendEntriesRequest<TypeConfig> = decode(request.get_ref())?;
+        self.same_sender(caller, req.vote.leader_id().node_id, "AppendEntries")?;
         encode(&self.raft.append_entries(req).await)
     }
 
     async fn vote(&self, request: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
-        self.check(&request, "Vote")?;
+        let caller = self.check(&request, "Vote")?;
         let req: VoteRequest<u64> = decode(request.get_ref())?;
+        self.same_sender(caller, req.vote.leader_id().node_id, "Vote")?;
         encode(&self.raft.vote(req).await)
     }
 
@@ -81,8 +104,9 @@ impl raft_server::Raft for RaftService {
         &self,
         request: Request<RaftPayload>,
     ) -> Result<Response<RaftPayload>, Status> {
-        self.check(&request, "InstallSnapshot")?;
+        let caller = self.check(&request, "InstallSnapshot")?;
         let req: InstallSnapshotRequest<TypeConfig> = decode(request.get_ref())?;
+        self.same_sender(caller, req.vote.leader_id().node_id, "InstallSnapshot")?;
         encode(&self.raft.install_snapshot(req).await)
     }
 

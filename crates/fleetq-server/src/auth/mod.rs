@@ -17,6 +17,7 @@
 //! happens before anything is proposed. With `--insecure` there is no TLS,
 //! every caller is [`Caller::Insecure`] and everything is allowed.
 
+pub mod peer_gate;
 pub mod policy;
 
 use std::path::PathBuf;
@@ -65,8 +66,11 @@ pub enum Action<'a> {
     Cancel(&'a str),
     /// Apply or delete a LocalQueue.
     ApplyNamespaced(&'a str),
-    /// Admin only: cluster-scoped objects, draining, membership, debug.
+    /// Admin only: cluster-scoped objects, draining, debug.
     Admin(&'a str),
+    /// Change the Raft group (add a learner, change voters): admins, and
+    /// member nodes relaying an admin's request to the leader.
+    Membership(&'a str),
     /// Write anything at all: checked before a request's manifests are
     /// parsed, so a caller that may only read costs no parsing.
     WriteAny,
@@ -75,7 +79,16 @@ pub enum Action<'a> {
 /// Whether `caller` may do `action`; the error says why not.
 pub fn permits(caller: &Caller, action: Action<'_>) -> Result<(), String> {
     let tenant = match caller {
-        Caller::Insecure | Caller::Node(_) => return Ok(()),
+        Caller::Insecure => return Ok(()),
+        // A node certificate grants peer rights only: the Raft service,
+        // and relaying an admin's membership change to the leader. Admin
+        // rights come from the authorization policy alone.
+        Caller::Node(_) if matches!(action, Action::Membership(_)) => return Ok(()),
+        Caller::Node(id) => {
+            return Err(format!(
+                "node {id}'s certificate grants peer rights only; use a client certificate or token the authorization policy names"
+            ))
+        }
         Caller::Agent(c) => {
             return Err(format!(
                 "the agent of cluster {c} may use only the Agent service"
@@ -107,7 +120,7 @@ pub fn permits(caller: &Caller, action: Action<'_>) -> Result<(), String> {
         Action::Submit(ns) => (Verb::Submit, Some(ns)),
         Action::Cancel(ns) => (Verb::Cancel, Some(ns)),
         Action::ApplyNamespaced(ns) => (Verb::Apply, Some(ns)),
-        Action::Admin(what) => {
+        Action::Admin(what) | Action::Membership(what) => {
             return Err(format!(
                 "tenant {} is not an admin; only admins may {what}",
                 tenant.name
@@ -131,7 +144,13 @@ pub struct Authorizer {
     policy: Arc<RwLock<Arc<Policy>>>,
     policy_file: Option<PathBuf>,
     metrics: ServerMetrics,
+    /// The group's members now (set once the node's Raft exists): a node
+    /// certificate of anyone else is refused everywhere.
+    members: Arc<RwLock<Option<MembersFn>>>,
 }
+
+/// The ids of the Raft group's members as this node knows them.
+pub type MembersFn = Arc<dyn Fn() -> Vec<u64> + Send + Sync>;
 
 impl std::fmt::Debug for Authorizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -160,6 +179,7 @@ impl Authorizer {
             policy: Arc::new(RwLock::new(Arc::new(Policy::default()))),
             policy_file: None,
             metrics: ServerMetrics::default(),
+            members: Arc::default(),
         }
     }
 
@@ -174,7 +194,30 @@ impl Authorizer {
             policy: Arc::new(RwLock::new(Arc::new(policy))),
             policy_file,
             metrics: ServerMetrics::default(),
+            members: Arc::default(),
         })
+    }
+
+    /// Where the group's members are read from (the node's Raft metrics).
+    pub fn set_members(&self, members: MembersFn) {
+        *self.members.write().unwrap_or_else(|p| p.into_inner()) = Some(members);
+    }
+
+    /// Whether node `id` may speak as a peer: a member, or anyone while
+    /// this node knows no membership yet (a new learner must be reached).
+    pub fn is_member(&self, id: u64) -> bool {
+        let members = self
+            .members
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match members {
+            None => true,
+            Some(f) => {
+                let m = f();
+                m.is_empty() || m.contains(&id)
+            }
+        }
     }
 
     pub fn is_secure(&self) -> bool {
@@ -279,6 +322,11 @@ impl Authorizer {
             .ok_or_else(|| Status::unauthenticated("an empty client certificate chain"))?;
         let identity = Identity::of_certificate(leaf).map_err(Status::unauthenticated)?;
         Ok(match identity {
+            Identity::Node(id) if !self.is_member(id) => {
+                return Err(Status::permission_denied(format!(
+                    "node {id} is not a member of this group"
+                )))
+            }
             Identity::Node(id) => Caller::Node(id),
             Identity::Agent(c) => Caller::Agent(c),
             Identity::Tenant(name) => match policy.tenant(&name) {
@@ -384,10 +432,15 @@ impl Authorizer {
     /// Lets a Raft service request through only from a node named in
     /// `members` (any node while `members` is empty: this node has not
     /// joined yet).
-    pub fn peer<T>(&self, request: &Request<T>, rpc: &str, members: &[u64]) -> Result<(), Status> {
+    pub fn peer<T>(
+        &self,
+        request: &Request<T>,
+        rpc: &str,
+        members: &[u64],
+    ) -> Result<Option<u64>, Status> {
         match self.identify(request, rpc)? {
-            Caller::Insecure => Ok(()),
-            Caller::Node(id) if members.is_empty() || members.contains(&id) => Ok(()),
+            Caller::Insecure => Ok(None),
+            Caller::Node(id) if members.is_empty() || members.contains(&id) => Ok(Some(id)),
             Caller::Node(id) => Err(self.refuse(
                 request,
                 rpc,
@@ -437,9 +490,26 @@ mod tests {
     }
 
     #[test]
-    fn admins_nodes_and_insecure_may_everything_agents_nothing() {
+    fn nodes_may_only_relay_membership_changes() {
+        let node = Caller::Node(1);
+        assert!(permits(&node, Action::Membership("add a learner")).is_ok());
+        for action in [
+            Action::Admin("apply a ResourceFlavor"),
+            Action::ReadCluster,
+            Action::Submit("default"),
+            Action::WriteAny,
+        ] {
+            let err = permits(&node, action).unwrap_err();
+            assert!(err.contains("peer rights only"), "{err}");
+        }
+        let reader = tenant("readers", false, &["*"], &[Verb::Get]);
+        assert!(permits(&reader, Action::Membership("add a learner")).is_err());
+    }
+
+    #[test]
+    fn admins_and_insecure_may_everything_agents_nothing() {
         let admin = tenant("platform", true, &[], &[]);
-        for caller in [admin, Caller::Node(1), Caller::Insecure] {
+        for caller in [admin, Caller::Insecure] {
             assert!(permits(&caller, Action::Admin("x")).is_ok());
             assert!(permits(&caller, Action::Submit("any")).is_ok());
         }
