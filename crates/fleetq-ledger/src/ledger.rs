@@ -1775,6 +1775,7 @@ fn rejection_reason(e: &fleetq_scheduler::SnapshotError) -> &'static str {
         E::WrongClusterQueue { .. } => "WrongClusterQueue",
         E::ClusterUnavailable(_) => "ClusterUnavailable",
         E::QueueStopped { .. } => "QueueStopped",
+        E::NamespaceNotSelected { .. } => "NamespaceNotSelected",
         E::UnknownCell(_) => "UnknownCell",
         E::NoLongerFits { .. } => "NoLongerFits",
         E::Inconsistent { .. } => "Inconsistent",

@@ -21,7 +21,10 @@ pub struct ClusterQueueSpec {
     pub resource_groups: Vec<ResourceGroup>,
     #[serde(default)]
     pub queueing_strategy: QueueingStrategy,
-    /// Kept for round-trips; fleetq admits from any namespace's LocalQueue.
+    /// Which namespaces' LocalQueues it admits from (a Kubernetes label
+    /// selector over namespace labels, crate::namespace). `{}` admits
+    /// every namespace; absent admits every namespace too (Kueue: none; a
+    /// departure recorded in docs/architecture.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<serde_json::Value>,
     #[serde(default)]

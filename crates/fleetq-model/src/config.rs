@@ -11,6 +11,7 @@ use crate::error::FieldError;
 use crate::kueue::join_path;
 use crate::kueue::rules::Checker;
 use crate::kueue::syntax::{dns_label_error, qualified_name_error};
+use crate::namespace::{selector_matches, Namespace, NAME_LABEL};
 use crate::settings::SchedulingSettings;
 use crate::{
     ClusterQueue, Cohort, LocalQueue, Quantity, ResourceFlavor, Workload, WorkloadPriorityClass,
@@ -28,6 +29,8 @@ pub enum Object {
     Workload(Workload),
     /// Kueue's Configuration (its scheduling part), one per ledger.
     Configuration(SchedulingSettings),
+    /// A `v1/Namespace`, for its labels (namespace selectors).
+    Namespace(Namespace),
 }
 
 /// The one name a Configuration is stored under.
@@ -45,6 +48,7 @@ impl Object {
             Object::WorkloadPriorityClass(o) => o.name.clone(),
             Object::Workload(o) => o.key(),
             Object::Configuration(_) => CONFIGURATION_NAME.to_string(),
+            Object::Namespace(o) => o.name.clone(),
         }
     }
 
@@ -57,6 +61,7 @@ impl Object {
             Object::WorkloadPriorityClass(_) => "WorkloadPriorityClass",
             Object::Workload(_) => "Workload",
             Object::Configuration(_) => "Configuration",
+            Object::Namespace(_) => "Namespace",
         }
     }
 
@@ -70,6 +75,7 @@ impl Object {
             Object::WorkloadPriorityClass(o) => format!("WorkloadPriorityClass/{}", o.name),
             Object::Workload(o) => format!("Workload/{}/{}", o.namespace, o.name),
             Object::Configuration(_) => "Configuration".to_string(),
+            Object::Namespace(o) => format!("Namespace/{}", o.name),
         }
     }
 }
@@ -86,6 +92,9 @@ pub struct Config {
     /// serialised state (and the hash) until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<SchedulingSettings>,
+    /// Namespaces applied as `v1/Namespace` objects, for their labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub namespaces: BTreeMap<String, Namespace>,
 }
 
 /// Where a valid workload goes and at what priority.
@@ -158,6 +167,9 @@ impl Config {
                 self.priority_classes.insert(o.name.clone(), o);
             }
             Object::Configuration(o) => self.settings = Some(o),
+            Object::Namespace(o) => {
+                self.namespaces.insert(o.name.clone(), o);
+            }
             Object::Workload(w) => return Err(Box::new(w)),
         }
         Ok(())
@@ -181,6 +193,7 @@ impl Config {
                 .cloned()
                 .map(Object::WorkloadPriorityClass),
             "Configuration" => self.settings.clone().map(Object::Configuration),
+            "Namespace" => self.namespaces.get(name).cloned().map(Object::Namespace),
             _ => None,
         }
     }
@@ -197,6 +210,7 @@ impl Config {
                 .remove(name)
                 .map(Object::WorkloadPriorityClass),
             "Configuration" => self.settings.take().map(Object::Configuration),
+            "Namespace" => self.namespaces.remove(name).map(Object::Namespace),
             _ => None,
         }
     }
@@ -220,12 +234,44 @@ impl Config {
                 .map(Object::WorkloadPriorityClass),
         );
         out.extend(self.settings.clone().map(Object::Configuration));
+        out.extend(self.namespaces.values().cloned().map(Object::Namespace));
         out
+    }
+
+    /// A namespace's labels: its Namespace object's, plus
+    /// `kubernetes.io/metadata.name`, which every namespace has.
+    pub fn namespace_labels(&self, namespace: &str) -> BTreeMap<String, String> {
+        let mut labels = self
+            .namespaces
+            .get(namespace)
+            .map(|n| n.labels.clone())
+            .unwrap_or_default();
+        labels.insert(NAME_LABEL.to_string(), namespace.to_string());
+        labels
+    }
+
+    /// Whether `cq`'s namespaceSelector admits workloads from `namespace`.
+    pub fn admits_namespace(&self, cq: &ClusterQueue, namespace: &str) -> bool {
+        match &cq.spec.namespace_selector {
+            None => true,
+            Some(selector) => selector_matches(selector, &self.namespace_labels(namespace)),
+        }
     }
 
     /// Every rule violation in the whole set; empty when valid.
     pub fn validate(&self) -> Vec<FieldError> {
         let mut errors = Vec::new();
+        for ns in self.namespaces.values() {
+            let object = format!("Namespace/{}", ns.name);
+            if let Some(problem) = dns_label_error(&ns.name) {
+                errors.push(FieldError::new(&object, "metadata.name", problem));
+            }
+            let mut check = Checker {
+                object: &object,
+                errors: &mut errors,
+            };
+            check.labels("metadata.labels", &ns.labels);
+        }
         if let Some(settings) = &self.settings {
             for (path, message) in settings.problems() {
                 errors.push(FieldError::new("Configuration", path, message));

@@ -14,6 +14,7 @@ pub mod kueue;
 pub mod limits;
 pub mod local_queue;
 pub mod mutants;
+pub mod namespace;
 pub mod priority;
 pub mod quantity;
 pub mod resources;

@@ -86,6 +86,8 @@ pub(crate) struct Cycle<'a> {
     exhausted: HashMap<NodeId, Vec<(String, PendingReason)>>,
     /// Nominated workloads already tried this cycle, before any head.
     tried_nominated: HashSet<WorkloadId>,
+    /// Whether a queue's namespaceSelector selects a namespace.
+    namespaces: HashMap<(NodeId, String), bool>,
 }
 
 enum Outcome {
@@ -123,6 +125,7 @@ impl<'a> Cycle<'a> {
             memo: HashMap::new(),
             exhausted: HashMap::new(),
             tried_nominated: HashSet::new(),
+            namespaces: HashMap::new(),
         }
     }
 
@@ -281,6 +284,20 @@ impl<'a> Cycle<'a> {
                 }
             }
         }
+    }
+
+    /// Whether `cq`'s namespaceSelector selects `namespace`, once per
+    /// queue and namespace per cycle.
+    fn namespace_selected(&mut self, node: NodeId, cq: &ClusterQueue, namespace: &str) -> bool {
+        if cq.spec.namespace_selector.is_none() {
+            return true;
+        }
+        if let Some(&ok) = self.namespaces.get(&(node, namespace.to_string())) {
+            return ok;
+        }
+        let ok = self.snap.config.admits_namespace(cq, namespace);
+        self.namespaces.insert((node, namespace.to_string()), ok);
+        ok
     }
 
     /// Whether `node` has no quota left in any cell it holds quota for.
@@ -536,6 +553,16 @@ impl<'a> Cycle<'a> {
     }
 
     fn attempt(&mut self, node: NodeId, cq: &'a ClusterQueue, w: &'a PendingWorkload) -> Outcome {
+        if !self.namespace_selected(node, cq, &w.workload.namespace) {
+            // Kueue's reason, with who and what.
+            return Outcome::Wait(PendingReason::new(
+                ReasonKind::Misconfigured,
+                format!(
+                    "Workload namespace doesn't match ClusterQueue selector: the namespaceSelector of ClusterQueue {:?} does not select namespace {:?}",
+                    cq.name, w.workload.namespace
+                ),
+            ));
+        }
         if let Some(lq) = self.snap.config.local_queues.get(&w.local_queue) {
             if lq.spec.stop_policy != StopPolicy::None {
                 return Outcome::Wait(PendingReason::new(

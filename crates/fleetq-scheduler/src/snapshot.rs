@@ -112,6 +112,14 @@ pub enum SnapshotError {
     /// than None (it was held after the decision was made).
     #[error("admission of {workload} targets {queue}, which is stopped")]
     QueueStopped { workload: WorkloadId, queue: String },
+    /// The ClusterQueue's namespaceSelector does not select the
+    /// workload's namespace (it may have changed since the decision).
+    #[error("admission of {workload}: ClusterQueue {cluster_queue:?}'s namespaceSelector does not select namespace {namespace:?}")]
+    NamespaceNotSelected {
+        workload: WorkloadId,
+        cluster_queue: String,
+        namespace: String,
+    },
     #[error("{0} has no quota cell in this configuration")]
     UnknownCell(FlavorResource),
     #[error("admission of {workload} no longer fits: {detail}")]
@@ -484,6 +492,26 @@ impl Snapshot {
         })
     }
 
+    /// Refuses a workload whose ClusterQueue's namespaceSelector does not
+    /// select its namespace (Kueue's rule).
+    fn check_namespace_selected(&self, pending: &PendingWorkload) -> Result<(), SnapshotError> {
+        let Some(cq) = self.config.cluster_queues.get(&pending.cluster_queue) else {
+            return Ok(());
+        };
+        if self
+            .config
+            .admits_namespace(cq, &pending.workload.namespace)
+        {
+            Ok(())
+        } else {
+            Err(SnapshotError::NamespaceNotSelected {
+                workload: pending.id,
+                cluster_queue: cq.name.clone(),
+                namespace: pending.workload.namespace.clone(),
+            })
+        }
+    }
+
     fn admit_checked(
         &mut self,
         admission: &Admission,
@@ -505,6 +533,7 @@ impl Snapshot {
             .ok_or_else(|| SnapshotError::UnknownClusterQueue(pending.cluster_queue.clone()))?;
         if !trusting {
             self.check_not_stopped(pending)?;
+            self.check_namespace_selected(pending)?;
         }
         crate::assign::check_assignment_matches(pending, &admission.assignment).map_err(
             |detail| SnapshotError::Inconsistent {

@@ -244,3 +244,30 @@ fn a_forged_admission_is_rejected() {
     assert!(s.apply(&honest).is_empty());
     assert_eq!(s.running(), set(&["a"]));
 }
+
+/// A decision made before a namespaceSelector excluded the workload's
+/// namespace is refused at apply (the queue no longer selects it).
+#[test]
+fn an_admission_from_an_unselected_namespace_is_rejected() {
+    let other = "- kind: LocalQueue\n  namespace: other\n  name: q\n  spec: {clusterQueue: team}\n";
+    let base = format!("{ONE_QUEUE}{other}");
+    let mut s = Sim::new(
+        &base,
+        &["east: h100/nvidia.com/gpu=8", "west: h100/nvidia.com/gpu=8"],
+    );
+    s.submit_in("other", "w q=q gpu=2");
+    let batch = s.decide();
+    assert_eq!(batch.admissions.len(), 1);
+    let selecting = base.replace(
+        "    preemption: {withinClusterQueue: LowerPriority}",
+        "    preemption: {withinClusterQueue: LowerPriority}\n    namespaceSelector: {matchLabels: {team: a}}",
+    );
+    s.reconfigure(&selecting);
+    let before = state(&s);
+    let rejected = s.apply(&batch);
+    assert!(
+        matches!(rejected.as_slice(), [(_, SnapshotError::NamespaceNotSelected { namespace, .. })] if namespace == "other"),
+        "{rejected:?}"
+    );
+    assert_eq!(state(&s), before);
+}

@@ -423,3 +423,69 @@ fn sampled_usage_puts_the_heavier_tenant_behind() {
     s.cycle();
     assert_eq!(s.admitted_now(), set(&["y0"]));
 }
+
+/// A ClusterQueue admits only from the namespaces its namespaceSelector
+/// selects (issue 25: a tenant pointing a LocalQueue of its own namespace
+/// at another team's queue must not spend its quota), and apply() refuses
+/// a decision that ignores it.
+#[test]
+fn a_namespace_selector_keeps_other_namespaces_out() {
+    const SELECTING: &str = r#"
+- kind: ResourceFlavor
+  name: h100
+- kind: ClusterQueue
+  name: team-a
+  spec:
+    namespaceSelector:
+      matchLabels: {team: a}
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 8}
+- kind: ClusterQueue
+  name: shared
+  spec:
+    namespaceSelector:
+      matchExpressions:
+      - {key: kubernetes.io/metadata.name, operator: In, values: [team-b]}
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 8}
+- kind: Namespace
+  name: team-a
+  labels: {team: a}
+- kind: LocalQueue
+  namespace: team-a
+  name: q
+  spec: {clusterQueue: team-a}
+- kind: LocalQueue
+  namespace: team-b
+  name: q
+  spec: {clusterQueue: team-a}
+- kind: LocalQueue
+  namespace: team-b
+  name: mine
+  spec: {clusterQueue: shared}
+"#;
+    let mut s = Sim::new(SELECTING, &["east: h100/nvidia.com/gpu=16"]);
+    s.submit_in("team-a", "own q=q gpu=2");
+    s.submit_in("team-b", "intruder q=q gpu=2");
+    s.submit_in("team-b", "by-name q=mine gpu=2");
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["own", "by-name"]));
+    let reason = s.reason("intruder");
+    assert_eq!(reason.kind, ReasonKind::Misconfigured);
+    assert!(
+        reason
+            .message
+            .contains("doesn't match ClusterQueue selector")
+            && reason.message.contains("\"team-b\""),
+        "{}",
+        reason.message
+    );
+}

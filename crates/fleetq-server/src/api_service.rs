@@ -68,7 +68,7 @@ fn object_action(object: &Object) -> Action<'_> {
     match object {
         Object::LocalQueue(lq) => Action::ApplyNamespaced(&lq.namespace),
         Object::Workload(w) => Action::Submit(&w.namespace),
-        _ => Action::Admin("apply cluster-scoped objects (ResourceFlavor, Cohort, ClusterQueue, WorkloadPriorityClass)"),
+        _ => Action::Admin("apply cluster-scoped objects (ResourceFlavor, Cohort, ClusterQueue, WorkloadPriorityClass, Namespace, Configuration)"),
     }
 }
 

@@ -190,3 +190,31 @@ pub(super) fn configuration(value: Value, at: &Location) -> Result<Converted, Ve
     }
     Ok(Converted::plain(Object::Configuration(settings)))
 }
+
+/// A `v1/Namespace`: fleetq keeps its name and labels (what namespace
+/// selectors match); its spec and status belong to Kubernetes.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NamespaceManifest {
+    #[serde(rename = "apiVersion")]
+    _api_version: IgnoredAny,
+    #[serde(rename = "kind")]
+    _kind: IgnoredAny,
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default, rename = "spec")]
+    _spec: IgnoredAny,
+    #[serde(default, rename = "status")]
+    _status: IgnoredAny,
+}
+
+pub(super) fn namespace(value: Value, at: &Location) -> Result<Converted, Vec<FieldError>> {
+    let manifest: NamespaceManifest = decode(value, at).map_err(|e| vec![e])?;
+    let name = fixed_name(&manifest.metadata, at)?;
+    Ok(Converted::plain(Object::Namespace(
+        crate::namespace::Namespace {
+            name,
+            labels: manifest.metadata.labels,
+        },
+    )))
+}

@@ -117,6 +117,7 @@ enum Kind {
     Workload,
     Job,
     Configuration,
+    Namespace,
 }
 
 const KUEUE_V1BETA: &[&str] = &["kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2"];
@@ -126,6 +127,7 @@ const KUEUE_COHORT: &[&str] = &[
     "kueue.x-k8s.io/v1beta2",
 ];
 const BATCH_V1: &[&str] = &["batch/v1"];
+const CORE_V1: &[&str] = &["v1"];
 const KUEUE_CONFIG: &[&str] = &[
     "config.kueue.x-k8s.io/v1beta1",
     "config.kueue.x-k8s.io/v1beta2",
@@ -134,7 +136,7 @@ const KUEUE_CONFIG: &[&str] = &[
 const SUPPORTED: &str = "fleetq imports kueue.x-k8s.io/v1beta1 and v1beta2 ResourceFlavor, \
     ClusterQueue, LocalQueue, WorkloadPriorityClass and Workload; Cohort in \
     kueue.x-k8s.io/v1alpha1, v1beta1 and v1beta2; batch/v1 Job; \
-    config.kueue.x-k8s.io/v1beta1 and v1beta2 Configuration; and v1 List of those";
+    config.kueue.x-k8s.io/v1beta1 and v1beta2 Configuration; v1 Namespace; and v1 List of those";
 
 impl Kind {
     fn from_name(kind: &str) -> Option<Kind> {
@@ -147,6 +149,7 @@ impl Kind {
             "Workload" => Kind::Workload,
             "Job" => Kind::Job,
             "Configuration" => Kind::Configuration,
+            "Namespace" => Kind::Namespace,
             _ => return None,
         })
     }
@@ -156,6 +159,7 @@ impl Kind {
             Kind::Cohort => KUEUE_COHORT,
             Kind::Job => BATCH_V1,
             Kind::Configuration => KUEUE_CONFIG,
+            Kind::Namespace => CORE_V1,
             _ => KUEUE_V1BETA,
         }
     }
@@ -258,6 +262,7 @@ fn import_value(
         Kind::Workload => workload::kueue_workload(value, &at),
         Kind::Job => job::job(value, &at),
         Kind::Configuration => config_kinds::configuration(value, &at),
+        Kind::Namespace => config_kinds::namespace(value, &at),
     };
     match result {
         Ok(converted) => imported.push(ImportedDocument {

@@ -135,6 +135,23 @@ impl Sim {
             .unwrap_or_else(|e| panic!("{line:?} does not bind: {e:?}"))
     }
 
+    /// [`Sim::submit`] in `namespace` instead of `ns`.
+    pub fn submit_in(&mut self, namespace: &str, line: &str) -> u64 {
+        let mut workload = workload(line);
+        workload.namespace = namespace.to_string();
+        let binding = self
+            .snap
+            .config()
+            .bind_workload(&workload)
+            .unwrap_or_else(|e| panic!("{line:?} does not bind: {e:?}"));
+        self.enqueue(
+            workload,
+            binding.local_queue,
+            binding.cluster_queue,
+            binding.priority,
+        )
+    }
+
     /// Submits one workload as the ledger would: bound to its LocalQueue,
     /// ClusterQueue and priority by [`Config::bind_workload`], which may
     /// refuse it.
