@@ -442,6 +442,7 @@ impl Ledger {
         let created_at = record.created_at;
         let not_before = record.not_before;
         let nominated = record.nominated;
+        let borrow_preemptions = borrow_preemptions_of(record);
         let workload = Arc::clone(&record.workload);
         match binding {
             Ok(b) => {
@@ -454,6 +455,7 @@ impl Ledger {
                     created_at,
                     not_before,
                     nominated,
+                    borrow_preemptions,
                 });
                 if let (Err(e), Some(record)) = (queued, self.record_mut(id)) {
                     record.reason = Some(Box::new(PendingReason::new(
@@ -578,6 +580,7 @@ impl Ledger {
                 created_at: now,
                 not_before: None,
                 nominated: false,
+                borrow_preemptions: 0,
             });
         }
         fleetq_scheduler::schedule_fresh(&self.snapshot, fresh, now, &self.scheduler)
@@ -634,6 +637,7 @@ impl Ledger {
             created_at: at,
             not_before: None,
             nominated: false,
+            borrow_preemptions: 0,
         }) {
             return SubmitResult::Refused {
                 errors: vec![FieldError::new(
@@ -921,7 +925,8 @@ impl Ledger {
             priority: reservation.priority,
             created_at: record.created_at,
         };
-        self.check_preemption_scope(&p_cq, p_rank, &victim_cq, victim_rank, *reason)
+        let shield = borrow_preemptions_of(record);
+        self.check_preemption_scope(&p_cq, p_rank, &victim_cq, victim_rank, shield, *reason)
             .map_err(|e| ("PreemptionNotAllowed", format!("victim {victim}: {e}")))?;
         self.snapshot
             .mark_evicting(victim)
@@ -962,6 +967,7 @@ impl Ledger {
         preemptor: fleetq_scheduler::policy::Rank,
         victim_cq: &str,
         victim: fleetq_scheduler::policy::Rank,
+        borrow_preemptions: u32,
         reason: fleetq_scheduler::PreemptionReason,
     ) -> Result<(), String> {
         use fleetq_scheduler::policy::{self, Relation};
@@ -987,7 +993,14 @@ impl Ledger {
             .cluster_queues
             .get(preemptor_cq)
             .is_some_and(|cq| {
-                policy::allows(&cq.spec.preemption, reason, relation, preemptor, victim)
+                policy::allows(
+                    &cq.spec.preemption,
+                    reason,
+                    relation,
+                    preemptor,
+                    victim,
+                    borrow_preemptions,
+                )
             });
         if allowed {
             Ok(())
@@ -1782,6 +1795,20 @@ fn rejection_reason(e: &fleetq_scheduler::SnapshotError) -> &'static str {
     }
 }
 
+/// How often a borrowing preemptor preempted this workload, by its
+/// history (the ledger's and the scheduler's shield against borrowers
+/// taking turns, `fleetq_scheduler::policy::BORROWER_PREEMPTIONS`).
+fn borrow_preemptions_of(record: &WorkloadRecord) -> u32 {
+    record
+        .history
+        .iter()
+        .filter(|e| {
+            e.message
+                .starts_with("preempted (InCohortReclaimWhileBorrowing)")
+        })
+        .count() as u32
+}
+
 /// The scheduler's view of a record's reservation, if it holds one.
 fn admitted_of(record: &WorkloadRecord) -> Option<AdmittedWorkload> {
     let r = record.reservation.as_ref()?;
@@ -1795,6 +1822,7 @@ fn admitted_of(record: &WorkloadRecord) -> Option<AdmittedWorkload> {
             created_at: record.created_at,
             not_before: None,
             nominated: false,
+            borrow_preemptions: borrow_preemptions_of(record),
         },
         assignment: r.assignment.clone(),
         admitted_at: r.admitted_at,

@@ -126,6 +126,7 @@ fn snapshot(pending: usize, queues: usize) -> Snapshot {
             created_at: Timestamp(i as u64),
             not_before: None,
             nominated: false,
+            borrow_preemptions: 0,
         })
         .expect("fresh id");
     }

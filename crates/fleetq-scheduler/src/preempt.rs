@@ -321,6 +321,7 @@ fn candidates<'s>(
                     policy::Relation::SameTree,
                     preemptor,
                     victim,
+                    a.pending.borrow_preemptions,
                 ) {
                     consider(a, false, reason);
                 }

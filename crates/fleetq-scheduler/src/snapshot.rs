@@ -40,6 +40,9 @@ pub struct PendingWorkload {
     /// this a victim could be re-admitted into the room freed for its
     /// preemptor and be preempted again, forever.
     pub nominated: bool,
+    /// How often a borrowing preemptor (borrowWithinCohort) preempted it
+    /// (`fleetq_scheduler::policy::BORROWER_PREEMPTIONS`).
+    pub borrow_preemptions: u32,
 }
 
 /// A workload holding a quota reservation.

@@ -345,6 +345,7 @@ fn run(w: &World) -> Result<(), TestCaseError> {
                     created_at: now,
                     not_before: None,
                     nominated: false,
+                    borrow_preemptions: 0,
                 })
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 next_id += 1;

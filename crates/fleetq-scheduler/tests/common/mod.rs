@@ -187,6 +187,7 @@ impl Sim {
                 created_at: self.now,
                 not_before: None,
                 nominated: false,
+                borrow_preemptions: 0,
             })
             .unwrap();
         self.ids.insert(name.clone(), id);
