@@ -186,7 +186,7 @@ fn an_nvml_agent_without_a_driver_says_so_and_exits() {
 
 fn start_process_agent(group: &Group, state_dir: &std::path::Path) -> Child {
     let extra = format!(
-        "executor = \"process\"\nstate_dir = \"{}\"\n",
+        "executor = \"process\"\nrun_as_user = \"nobody\"\nstate_dir = \"{}\"\n",
         state_dir.display()
     );
     start_agent_from_toml(group, &extra)
@@ -414,7 +414,7 @@ fn submit(group: &Group, name: &str, gpus: &str, command: &[&str]) {
 /// Agent TOML lines for the process executor in `dir` under `policy`.
 fn process_toml(dir: &std::path::Path, policy: &str) -> String {
     format!(
-        "executor = \"process\"\nstate_dir = \"{}\"\nlease_policy = \"{policy}\"\n",
+        "executor = \"process\"\nrun_as_user = \"nobody\"\nstate_dir = \"{}\"\nlease_policy = \"{policy}\"\n",
         dir.display()
     )
 }
@@ -920,4 +920,101 @@ async fn rogue_session(url: String) -> Result<fleetq_proto::v1::Stop, String> {
             Err(status) => return Err(format!("failed: {status}")),
         }
     }
+}
+
+/// Issue 25, item 4: a workload is a tenant's code. It runs as the
+/// configured unprivileged user, from an empty environment (not the
+/// agent's: no token, no secret), and cannot read the agent's state
+/// directory (run records, journal, other logs); its own log is 0600 and
+/// the agent's. An agent running as root without run_as_user refuses to
+/// start workloads, saying why.
+#[test]
+fn process_workloads_run_as_nobody_without_the_agents_secrets() {
+    use std::os::unix::fs::PermissionsExt;
+    let group = Group::start(1, &["--lease-ttl", "5s"]);
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    let state = group.dir.path().join("agent-state");
+    let config = common::write_file(
+        group.dir.path(),
+        "agent-east.toml",
+        &format!(
+            "cluster = \"east\"\nservers = [\"{}\"]\nheartbeat_ms = 200\nexecutor = \"process\"\nrun_as_user = \"nobody\"\nstate_dir = \"{}\"\n[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"8\" }}\n",
+            group.addr(1),
+            state.display()
+        ),
+    );
+    let log = std::fs::File::create(group.dir.path().join("agent.log")).expect("log");
+    let mut agent = Command::new(FLEETQ)
+        .args([
+            INSECURE,
+            "agent",
+            "--config",
+            config.to_str().expect("utf-8"),
+        ])
+        .env("FLEETQ_AGENT_SECRET", "hunter2")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("fleetq agent starts");
+    wait_for(Duration::from_secs(15), || {
+        (cluster_state(&group) == "Ready").then_some(())
+    })
+    .expect("the agent registers its cluster");
+    let probe = format!(
+        "echo uid=$(id -u); echo secret=${{FLEETQ_AGENT_SECRET:-none}}; cat {0}/journal.jsonl >/dev/null 2>&1 && echo read-journal; ls {0}/running >/dev/null 2>&1 && echo listed-runs; echo done",
+        state.display()
+    );
+    submit(&group, "probe", "1", &["sh", "-c", &probe]);
+    wait_state(&group, "probe", "Succeeded", 20);
+    let (path, seen) = std::fs::read_dir(state.join("logs"))
+        .expect("logs dir")
+        .flatten()
+        .map(|e| {
+            (
+                e.path(),
+                std::fs::read_to_string(e.path()).unwrap_or_default(),
+            )
+        })
+        .find(|(_, l)| l.contains("done"))
+        .expect("the probe's log");
+    let nobody = Command::new("id")
+        .args(["-u", "nobody"])
+        .output()
+        .expect("id");
+    let nobody = String::from_utf8_lossy(&nobody.stdout).trim().to_string();
+    assert!(seen.contains(&format!("uid={nobody}")), "{seen}");
+    assert!(seen.contains("secret=none"), "{seen}");
+    assert!(
+        !seen.contains("read-journal") && !seen.contains("listed-runs"),
+        "{seen}"
+    );
+    let mode = std::fs::metadata(&path).expect("log").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", path.display());
+    agent.kill().expect("kill agent");
+    let _ = agent.wait();
+
+    // Root without run_as_user: the workload fails with the reason.
+    let refusing = start_agent_from_toml(
+        &group,
+        &format!(
+            "executor = \"process\"\nstate_dir = \"{}\"\n",
+            state.display()
+        ),
+    );
+    let mut refusing = refusing;
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        submit(&group, "as-root", "1", &["true"]);
+        wait_state(&group, "as-root", "Failed", 20);
+        let out = group.cli(1, &["describe", "workload", "as-root"]);
+        let described = String::from_utf8_lossy(&out.stdout);
+        assert!(described.contains("run_as_user"), "{described}");
+    }
+    refusing.kill().expect("kill agent");
+    let _ = refusing.wait();
 }

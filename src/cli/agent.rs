@@ -61,6 +61,16 @@ pub struct AgentArgs {
     /// Run records and logs of the process executor.
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
+    /// The process executor runs workloads as this user (name or uid);
+    /// an agent running as root needs it (or --allow-root-workloads).
+    #[arg(long, value_name = "USER")]
+    pub run_as_user: Option<String>,
+    /// ...and this group (default: the user's primary group).
+    #[arg(long, value_name = "GROUP")]
+    pub run_as_group: Option<String>,
+    /// Let an agent running as root run workloads as root.
+    #[arg(long)]
+    pub allow_root_workloads: bool,
     /// fence (stop workloads before the lease can expire) or keep.
     #[arg(long)]
     pub lease_policy: Option<String>,
@@ -146,6 +156,15 @@ pub fn resolve(args: &AgentArgs, servers: Option<&str>) -> Result<AgentConfig, S
     }
     if let Some(v) = &args.state_dir {
         c.state_dir = Some(v.clone());
+    }
+    if let Some(v) = &args.run_as_user {
+        c.run_as_user = Some(v.clone());
+    }
+    if let Some(v) = &args.run_as_group {
+        c.run_as_group = Some(v.clone());
+    }
+    if args.allow_root_workloads {
+        c.allow_root_workloads = true;
     }
     if let Some(v) = &args.lease_policy {
         c.lease_policy = v.clone();

@@ -183,7 +183,7 @@ impl System {
                 .collect();
             let config = dir.join(format!("agent-{cluster}.toml"));
             let text = format!(
-                "cluster = \"{cluster}\"\nservers = [{}]\nheartbeat_ms = 200\nexecutor = \"process\"\nstate_dir = \"{}\"\nsource_address = \"{source}\"\n[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"{AGENT_GPUS}\" }}\n",
+                "cluster = \"{cluster}\"\nservers = [{}]\nheartbeat_ms = 200\nexecutor = \"process\"\nrun_as_user = \"nobody\"\nstate_dir = \"{}\"\nsource_address = \"{source}\"\n[[inventory]]\nflavor = \"h100-80gb\"\nresources = {{ \"nvidia.com/gpu\" = \"{AGENT_GPUS}\" }}\n",
                 servers.join(", "),
                 state_dir.display()
             );

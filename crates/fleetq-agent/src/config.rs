@@ -125,6 +125,16 @@ pub struct AgentConfig {
     /// Plaintext to the servers (they must run --insecure too).
     #[serde(default)]
     pub insecure: bool,
+    /// The process executor runs workloads as this user (name or uid)
+    /// when the agent is root (crate::executor::run_as).
+    #[serde(default)]
+    pub run_as_user: Option<String>,
+    /// ...and this group (default: the user's primary group).
+    #[serde(default)]
+    pub run_as_group: Option<String>,
+    /// Let a root agent run workloads as root (off: it refuses to).
+    #[serde(default)]
+    pub allow_root_workloads: bool,
 }
 
 fn default_true() -> bool {
@@ -177,7 +187,19 @@ impl AgentConfig {
             tls_cert: None,
             tls_key: None,
             insecure: false,
+            run_as_user: None,
+            run_as_group: None,
+            allow_root_workloads: false,
         })
+    }
+
+    /// Who the process executor runs workloads as.
+    pub fn run_as(&self) -> Result<crate::executor::run_as::RunAs, String> {
+        crate::executor::run_as::RunAs::resolve(
+            self.run_as_user.as_deref(),
+            self.run_as_group.as_deref(),
+            self.allow_root_workloads,
+        )
     }
 
     /// Every problem, each naming its field.

@@ -115,7 +115,7 @@ impl Agent {
         let (tx, rx) = mpsc::unbounded_channel();
         let executor = match (config.executor, &config.state_dir, client) {
             (ExecutorKind::Process, Some(dir), _) => {
-                Executor::Process(ProcessExecutor::new(dir, pool, tx)?)
+                Executor::Process(ProcessExecutor::new(dir, config.run_as()?, pool, tx)?)
             }
             (ExecutorKind::Process, None, _) => {
                 return Err("state_dir: the process executor needs a directory".into())

@@ -4,6 +4,7 @@
 
 pub mod kubernetes;
 pub mod process;
+pub mod run_as;
 pub mod simulated;
 
 use std::collections::BTreeMap;

@@ -30,9 +30,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+use super::run_as::{RunAs, WORKLOAD_PATH};
 pub use super::JournalEntry;
 use super::{Event, Report};
 use crate::inventory::devices::{DevicePool, DeviceSlot};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct RunRecord {
@@ -46,6 +48,8 @@ struct RunRecord {
 
 pub struct ProcessExecutor {
     state_dir: PathBuf,
+    /// Who workloads run as (crate::executor::run_as).
+    run_as: RunAs,
     pool: DevicePool,
     events: mpsc::UnboundedSender<Report>,
     running: HashMap<(u64, u64), (RunRecord, JoinHandle<()>)>,
@@ -138,6 +142,7 @@ impl ProcessExecutor {
     /// reported.
     pub fn new(
         state_dir: &Path,
+        run_as: RunAs,
         pool: DevicePool,
         events: mpsc::UnboundedSender<Report>,
     ) -> Result<ProcessExecutor, String> {
@@ -149,8 +154,19 @@ impl ProcessExecutor {
                 )
             })?;
         }
+        // The agent's own: workloads run as someone else and must not
+        // read its records, logs or journal.
+        for dir in [
+            state_dir.to_path_buf(),
+            state_dir.join("running"),
+            state_dir.join("logs"),
+        ] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| format!("state_dir {}: cannot make it private: {e}", dir.display()))?;
+        }
         let mut executor = ProcessExecutor {
             state_dir: state_dir.to_path_buf(),
+            run_as,
             pool,
             events,
             running: HashMap::new(),
@@ -255,17 +271,46 @@ impl ProcessExecutor {
             .state_dir
             .join("logs")
             .join(format!("{workload}-{epoch}.log"));
-        let log = std::fs::File::create(&log_path)
+        if let RunAs::Refuse(why) = &self.run_as {
+            return Err(why.clone());
+        }
+        // The agent's file, 0600: the workload writes it through the
+        // descriptors it inherits, and cannot read other workloads' logs.
+        let log = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&log_path)
             .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
         let log2 = log.try_clone().map_err(|e| e.to_string())?;
         let exit_path = exit_path(&self.state_dir, workload, epoch);
         let uuids: Vec<String> = devices.iter().map(|d| d.uuid.clone()).collect();
         let mut cmd = tokio::process::Command::new("/bin/sh");
-        // sh records the exit code where a re-adopting agent can read it.
+        // sh (the agent's user) records the exit code where a re-adopting
+        // agent can read it; the workload itself runs as `run_as`, from an
+        // environment that holds nothing of the agent's.
+        let (user, home) = self.run_as.user_and_home();
+        let drop_to: Vec<String> = match &self.run_as {
+            RunAs::User { uid, gid, .. } => vec![
+                "setpriv".into(),
+                format!("--reuid={uid}"),
+                format!("--regid={gid}"),
+                "--clear-groups".into(),
+                "--".into(),
+            ],
+            _ => Vec::new(),
+        };
         cmd.arg("-c")
-            .arg("\"$@\"; code=$?; echo $code > \"$FLEETQ_EXIT_FILE\"; exit $code")
+            .arg("exitf=$1; shift; \"$@\"; code=$?; echo $code > \"$exitf\"; exit $code")
             .arg("fleetq-workload")
+            .arg(&exit_path)
+            .args(&drop_to)
             .args(command)
+            .env_clear()
+            .env("PATH", WORKLOAD_PATH)
+            .env("HOME", home)
+            .env("USER", user)
             .envs(&spec.spec.run.env)
             .env("CUDA_VISIBLE_DEVICES", uuids.join(","))
             .env(
@@ -273,7 +318,8 @@ impl ProcessExecutor {
                 format!("{}/{}", spec.namespace, spec.name),
             )
             .env("FLEETQ_EPOCH", epoch.to_string())
-            .env("FLEETQ_EXIT_FILE", &exit_path)
+            // Not the agent's working directory (its state, perhaps).
+            .current_dir(if Path::new(home).is_dir() { home } else { "/" })
             .stdin(std::process::Stdio::null())
             .stdout(log)
             .stderr(log2)
