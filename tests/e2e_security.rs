@@ -628,3 +628,83 @@ fn peers_are_authenticated_as_themselves() {
     // The group still answers, with the same leader.
     assert!(fleet.admin(&["get", "cq"]).status.success());
 }
+
+/// Issue 25, item 6: the HTTP listener shows workloads per namespace. A
+/// caller without a token sees cluster-wide figures only (and the
+/// visibility API refuses it), a tenant's token its own namespaces,
+/// `/healthz` and `/readyz` stay open.
+#[test]
+fn the_http_side_shows_each_tenant_its_own_namespaces() {
+    let fleet = Fleet::start();
+    let up = wait_for(Duration::from_secs(20), || {
+        fleet.admin(&["get", "cq"]).status.success().then_some(())
+    });
+    assert!(up.is_some(), "the group never answered: {}", fleet.logs());
+    let out = fleet.apply(&[], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    // Two workloads that wait (16 GPUs against a quota of 8), one per
+    // namespace.
+    for ns in ["team-a", "team-b"] {
+        let name = format!("big-{ns}");
+        let out = fleet.admin(&[
+            "submit",
+            "-n",
+            ns,
+            "--queue",
+            ns,
+            "--name",
+            &name,
+            "--request",
+            "nvidia.com/gpu=16",
+        ]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let get = |path: &str, token: Option<&str>| {
+        let headers = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        wait_for(Duration::from_secs(10), || {
+            common::http_with(
+                &fleet.http[0],
+                "GET",
+                path,
+                &headers,
+                Duration::from_secs(5),
+            )
+        })
+        .expect("the HTTP listener answers")
+    };
+    assert_eq!(get("/healthz", None).status, 200);
+    assert_eq!(get("/readyz", None).status, 200);
+    let names = |body: &str| -> Vec<String> {
+        let v: Value = serde_json::from_str(body).expect("JSON");
+        v["pending"]["workloads"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|w| w["name"].as_str().map(String::from))
+            .collect()
+    };
+    // Anonymous: the totals, no workload.
+    let overview = wait_for(Duration::from_secs(10), || {
+        let r = get("/api/v1/overview", None);
+        let v: Value = serde_json::from_str(&r.body).ok()?;
+        (v["pending"]["total"].as_u64() == Some(2)).then_some(r)
+    })
+    .expect("the overview counts both");
+    assert!(names(&overview.body).is_empty(), "{}", overview.body);
+    let pending = "/apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/team-a/pendingworkloads";
+    assert_eq!(get(pending, None).status, 401);
+    // team-a's token: its namespace only.
+    let r = get("/api/v1/overview", Some(&fleet.token));
+    assert_eq!(names(&r.body), ["big-team-a"], "{}", r.body);
+    let r = get(pending, Some(&fleet.token));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body.contains("big-team-a") && !r.body.contains("big-team-b"),
+        "{}",
+        r.body
+    );
+    // A token the policy does not know is refused.
+    assert_eq!(get("/api/v1/overview", Some("not-a-token")).status, 401);
+}

@@ -221,7 +221,8 @@ fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
                 t.spawn_reloader(RELOAD_EVERY);
             }
             let node = fleetq_server::tcp::start_node(config, limits, *addr, &dir, None, tls).await?;
-            http.push(fleetq_server::http::serve(listener, &node, metrics)?);
+            // The local dashboard: dev's listener is loopback, trusted.
+            http.push(fleetq_server::http::serve(listener, &node, metrics, true)?);
             nodes.push(node);
         }
         // One real agent per cluster (static inventory, simulated

@@ -536,7 +536,7 @@ pub fn run(args: &ServerArgs, tls_args: &TlsArgs) -> ExitCode {
             "limits (0: unlimited)"
         );
         println!("fleetq server: node {id} listening on {}", settings.listen);
-        let http = match http.map(|l| fleetq_server::http::serve(l, &node, settings.metrics)) {
+        let http = match http.map(|l| fleetq_server::http::serve(l, &node, settings.metrics, false)) {
             Some(Ok(h)) => {
                 println!(
                     "fleetq server: node {id} serving http://{0}/metrics, /healthz, /readyz and the dashboard http://{0}/ui",

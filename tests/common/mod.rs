@@ -68,12 +68,23 @@ pub struct HttpReply {
 /// One plain HTTP/1.1 request (no body), waiting at most `timeout` for
 /// the answer; `None` when nothing (or nothing parseable) came back.
 pub fn http(addr: &str, method: &str, path: &str, timeout: Duration) -> Option<HttpReply> {
+    http_with(addr, method, path, "", timeout)
+}
+
+/// [`http`] with extra header lines (each ending in `\r\n`).
+pub fn http_with(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &str,
+    timeout: Duration,
+) -> Option<HttpReply> {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).ok()?;
     stream.set_read_timeout(Some(timeout)).ok()?;
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
     let mut raw = String::new();

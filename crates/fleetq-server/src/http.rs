@@ -18,6 +18,13 @@
 //!
 //! Only GET and HEAD are served; the body is plain text (but for the
 //! dashboard's page and JSON).
+//!
+//! Who sees what (crate::auth::Viewer): `/healthz`, `/readyz`, `/metrics`
+//! and the cluster-wide figures of the overview are everyone's; pending
+//! workloads and events are shown per namespace, to a tenant with a
+//! bearer token (`Authorization: Bearer TOKEN`) as the API would, all to
+//! an admin; the visibility API needs a token. Without TLS, or on
+//! `fleetq dev`'s loopback listener, everyone sees everything.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -71,6 +78,12 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
 }
 
 struct State {
+    /// Who may see what (workloads per namespace; `/healthz` and
+    /// `/readyz` are everyone's).
+    auth: crate::auth::Authorizer,
+    /// Bound to loopback: callers are this host's (the local dashboard)
+    /// and see everything.
+    loopback: bool,
     registry: Registry,
     raft: Raft,
     node_id: u64,
@@ -80,10 +93,16 @@ struct State {
 
 /// Serves `/metrics`, `/healthz` and `/readyz` of `node` on `listener`
 /// until the node shuts down.
+///
+/// `trust_loopback`: a listener bound to loopback shows everything to
+/// anyone (`fleetq dev`'s local dashboard); otherwise, with TLS on, a
+/// caller without a bearer token sees cluster-wide figures only and a
+/// tenant its own namespaces' workloads.
 pub fn serve(
     listener: TcpListener,
     node: &Node,
     config: MetricsConfig,
+    trust_loopback: bool,
 ) -> Result<HttpServer, String> {
     let local_addr = listener
         .local_addr()
@@ -96,6 +115,8 @@ pub fn serve(
         config,
     };
     let state = Arc::new(State {
+        auth: node.auth.clone(),
+        loopback: trust_loopback && local_addr.ip().is_loopback(),
         registry: metrics::registry(collector, &node.metrics),
         raft: node.raft.clone(),
         node_id: node.id,
@@ -126,13 +147,32 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, mut stop: watch::
             let service = service_fn(move |req| {
                 let state = Arc::clone(&state);
                 async move {
+                    let authorization = req
+                        .headers()
+                        .get(hyper::header::AUTHORIZATION)
+                        .and_then(|v| v.to_str().ok());
+                    let viewer = match state.auth.http_viewer(authorization, state.loopback) {
+                        Ok(v) => v,
+                        Err(why) => {
+                            let mut r = text(StatusCode::UNAUTHORIZED, format!("{why}\n"));
+                            r.headers_mut().insert(
+                                hyper::header::WWW_AUTHENTICATE,
+                                HeaderValue::from_static("Bearer"),
+                            );
+                            return Ok::<_, Infallible>(r);
+                        }
+                    };
                     // /apis/visibility.kueue.x-k8s.io/...: see crate::visibility.
-                    let visibility =
-                        crate::visibility::respond(&state.visibility, req.method(), req.uri());
+                    let visibility = crate::visibility::respond(
+                        &state.visibility,
+                        req.method(),
+                        req.uri(),
+                        &viewer,
+                    );
                     if let Some(r) = visibility.await {
                         return Ok(r);
                     }
-                    Ok::<_, Infallible>(handle(&state, &req))
+                    Ok::<_, Infallible>(handle(&state, &req, &viewer))
                 }
             });
             let conn = http1::Builder::new()
@@ -170,7 +210,11 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
     response
 }
 
-fn handle(state: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+fn handle(
+    state: &State,
+    req: &Request<Incoming>,
+    viewer: &crate::auth::Viewer,
+) -> Response<Full<Bytes>> {
     let head = req.method() == Method::HEAD;
     if req.method() != Method::GET && !head {
         let mut r = text(
@@ -201,7 +245,7 @@ fn handle(state: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         },
         // The dashboard: see crate::ui.
         "/ui" | "/ui/" => crate::ui::page(),
-        crate::ui::OVERVIEW_PATH => state.ui.overview_response(),
+        crate::ui::OVERVIEW_PATH => state.ui.overview_response(viewer),
         "/" => text(
             StatusCode::OK,
             "fleetq: /ui (dashboard), /metrics (Prometheus), /healthz, /readyz\n",

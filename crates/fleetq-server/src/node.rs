@@ -86,6 +86,8 @@ pub struct NodeConfig {
 /// A running node.
 pub struct Node {
     pub id: NodeId,
+    /// Who may do what (also on the HTTP listener).
+    pub auth: Authorizer,
     pub raft: Raft,
     pub handle: LedgerHandle,
     pub proposer: Arc<Proposer>,
@@ -312,6 +314,7 @@ impl Node {
 
         Ok(Node {
             id: config.id,
+            auth: config.auth.clone(),
             raft,
             handle,
             proposer,

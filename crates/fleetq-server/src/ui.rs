@@ -134,8 +134,16 @@ impl Dashboard {
     }
 
     /// `/api/v1/overview` as JSON.
-    pub fn overview_response(&self) -> Response<Full<Bytes>> {
-        let (status, body) = match serde_json::to_vec(&self.overview()) {
+    /// The overview as `viewer` may see it: every cluster-wide figure,
+    /// and the pending workloads and events of the namespaces it may read.
+    pub fn overview_response(&self, viewer: &crate::auth::Viewer) -> Response<Full<Bytes>> {
+        let mut overview = self.overview();
+        overview
+            .pending
+            .workloads
+            .retain(|w| viewer.sees(&w.namespace));
+        overview.events.retain(|e| viewer.sees(&e.namespace));
+        let (status, body) = match serde_json::to_vec(&overview) {
             Ok(body) => (StatusCode::OK, body),
             Err(e) => (
                 StatusCode::INTERNAL_SERVER_ERROR,

@@ -533,10 +533,24 @@ pub async fn respond(
     visibility: &Visibility,
     method: &Method,
     uri: &Uri,
+    viewer: &crate::auth::Viewer,
 ) -> Option<Response<Full<Bytes>>> {
     let path = uri.path();
     if !path.starts_with(PREFIX) {
         return None;
+    }
+    if *viewer == crate::auth::Viewer::Anonymous {
+        let mut r = status_response(&HttpError {
+            code: StatusCode::UNAUTHORIZED,
+            reason: "Unauthorized",
+            message: "pending workloads are shown to callers with a bearer token (Authorization: Bearer TOKEN) the authorization policy names".into(),
+            details: None,
+        });
+        r.headers_mut().insert(
+            hyper::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer"),
+        );
+        return Some(r);
     }
     let head = method == Method::HEAD;
     if method != Method::GET && !head {
@@ -550,7 +564,7 @@ pub async fn respond(
             .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
         return Some(r);
     }
-    let mut response = match answer(visibility, path, uri.query()).await {
+    let mut response = match answer(visibility, path, uri.query(), viewer).await {
         Ok(summary) => match serde_json::to_vec_pretty(&summary) {
             Ok(mut text) => {
                 text.push(b'\n');
@@ -575,6 +589,7 @@ async fn answer(
     visibility: &Visibility,
     path: &str,
     query: Option<&str>,
+    viewer: &crate::auth::Viewer,
 ) -> Result<Summary, HttpError> {
     // Bad requests are refused before waiting for the barrier.
     let query = parse(path, query)?;
@@ -589,7 +604,11 @@ async fn answer(
             details: None,
         })?;
     let sm = visibility.handle.read();
-    summary(&sm.ledger, &query)
+    let mut summary = summary(&sm.ledger, &query)?;
+    // A tenant sees its own namespaces' workloads; positions still count
+    // everyone's, as the queue really is.
+    summary.items.retain(|i| viewer.sees(&i.metadata.namespace));
+    Ok(summary)
 }
 
 #[cfg(test)]

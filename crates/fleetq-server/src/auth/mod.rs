@@ -137,6 +137,30 @@ pub fn permits(caller: &Caller, action: Action<'_>) -> Result<(), String> {
     }
 }
 
+/// Who reads the HTTP listener's pages (crate::http): cluster-wide figures
+/// are everyone's; workloads are shown per namespace, as the API would.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Viewer {
+    /// Everything: an admin, any caller without TLS (`--insecure`), or a
+    /// caller on a listener bound to loopback (the local dashboard).
+    All,
+    /// A tenant with a bearer token: its namespaces' workloads.
+    Tenant(Tenant),
+    /// No credentials: cluster-wide figures only, no workload.
+    Anonymous,
+}
+
+impl Viewer {
+    /// Whether this viewer may see workloads of `namespace`.
+    pub fn sees(&self, namespace: &str) -> bool {
+        match self {
+            Viewer::All => true,
+            Viewer::Tenant(t) => t.may(Verb::Get, namespace),
+            Viewer::Anonymous => false,
+        }
+    }
+}
+
 /// The authorization a node runs under; cheap to clone.
 #[derive(Clone)]
 pub struct Authorizer {
@@ -196,6 +220,29 @@ impl Authorizer {
             metrics: ServerMetrics::default(),
             members: Arc::default(),
         })
+    }
+
+    /// The viewer of an HTTP request with this `Authorization` header, on
+    /// a listener that `trusts` its callers (bound to loopback); an
+    /// unknown token is an error (the caller meant to be someone).
+    pub fn http_viewer(&self, authorization: Option<&str>, trusts: bool) -> Result<Viewer, String> {
+        if !self.secure || trusts {
+            return Ok(Viewer::All);
+        }
+        let Some(value) = authorization else {
+            return Ok(Viewer::Anonymous);
+        };
+        let token = value
+            .strip_prefix("Bearer ")
+            .ok_or("Authorization: expected \"Bearer TOKEN\"")?;
+        match self.policy().tenant_of_token(token.trim()) {
+            Some(t) if t.admin => Ok(Viewer::All),
+            Some(t) => Ok(Viewer::Tenant(t.clone())),
+            None => {
+                self.metrics.refused(reason::UNAUTHENTICATED);
+                Err("the bearer token is not in the authorization policy".into())
+            }
+        }
     }
 
     /// Where the group's members are read from (the node's Raft metrics).
