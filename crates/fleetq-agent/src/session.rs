@@ -34,6 +34,10 @@ use crate::inventory::{Inventory, InventoryFeed};
 /// Time between SIGTERM and SIGKILL when the workload sets none.
 const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 
+/// Failures counted for a refusal (permission denied, unauthenticated):
+/// the backoff starts at its cap.
+const REFUSED_FAILURES: u32 = 6;
+
 /// Longest wait between reconnect attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
@@ -229,14 +233,30 @@ impl Agent {
                 Ok(None) => return,
                 Err(e) => {
                     failures = failures.saturating_add(1);
-                    tracing::warn!(server = %addr, error = %e, "session ended");
+                    // Refused for who it is: retrying soon cannot help,
+                    // and a refused agent must not knock ten times a
+                    // second; wait long, whatever came before.
+                    let lower = e.to_ascii_lowercase();
+                    if lower.contains("permission") || lower.contains("unauthenticated") {
+                        failures = failures.max(REFUSED_FAILURES);
+                        tracing::error!(server = %addr, error = %e, "the server refused this agent");
+                    } else {
+                        tracing::warn!(server = %addr, error = %e, "session ended");
+                    }
                 }
             }
-            // Capped exponential backoff with full jitter, fencing on the way.
+            // Capped exponential backoff, fencing on the way: equal
+            // jitter (half the cap, plus up to half) once refused, full
+            // jitter otherwise.
             let cap = Duration::from_millis(100)
                 .saturating_mul(1 << failures.min(6))
                 .min(MAX_BACKOFF);
-            let wait = self.rng.gen_range(Duration::ZERO..=cap);
+            let floor = if failures >= REFUSED_FAILURES {
+                cap / 2
+            } else {
+                Duration::ZERO
+            };
+            let wait = self.rng.gen_range(floor..=cap);
             let until = Instant::now() + wait;
             while Instant::now() < until {
                 self.check_fence();

@@ -203,6 +203,32 @@ impl WriteGate {
         })
     }
 
+    /// Charges a batch's further workloads (beyond the one [`admit`]
+    /// charged) to the caller's write rate: a batch of a thousand
+    /// workloads is a thousand writes.
+    ///
+    /// [`admit`]: WriteGate::admit
+    pub fn admit_more<T>(
+        &self,
+        rpc: &str,
+        request: &Request<T>,
+        caller: &crate::auth::Caller,
+        more: u32,
+    ) -> Result<(), Status> {
+        let Some(limiter) = &self.limiter else {
+            return Ok(());
+        };
+        let client = match caller {
+            crate::auth::Caller::Tenant(t) => format!("tenant {}", t.name),
+            _ => client_key(request),
+        };
+        limiter.check_n(&client, more).map_err(|refusal| {
+            tracing::warn!(rpc, client = %client, reason = reason::RATE_LIMIT, "refused: {refusal}");
+            self.metrics.refused(reason::RATE_LIMIT);
+            Status::resource_exhausted(refusal)
+        })
+    }
+
     /// Counts and logs a submission the ledger refused because its
     /// LocalQueue was full.
     pub fn pending_limit_refused(&self, workload: &str, message: &str) {

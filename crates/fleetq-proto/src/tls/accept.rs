@@ -51,7 +51,10 @@ where
                 None => return,
                 Some(Ok(tcp)) => tcp,
                 Some(Err(e)) => {
+                    // Out of file descriptors and the like: retrying at
+                    // once would spin a core while the cause lasts.
                     tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     continue;
                 }
             };

@@ -93,6 +93,31 @@ impl<C: Clock + Clone> RateLimiter<C> {
         })
     }
 
+    /// Takes `n` more tokens from `key`'s bucket (a batch of `n` writes
+    /// beyond the one `check` took), or says why not. A batch larger than
+    /// the burst can never pass.
+    pub fn check_n(&self, key: &str, n: u32) -> Result<(), String> {
+        let Some(n) = NonZeroU32::new(n) else {
+            return Ok(());
+        };
+        match self.buckets.check_key_n(&key.to_string(), n) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(not_until)) => {
+                let wait = not_until.wait_time_from(self.clock.now());
+                Err(format!(
+                    "rate limit: {} writes/s per client (source {key}), a batch counts each workload; retry in {:.1}s",
+                    self.rate,
+                    wait.as_secs_f64().max(0.1)
+                ))
+            }
+            Err(_) => Err(format!(
+                "rate limit: a batch of {} workloads is more than a client's burst of {}; send smaller batches",
+                n.get() + 1,
+                self.burst
+            )),
+        }
+    }
+
     /// Keys with a bucket that is not full (as of the last sweep).
     pub fn tracked(&self) -> usize {
         self.buckets.len()
@@ -131,6 +156,28 @@ mod tests {
             assert_eq!(limiter.check("10.0.0.1"), Ok(()));
         }
         assert!(limiter.check("10.0.0.1").is_err());
+    }
+
+    #[test]
+    fn a_batch_counts_each_workload() {
+        let clock = FakeRelativeClock::default();
+        let limiter = RateLimiter::with_clock(2.0, 10, clock).expect("valid");
+        // A batch of 6: one token for the request, five more for the rest.
+        assert_eq!(limiter.check("a"), Ok(()));
+        assert_eq!(limiter.check_n("a", 5), Ok(()));
+        // Four left: a second batch of 6 is refused, one of 4 passes.
+        assert_eq!(limiter.check("a"), Ok(()));
+        let refused = limiter.check_n("a", 5).expect_err("only three left");
+        assert!(
+            refused.contains("a batch counts each workload"),
+            "{refused}"
+        );
+        // More than the burst can never pass.
+        let never = limiter.check_n("b", 20).expect_err("over the burst");
+        assert!(
+            never.contains("more than a client's burst of 10"),
+            "{never}"
+        );
     }
 
     #[test]
