@@ -18,6 +18,18 @@ pub struct DeleteArgs {
 }
 
 pub fn run(server: &str, args: &DeleteArgs) -> ExitCode {
+    // Workloads are not configuration: they are cancelled (which stops
+    // them and releases their quota), and the ledger keeps their history.
+    if matches!(
+        args.kind.to_ascii_lowercase().as_str(),
+        "workload" | "workloads" | "wl" | "wls"
+    ) {
+        eprintln!(
+            "error: workloads are cancelled, not deleted: use `fleetq cancel {} -n {}`",
+            args.name, args.namespace
+        );
+        return ExitCode::FAILURE;
+    }
     let kind = fleetq_server::api_service::canonical_kind(&args.kind);
     let name = if kind == Some("LocalQueue") {
         format!("{}/{}", args.namespace, args.name)

@@ -37,7 +37,8 @@ pub enum Command {
         kind: String,
         name: String,
     },
-    /// Queues workloads; idempotent by request id and by namespace/name.
+    /// Queues workloads; idempotent by request id and by namespace/name
+    /// with the same spec (another spec under a taken name is refused).
     SubmitWorkloads {
         submissions: Vec<Submission>,
         /// The most pending workloads one LocalQueue may hold: a
@@ -343,7 +344,9 @@ pub enum SubmitResult {
     Created {
         id: WorkloadId,
     },
-    /// The same request id or namespace/name was already submitted.
+    /// The same request id, or the same namespace/name with the same
+    /// labels and spec, was already submitted. The same name with another
+    /// spec is [`SubmitResult::Refused`], naming the first differing field.
     Existing {
         id: WorkloadId,
     },

@@ -605,7 +605,26 @@ impl Ledger {
         let workload = &submission.workload;
         let key = workload.key();
         if let Some(&id) = self.state.by_name.get(&key) {
-            return SubmitResult::Existing { id };
+            // The same spec again is a retry; another spec under a taken
+            // name is a conflict (Kueue's AlreadyExists), not an update.
+            let difference = self
+                .state
+                .workloads
+                .get(&id)
+                .and_then(|existing| existing.workload.difference(workload));
+            return match difference {
+                None => SubmitResult::Existing { id },
+                Some(d) => SubmitResult::Refused {
+                    errors: vec![FieldError::new(
+                        format!("Workload/{key}"),
+                        d.path.clone(),
+                        format!(
+                            "workload {:?} already exists in namespace {:?} with another spec: {} is {} there, {} in this submission (cancel it first, or submit under another name)",
+                            workload.name, workload.namespace, d.path, d.existing, d.submitted
+                        ),
+                    )],
+                },
+            };
         }
         let binding = match self.state.config.bind_workload(workload) {
             Ok(b) => b,

@@ -626,6 +626,65 @@ fn submission_is_idempotent_by_request_id_and_by_name() {
 }
 
 #[test]
+fn a_taken_name_with_another_spec_is_refused_naming_the_field() {
+    let mut h = Harness::new();
+    let results = h.submit_all(vec![Submission {
+        request_id: Some("req-1".into()),
+        workload: workload("a", 4, None).into(),
+    }]);
+    let [SubmitResult::Created { id }] = results.as_slice() else {
+        panic!("{results:?}");
+    };
+    let id = *id;
+    let hash = h.hash();
+
+    // 8 GPUs under the name that holds 4: refused, naming the field and
+    // both values; nothing changes.
+    let results = h.submit_all(vec![Submission {
+        request_id: Some("req-2".into()),
+        workload: workload("a", 8, None).into(),
+    }]);
+    let [SubmitResult::Refused { errors }] = results.as_slice() else {
+        panic!("{results:?}");
+    };
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].object, "Workload/default/a");
+    assert_eq!(errors[0].path, "spec.podSets[0].requests[nvidia.com/gpu]");
+    let message = &errors[0].message;
+    assert!(message.contains("already exists"), "{message}");
+    assert!(message.contains("\"4\" there, \"8\" in this"), "{message}");
+    assert_eq!(
+        h.hash(),
+        hash,
+        "a conflicting submission changed the ledger"
+    );
+    assert!(!h.ledger.state().by_request.contains_key("req-2"));
+
+    // A label of its own is a difference too.
+    let mut labelled = workload("a", 4, None);
+    labelled.labels.insert("team".into(), "x".into());
+    let results = h.submit_all(vec![Submission {
+        request_id: None,
+        workload: labelled.into(),
+    }]);
+    let [SubmitResult::Refused { errors }] = results.as_slice() else {
+        panic!("{results:?}");
+    };
+    assert_eq!(errors[0].path, "metadata.labels.team");
+
+    // A retry of the first request (its id) and the same spec under a new
+    // id are still the workload it made.
+    for request_id in ["req-1", "req-3"] {
+        let results = h.submit_all(vec![Submission {
+            request_id: Some(request_id.into()),
+            workload: workload("a", 4, None).into(),
+        }]);
+        assert_eq!(results, [SubmitResult::Existing { id }], "{request_id}");
+    }
+    assert_eq!(h.hash(), hash);
+}
+
+#[test]
 fn an_unknown_priority_class_or_local_queue_is_refused_naming_the_field() {
     let mut h = Harness::new();
     let before = h.hash();

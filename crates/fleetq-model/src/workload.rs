@@ -24,6 +24,90 @@ impl Workload {
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+
+    /// The first field where `other` (a submission under the same
+    /// namespace/name) differs from this workload in its labels or spec,
+    /// with both values; `None` when it asks for the same thing. Fields
+    /// are compared as they serialize, in key order, so the answer is the
+    /// same on every replica.
+    pub fn difference(&self, other: &Workload) -> Option<Difference> {
+        if self.labels == other.labels && self.spec == other.spec {
+            return None;
+        }
+        let shape = |w: &Workload| {
+            serde_json::json!({
+                "metadata": { "labels": w.labels },
+                "spec": serde_json::to_value(&w.spec).unwrap_or(serde_json::Value::Null),
+            })
+        };
+        let found = first_difference(String::new(), Some(&shape(self)), Some(&shape(other)));
+        // Equal JSON but unequal values (cannot happen with these types):
+        // still a difference, named by its section.
+        Some(found.unwrap_or_else(|| Difference {
+            path: "spec".into(),
+            existing: "(the existing spec)".into(),
+            submitted: "(another spec)".into(),
+        }))
+    }
+}
+
+/// Where two workloads differ ([`Workload::difference`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Difference {
+    /// Field path in Kueue's spelling: `spec.podSets[0].count`,
+    /// `metadata.labels[team]`.
+    pub path: String,
+    /// The existing workload's value (compact JSON), `(none)` if absent.
+    pub existing: String,
+    /// The submitted value, the same way.
+    pub submitted: String,
+}
+
+/// The first path (in key order) where `a` and `b` differ.
+fn first_difference(
+    path: String,
+    a: Option<&serde_json::Value>,
+    b: Option<&serde_json::Value>,
+) -> Option<Difference> {
+    use serde_json::Value;
+    match (a, b) {
+        (Some(Value::Object(a)), Some(Value::Object(b))) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let plain = !k.is_empty()
+                    && k.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+                let next = match (path.is_empty(), plain) {
+                    (true, _) => k.clone(),
+                    (false, true) => format!("{path}.{k}"),
+                    (false, false) => format!("{path}[{k}]"),
+                };
+                first_difference(next, a.get(k), b.get(k))
+            })
+        }
+        (Some(Value::Array(a)), Some(Value::Array(b))) => (0..a.len().max(b.len()))
+            .find_map(|i| first_difference(format!("{path}[{i}]"), a.get(i), b.get(i))),
+        (a, b) if a == b => None,
+        (a, b) => {
+            let show = |v: Option<&Value>| match v {
+                None | Some(Value::Null) => "(none)".to_string(),
+                Some(Value::String(s)) => format!("{s:?}"),
+                Some(v) => v.to_string(),
+            };
+            let cut = |s: String| {
+                if s.chars().count() > 60 {
+                    format!("{}…", s.chars().take(59).collect::<String>())
+                } else {
+                    s
+                }
+            };
+            Some(Difference {
+                path,
+                existing: cut(show(a)),
+                submitted: cut(show(b)),
+            })
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

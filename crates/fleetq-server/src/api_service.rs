@@ -519,7 +519,14 @@ impl FleetQ for ApiService {
             })
             .await?;
         if !response.is_ok() {
-            return Err(refused(&response.errors));
+            // The ledger names the field: metadata.name when no such
+            // workload exists, status when it already ended.
+            let text = status::describe_errors(&response.errors);
+            return Err(match response.errors.first().map(|e| e.path.as_str()) {
+                Some("metadata.name") => Status::not_found(text),
+                Some("status") => Status::failed_precondition(text),
+                _ => refused(&response.errors),
+            });
         }
         match response.outcome {
             Outcome::Cancelled { id, state } => Ok(tonic::Response::new(pb::CancelResponse {
