@@ -88,6 +88,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    cli::pipe::die_quietly_on_closed_pipe();
     // Usage errors exit with status 2 from inside `parse`.
     let cli = Cli::parse();
     cli::client::configure(cli.tls.clone());

@@ -1,13 +1,16 @@
 //! The CLI with kubectl's habits (issue 29): a taken name with another
 //! spec is an error naming the field, unknown names are "not found",
-//! `delete workload` points to `cancel`.
+//! `delete workload` points to `cancel`; a closed pipe ends the CLI
+//! quietly, tables keep a pending reason's numbers, preemption events name
+//! the preemptor.
 
 mod common;
 
-use std::process::Output;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{cli_stdin, text, Group, CONFIG};
+use common::{cli_stdin, text, wait_for, Group, CONFIG, FLEETQ, INSECURE};
 use serde_json::Value;
 
 fn stdout(out: &Output) -> String {
@@ -113,4 +116,112 @@ fn a_conflict_is_an_error_and_unknown_names_are_not_found() {
         state == "Pending" || state == "Admitted" || state == "Running",
         "{state}"
     );
+}
+
+/// A ClusterQueue whose higher-priority workloads preempt its lower ones.
+const PREEMPTING: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: prio
+spec:
+  namespaceSelector: {}
+  preemption:
+    withinClusterQueue: LowerPriority
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: 8
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  namespace: default
+  name: prio
+spec:
+  clusterQueue: prio
+"#;
+
+#[test]
+fn output_behaves_closed_pipes_whole_reasons_and_names() {
+    let group = single_node();
+
+    // A closed pipe (`| head -1` gone): no panic, no message; the CLI
+    // ends as kubectl and cat do (SIGPIPE), or with status 0.
+    for args in [&["get", "cq", "-o", "json"][..], &["get", "cq"]] {
+        let mut child = Command::new(FLEETQ)
+            .args(["--server", group.addr(1), INSECURE])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("fleetq runs");
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("fleetq ends");
+        assert!(
+            out.status.success() || out.status.signal() == Some(libc_sigpipe()),
+            "{args:?}: {}",
+            text(&out)
+        );
+        assert!(stderr(&out).is_empty(), "{args:?}: {}", text(&out));
+    }
+
+    // A pending reason longer than the old 90-character cut keeps its
+    // numbers in the table.
+    let out = submit(&group, "team-a", "big", 8, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = submit(&group, "team-a", "waiting", 4, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let reason = wait_for(Duration::from_secs(20), || {
+        let w = workload(&group, "waiting");
+        let r = w["reason"].as_str().unwrap_or_default().to_string();
+        r.contains("more needed").then_some(r)
+    })
+    .expect("a WaitingForQuota reason");
+    assert!(reason.chars().count() > 90, "too short to test: {reason}");
+    let numbers_part = &reason[reason.find("more needed").expect("numbers")..];
+    for args in [
+        &["get", "workloads"][..],
+        &["get", "pending", "--cluster-queue", "team-a"],
+    ] {
+        let out = group.cli(1, args);
+        assert!(out.status.success(), "{}", text(&out));
+        let table = stdout(&out);
+        let row = table
+            .lines()
+            .find(|l| l.contains("waiting"))
+            .unwrap_or_else(|| panic!("{args:?}: no row:\n{table}"));
+        assert!(row.ends_with(numbers_part), "{args:?}: {row}");
+    }
+
+    // A preemption names the preemptor by namespace/name.
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], PREEMPTING);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = submit(&group, "prio", "low", 8, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_for(Duration::from_secs(20), || {
+        (workload(&group, "low")["state"] != "Pending").then_some(())
+    })
+    .expect("low is admitted");
+    let out = submit(&group, "prio", "urgent", 8, &["--priority-class", "high"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let described = wait_for(Duration::from_secs(20), || {
+        let out = group.cli(1, &["describe", "workload", "low"]);
+        let s = stdout(&out);
+        s.contains("preempted (").then_some(s)
+    })
+    .expect("low is preempted");
+    assert!(
+        described.contains("preempted (InClusterQueue) to admit workload default/urgent"),
+        "{described}"
+    );
+}
+
+/// SIGPIPE, without a libc dependency in the tests.
+fn libc_sigpipe() -> i32 {
+    13
 }

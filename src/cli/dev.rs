@@ -136,6 +136,46 @@ fn dev_tls(
     Ok(Some(dir))
 }
 
+/// What the banner tells about pointing the CLI at the group: "the
+/// default" only where it is the CLI's default (server 127.0.0.1:7400,
+/// ~/.fleetq/tls); otherwise the environment to export.
+fn cli_setup(api: &str, tls_dir: Option<&std::path::Path>) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut export = Vec::new();
+    match tls_dir {
+        Some(d) if super::tls::default_dir().as_deref() == Some(d) => lines.push(format!(
+            "  mutual TLS: CA and certificates in {} (the CLI's default; its client.pem is tenant admin)",
+            d.display()
+        )),
+        Some(d) => {
+            lines.push(format!(
+                "  mutual TLS: CA and certificates in {} (its client.pem is tenant admin)",
+                d.display()
+            ));
+            export.push(format!("FLEETQ_TLS_DIR={}", d.display()));
+        }
+        None => {
+            lines.push("  plaintext (--insecure): the CLI needs --insecure too".into());
+            export.push("FLEETQ_INSECURE=true".into());
+        }
+    }
+    if api == client::DEFAULT_SERVER {
+        lines.push(format!(
+            "Point the CLI at {api} (the default). Try, from another terminal:"
+        ));
+    } else {
+        lines.push(format!(
+            "Point the CLI at {api} (not its default, {}). Try, from another terminal:",
+            client::DEFAULT_SERVER
+        ));
+        export.insert(0, format!("FLEETQ_SERVER={api}"));
+    }
+    if !export.is_empty() {
+        lines.push(format!("  export {}", export.join(" ")));
+    }
+    lines
+}
+
 fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
     let clusters = if args.clusters.is_empty() {
         simulated::dev_clusters()
@@ -300,11 +340,9 @@ fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
             println!("  sample config: ClusterQueues team-a and team-b in cohort research, LocalQueues default/team-a and default/team-b, priority classes high and low");
         }
         println!();
-        match &tls_dir {
-            Some(d) => println!("  mutual TLS: CA and certificates in {} (the CLI's default; its client.pem is tenant admin)", d.display()),
-            None => println!("  plaintext (--insecure): give the CLI --insecure too"),
+        for line in cli_setup(&api, tls_dir.as_deref()) {
+            println!("{line}");
         }
-        println!("Point the CLI at {api} (the default). Try, from another terminal:");
         println!("  fleetq get cq");
         println!("  fleetq submit --queue team-a --name train-1 --request nvidia.com/gpu=4 --duration 2m --wait");
         println!("  fleetq get workloads");
@@ -322,4 +360,28 @@ fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
         }
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cli_setup;
+
+    #[test]
+    fn only_the_cli_default_is_called_the_default() {
+        let default = cli_setup("127.0.0.1:7400", None).join("\n");
+        assert!(
+            default.contains("127.0.0.1:7400 (the default)"),
+            "{default}"
+        );
+        assert!(!default.contains("FLEETQ_SERVER"), "{default}");
+
+        let other =
+            cli_setup("127.0.0.1:7500", Some(std::path::Path::new("/tmp/dev-tls"))).join("\n");
+        assert!(!other.contains("the default"), "{other}");
+        assert!(other.contains("not its default, 127.0.0.1:7400"), "{other}");
+        assert!(
+            other.contains("export FLEETQ_SERVER=127.0.0.1:7500 FLEETQ_TLS_DIR=/tmp/dev-tls"),
+            "{other}"
+        );
+    }
 }

@@ -171,7 +171,7 @@ fn print_workloads(
                             w.cluster.clone()
                         },
                         view::age(w.created_at_ms),
-                        view::truncate(&w.reason, 90),
+                        view::shorten_reason(&w.reason, 90),
                     ]
                 })
                 .collect();

@@ -16,6 +16,7 @@ pub mod input;
 pub mod limits;
 pub mod members;
 pub mod pending;
+pub mod pipe;
 pub mod server;
 pub mod status;
 pub mod submit;

@@ -150,11 +150,59 @@ pub fn age(ms: u64) -> String {
     }
 }
 
+/// A pending reason cut to about `max` characters for a table, never
+/// before its numbers: the words from the first one with a digit to the
+/// end stay whole, and the text before them is cut instead
+/// ("insufficient unused quota for nvidia.com/gpu… 8 more needed
+/// (requested 16, available 8)"). A reason whose numbers alone leave no
+/// room for a few words before them is left whole; one without numbers
+/// is cut at its end.
+pub fn shorten_reason(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let Some(digit) = text.find(|c: char| c.is_ascii_digit()) else {
+        return truncate(text, max);
+    };
+    let start = text[..digit].rfind(' ').map_or(0, |i| i + 1);
+    let tail = &text[start..];
+    // "… " between the two parts.
+    let room = max.saturating_sub(tail.chars().count() + 2);
+    if room < 12 {
+        return text.to_string();
+    }
+    let head: String = text[..start].chars().take(room).collect();
+    format!("{}… {tail}", head.trim_end())
+}
+
 pub fn truncate(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         text.to_string()
     } else {
         let cut: String = text.chars().take(max.saturating_sub(1)).collect();
         format!("{cut}…")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shorten_reason;
+
+    #[test]
+    fn a_shortened_reason_keeps_its_numbers() {
+        let reason = "insufficient unused quota for nvidia.com/gpu in ClusterQueue \"research-team-a\": 8 more needed (requested 16, available 8)";
+        let short = shorten_reason(reason, 90);
+        assert!(short.chars().count() <= 90, "{short}");
+        assert!(
+            short.ends_with("8 more needed (requested 16, available 8)"),
+            "{short}"
+        );
+        assert!(short.starts_with("insufficient unused quota"), "{short}");
+        // Numbers from the start: nothing can go, so nothing does.
+        let early = "requests 16 of h100-80gb/nvidia.com/gpu but ClusterQueue \"team-a\" can get at most 8 even with its cohort idle";
+        assert_eq!(shorten_reason(early, 90), early);
+        // Short ones, and ones without numbers, as before.
+        assert_eq!(shorten_reason("waiting", 90), "waiting");
+        assert_eq!(shorten_reason(&"x".repeat(100), 10).chars().count(), 10);
     }
 }

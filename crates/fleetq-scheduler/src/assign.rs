@@ -1,7 +1,10 @@
-//! Flavor assignment: for each resource group the workload touches, walk
-//! the ClusterQueue's flavors in order and pick one by Kueue's fungibility
-//! rules, judging each flavor by quota *and* by whether an eligible cluster
-//! has the devices.
+//! Flavor assignment: for each pod set and each resource group it
+//! touches, walk the ClusterQueue's flavors in order and pick one by
+//! Kueue's fungibility rules, judging each flavor by quota *and* by whether
+//! an eligible cluster has the devices, counting what the workload's
+//! earlier pod sets already took. Pod sets of one workload may get
+//! different flavors (flavors are node groups inside a cluster), as in
+//! Kueue; the whole workload still lands on one cluster.
 
 use std::collections::BTreeMap;
 
@@ -26,22 +29,32 @@ pub enum Mode {
     NoFit,
 }
 
-/// What the workload asks of one resource group: total per resource.
+/// What one pod set asks of one resource group: total per resource.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GroupDemand {
+    /// Index of the pod set in the workload.
+    pub pod_set: usize,
     pub group: usize,
     pub resources: Vec<(String, u64)>,
 }
 
-/// Per-group totals for given pod counts. Fails with `Misconfigured` when
-/// a requested resource is covered by no resource group.
+/// Per pod set and group totals for given pod counts, pod sets in order.
+/// Fails with `Misconfigured` when a requested resource is covered by no
+/// resource group.
 pub fn demand(
     cq: &ClusterQueue,
     workload: &PendingWorkload,
     counts: &[u32],
 ) -> Result<Vec<GroupDemand>, PendingReason> {
-    let mut groups: BTreeMap<usize, BTreeMap<String, u64>> = BTreeMap::new();
-    for (ps, &count) in workload.workload.spec.pod_sets.iter().zip(counts) {
+    let mut groups: BTreeMap<(usize, usize), BTreeMap<String, u64>> = BTreeMap::new();
+    for (index, (ps, &count)) in workload
+        .workload
+        .spec
+        .pod_sets
+        .iter()
+        .zip(counts)
+        .enumerate()
+    {
         for (resource, q) in &ps.requests {
             if q.is_zero() {
                 continue;
@@ -57,7 +70,7 @@ pub fn demand(
             };
             let total = q.milli().saturating_mul(u64::from(count));
             let slot = groups
-                .entry(g)
+                .entry((index, g))
                 .or_default()
                 .entry(resource.clone())
                 .or_default();
@@ -66,7 +79,8 @@ pub fn demand(
     }
     Ok(groups
         .into_iter()
-        .map(|(group, r)| GroupDemand {
+        .map(|((pod_set, group), r)| GroupDemand {
+            pod_set,
             group,
             resources: r.into_iter().collect(),
         })
@@ -76,10 +90,10 @@ pub fn demand(
 /// One flavor judged for one group: mode, flavor, cells, why not better.
 type FlavorChoice = (Mode, String, Vec<(FrId, u64)>, Option<PendingReason>);
 
-/// A chosen flavor per group and the cells it charges.
+/// A chosen flavor per (pod set, group) and the cells it charges.
 #[derive(Clone, Debug)]
 pub struct Plan {
-    pub flavors: Vec<(usize, String)>,
+    pub flavors: Vec<((usize, usize), String)>,
     pub cells: Vec<(FrId, u64)>,
     pub mode: Mode,
     /// Why the plan is not `Fit`/`Borrow`, for the pending reason.
@@ -104,11 +118,13 @@ impl AssignContext<'_> {
             || p.reclaim_within_cohort != ReclaimWithinCohort::Never
     }
 
-    /// Judges one flavor for one group.
+    /// Judges one flavor for one pod set's group, on top of what the
+    /// workload's earlier pod sets already took (`before`).
     fn judge(
         &self,
         flavor: &str,
         demand: &GroupDemand,
+        before: &[(FrId, u64)],
     ) -> (Mode, Vec<(FrId, u64)>, Option<PendingReason>) {
         let mut cells = Vec::with_capacity(demand.resources.len());
         let mut mode = Mode::Fit;
@@ -137,13 +153,16 @@ impl AssignContext<'_> {
                 continue;
             };
             cells.push((fr, *q));
-            match quota_verdict(self.tree, self.usage, self.node, &self.cq.name, fr, *q) {
+            let earlier: u64 = before.iter().filter(|c| c.0 == fr).map(|c| c.1).sum();
+            let total = q.saturating_add(earlier);
+            match quota_verdict(self.tree, self.usage, self.node, &self.cq.name, fr, total) {
                 (m, None) => mode = mode.max(m),
                 (m, Some(r)) => worsen(m, r, &mut mode, &mut reason),
             }
         }
         if mode <= Mode::Preempt {
-            let (phys, why) = self.judge_devices(flavor, &cells);
+            let together: Vec<(FrId, u64)> = before.iter().chain(&cells).copied().collect();
+            let (phys, why) = self.judge_devices(flavor, &together);
             if phys > mode {
                 mode = phys;
                 reason = why;
@@ -203,7 +222,7 @@ impl AssignContext<'_> {
             let group = &self.cq.spec.resource_groups[demand.group];
             let mut best: Option<FlavorChoice> = None;
             for flavor in &group.flavors {
-                let (mode, cells, reason) = self.judge(&flavor.name, demand);
+                let (mode, cells, reason) = self.judge(&flavor.name, demand, &plan.cells);
                 let stop = match mode {
                     Mode::Fit => true,
                     Mode::Borrow => fungibility.when_can_borrow == FungibilityPolicy::MayStopSearch,
@@ -237,7 +256,7 @@ impl AssignContext<'_> {
                 plan.reason = reason;
             }
             plan.mode = plan.mode.max(mode);
-            plan.flavors.push((demand.group, flavor));
+            plan.flavors.push(((demand.pod_set, demand.group), flavor));
             plan.cells.extend(cells);
         }
         plan
@@ -307,15 +326,16 @@ pub fn to_assignment(
     cluster: &str,
     tree: &QuotaTree,
 ) -> Assignment {
-    let flavor_of_group: BTreeMap<usize, &str> =
-        plan.flavors.iter().map(|(g, f)| (*g, f.as_str())).collect();
+    let flavor_of_group: BTreeMap<(usize, usize), &str> =
+        plan.flavors.iter().map(|(k, f)| (*k, f.as_str())).collect();
     let pod_sets = workload
         .workload
         .spec
         .pod_sets
         .iter()
         .zip(counts)
-        .map(|(ps, &count)| PodSetAssignment {
+        .enumerate()
+        .map(|(index, (ps, &count))| PodSetAssignment {
             name: ps.name.clone(),
             count,
             flavors: ps
@@ -324,7 +344,7 @@ pub fn to_assignment(
                 .filter(|(_, q)| !q.is_zero())
                 .filter_map(|(r, _)| {
                     let (g, _) = cq.group_for(r)?;
-                    Some((r.clone(), flavor_of_group.get(&g)?.to_string()))
+                    Some((r.clone(), flavor_of_group.get(&(index, g))?.to_string()))
                 })
                 .collect(),
         })

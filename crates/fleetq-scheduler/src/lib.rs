@@ -40,8 +40,8 @@
 //!   queue stops being scanned after `max_inadmissible_per_queue` misses, and
 //!   the workloads a cycle did not reach get their queue's reason
 //!   ([`Decisions::queue_reasons`]).
-//! - **Flavors** are assigned per workload and resource group: all pod sets
-//!   of one workload share a group's flavor (they land on one cluster anyway).
+//! - **Flavors** are assigned per pod set and resource group, as in Kueue,
+//!   but every pod set of a workload lands on the same cluster.
 //! - **Fair sharing** orders heads by each ClusterQueue's dominant resource
 //!   share against its root cohort's lendable quota (not Kueue's per-level
 //!   tournament), and a cohort victim is allowed if any configured strategy

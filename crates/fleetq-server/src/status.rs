@@ -71,13 +71,15 @@ pub fn workload_status(ledger: &Ledger, record: &WorkloadRecord) -> pb::Workload
         ),
         None => (String::new(), Vec::new(), 0, 0),
     };
-    let mut reason_text = reason.map(|r| r.message.clone()).unwrap_or_default();
+    let mut reason_text = reason
+        .map(|r| with_names(ledger, &r.message).into_owned())
+        .unwrap_or_default();
     if let Some(stop) = record
         .reservation
         .as_ref()
         .and_then(|r| r.stopping.as_ref())
     {
-        reason_text = format!("stopping: {stop}");
+        reason_text = format!("stopping: {}", with_names(ledger, stop));
     }
     pb::WorkloadStatus {
         id: record.id,
@@ -102,13 +104,43 @@ pub fn workload_status(ledger: &Ledger, record: &WorkloadRecord) -> pb::Workload
             .map(|e| pb::StateEvent {
                 at_ms: e.at.millis(),
                 state: e.state.as_str().to_string(),
-                message: e.message.clone(),
+                message: with_names(ledger, &e.message).into_owned(),
             })
             .collect(),
         requests: requests_summary(record),
         position: 0,
         local_queue_position: 0,
     }
+}
+
+/// `message` for people: the ledger names a preemptor by id ("preempted
+/// (InClusterQueue) to admit workload 7", in the victim's history, its
+/// stopping reason and its requeue reason); this names it by
+/// namespace/name, or keeps the id of one already removed.
+pub fn with_names<'a>(ledger: &Ledger, message: &'a str) -> Cow<'a, str> {
+    const MARK: &str = "to admit workload ";
+    if !message.contains(MARK) {
+        return Cow::Borrowed(message);
+    }
+    let mut out = String::with_capacity(message.len() + 16);
+    let mut rest = message;
+    while let Some(i) = rest.find(MARK) {
+        let (head, tail) = rest.split_at(i + MARK.len());
+        out.push_str(head);
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        let (id, after) = tail.split_at(digits);
+        match id
+            .parse::<WorkloadId>()
+            .ok()
+            .and_then(|id| ledger.workload(id))
+        {
+            Some(r) => out.push_str(&r.workload.key()),
+            None => out.push_str(id),
+        }
+        rest = after;
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
 }
 
 /// The ClusterQueue a workload is charged to or queued in, and its

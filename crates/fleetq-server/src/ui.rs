@@ -559,7 +559,7 @@ impl LedgerOverview {
                     id,
                     namespace: record.workload.namespace.clone(),
                     name: record.workload.name.clone(),
-                    message: e.message.clone(),
+                    message: crate::status::with_names(ledger, &e.message).into_owned(),
                 })
             })
             .collect();
@@ -603,7 +603,10 @@ impl LedgerOverview {
                             name: w.workload.name.clone(),
                             cluster_queue: r.cluster_queue.clone(),
                             state: w.state.as_str().to_string(),
-                            stopping: r.stopping.clone(),
+                            stopping: r
+                                .stopping
+                                .as_deref()
+                                .map(|m| crate::status::with_names(ledger, m).into_owned()),
                             priority: r.priority,
                             admitted_at_ms: r.admitted_at.millis(),
                             usage: r
