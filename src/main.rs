@@ -19,7 +19,7 @@ use clap::{Parser, Subcommand};
 #[command(name = "fleetq", version, propagate_version = true)]
 struct Cli {
     /// Server to talk to (any node of the group).
-    #[arg(long, global = true, env = "FLEETQ_SERVER", default_value = cli::client::DEFAULT_SERVER, value_name = "ADDR")]
+    #[arg(long, global = true, env = "FLEETQ_SERVER", default_value = cli::client::DEFAULT_SERVER, value_name = "ADDR", help_heading = cli::GLOBAL_OPTIONS)]
     server: String,
     /// Mutual TLS (on by default) or --insecure.
     #[command(flatten)]
@@ -89,8 +89,11 @@ enum Command {
 
 fn main() -> ExitCode {
     cli::pipe::die_quietly_on_closed_pipe();
-    // Usage errors exit with status 2 from inside `parse`.
-    let cli = Cli::parse();
+    // Usage errors exit with status 2 from inside `get_matches`.
+    let matches =
+        cli::examples::with_examples(<Cli as clap::CommandFactory>::command()).get_matches();
+    let cli =
+        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     cli::client::configure(cli.tls.clone());
     if matches!(
         cli.command,

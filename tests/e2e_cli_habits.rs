@@ -2,7 +2,8 @@
 //! spec is an error naming the field, unknown names are "not found",
 //! `delete workload` points to `cancel`; a closed pipe ends the CLI
 //! quietly, tables keep a pending reason's numbers, preemption events name
-//! the preemptor.
+//! the preemptor; help lists the command's own flags before the global
+//! ones, with examples, and completion offers `get`'s kinds.
 
 mod common;
 
@@ -10,7 +11,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{cli_stdin, text, wait_for, Group, CONFIG, FLEETQ, INSECURE};
+use common::{cli, cli_stdin, text, wait_for, Group, CONFIG, FLEETQ, INSECURE};
 use serde_json::Value;
 
 fn stdout(out: &Output) -> String {
@@ -224,4 +225,83 @@ fn output_behaves_closed_pipes_whole_reasons_and_names() {
 /// SIGPIPE, without a libc dependency in the tests.
 fn libc_sigpipe() -> i32 {
     13
+}
+
+#[test]
+fn help_puts_own_flags_first_with_examples_and_completion_offers_kinds() {
+    let out = Command::new(FLEETQ)
+        .args(["submit", "--help"])
+        .output()
+        .expect("fleetq runs");
+    assert!(out.status.success(), "{}", text(&out));
+    let help = stdout(&out);
+    let at = |needle: &str| {
+        help.find(needle)
+            .unwrap_or_else(|| panic!("no {needle:?} in:\n{help}"))
+    };
+    // --queue among the command's own flags, the TLS and server flags
+    // after them in their own section, then examples.
+    assert!(at("--queue") < at("Global options:"), "{help}");
+    assert!(at("Global options:") < at("--tls-dir"), "{help}");
+    assert!(at("Global options:") < at("--server"), "{help}");
+    assert!(at("--tls-dir") < at("Examples:"), "{help}");
+    assert!(help.contains("  fleetq submit --queue team-a"), "{help}");
+
+    for command in ["get", "cancel", "apply", "describe", "delete", "status"] {
+        let out = Command::new(FLEETQ)
+            .args([command, "-h"])
+            .output()
+            .expect("fleetq runs");
+        let help = stdout(&out);
+        assert!(help.contains("Examples:\n  # "), "{command}: {help}");
+        assert!(help.contains(&format!("  fleetq {command} ")), "{command}");
+    }
+
+    // Completion: `fleetq get <TAB>` offers the kinds; --queue no files.
+    let out = Command::new(FLEETQ)
+        .args(["completion", "bash"])
+        .output()
+        .expect("fleetq runs");
+    let bash = stdout(&out);
+    let get = &bash[bash.find("fleetq__subcmd__get)").expect("get's section")..];
+    let opts = get.lines().nth(1).expect("opts line");
+    for kind in ["cq", "lq", "workloads", "clusters", "pending"] {
+        assert!(
+            opts.split(['"', ' ']).any(|w| w == kind),
+            "no {kind}: {opts}"
+        );
+    }
+    let submit = &bash[bash
+        .find("fleetq__subcmd__submit)")
+        .expect("submit's section")..];
+    let queue = &submit[submit.find("--queue)").expect("--queue")..];
+    let queue: String = queue.lines().take(3).collect();
+    assert!(!queue.contains("compgen -f"), "{queue}");
+    let out = Command::new(FLEETQ)
+        .args(["completion", "zsh"])
+        .output()
+        .expect("fleetq runs");
+    assert!(
+        stdout(&out).contains("cq\\:\"ClusterQueues\""),
+        "zsh offers no kinds"
+    );
+
+    // An unknown kind is a usage error naming the kinds (no server asked).
+    let out = cli("127.0.0.1:1", &["get", "bogus"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        stderr(&out).contains("cq, cohort, flavor, lq, pc, workloads, clusters, pending"),
+        "{}",
+        text(&out)
+    );
+    // Aliases and other cases still work as kinds.
+    for kind in ["ClusterQueues", "wl", "localqueue"] {
+        let out = cli("127.0.0.1:1", &["get", kind]);
+        assert_eq!(out.status.code(), Some(1), "{kind}: {}", text(&out));
+        assert!(
+            stderr(&out).contains("cannot reach"),
+            "{kind}: {}",
+            text(&out)
+        );
+    }
 }

@@ -15,6 +15,7 @@ pub struct GetArgs {
     /// lq (localqueues), pc (workloadpriorityclasses), workloads (wl),
     /// clusters, pending (pending workloads in admission order: needs
     /// --cluster-queue or --local-queue).
+    #[arg(value_parser = kinds(), ignore_case = true, hide_possible_values = true)]
     pub kind: String,
     /// One object by name (LocalQueues and workloads: in the namespace).
     pub name: Option<String>,
@@ -32,6 +33,45 @@ pub struct GetArgs {
     pub state: Option<String>,
     #[command(flatten)]
     pub pending: super::pending::PendingArgs,
+}
+
+/// The kinds `get` lists, by their short names (what shell completion
+/// offers, with what each is), each also accepted by its Kueue names.
+/// Parses to the name as typed, which `get` matches on.
+fn kinds() -> clap::builder::PossibleValuesParser {
+    use clap::builder::PossibleValue as V;
+    clap::builder::PossibleValuesParser::new([
+        V::new("cq")
+            .help("ClusterQueues")
+            .aliases(["clusterqueue", "clusterqueues", "cqs"]),
+        V::new("cohort").help("Cohorts").alias("cohorts"),
+        V::new("flavor").help("ResourceFlavors").aliases([
+            "flavors",
+            "resourceflavor",
+            "resourceflavors",
+            "rf",
+        ]),
+        V::new("lq").help("LocalQueues").aliases([
+            "localqueue",
+            "localqueues",
+            "lqs",
+            "queue",
+            "queues",
+        ]),
+        V::new("pc").help("WorkloadPriorityClasses").aliases([
+            "workloadpriorityclass",
+            "workloadpriorityclasses",
+            "priorityclass",
+            "wpc",
+        ]),
+        V::new("workloads")
+            .help("Workloads")
+            .aliases(["workload", "wl", "wls"]),
+        V::new("clusters").help("Clusters").alias("cluster"),
+        V::new("pending")
+            .help("Pending workloads in admission order")
+            .aliases(["pendingworkloads", "pendingworkload"]),
+    ])
 }
 
 pub fn run(server: &str, args: &GetArgs) -> ExitCode {

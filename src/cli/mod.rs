@@ -1,5 +1,9 @@
 //! Subcommands of the `fleetq` binary.
 
+/// The help section of the flags every command takes (--server and the
+/// TLS flags), listed after each command's own.
+pub const GLOBAL_OPTIONS: &str = "Global options";
+
 pub mod agent;
 pub mod apply;
 pub mod bench;
@@ -10,6 +14,7 @@ pub mod completion;
 pub mod delete;
 pub mod describe;
 pub mod dev;
+pub mod examples;
 pub mod get;
 pub mod huge_pages;
 pub mod input;

@@ -25,10 +25,11 @@ pub struct SubmitArgs {
     #[arg(short = 'n', long, default_value = "default")]
     pub namespace: String,
     /// LocalQueue to submit to.
-    #[arg(long, required_unless_present = "files")]
+    // ValueHint::Other: shells complete no file names here.
+    #[arg(long, required_unless_present = "files", value_hint = clap::ValueHint::Other)]
     pub queue: Option<String>,
     /// Workload name (unique in the namespace).
-    #[arg(long, required_unless_present = "files")]
+    #[arg(long, required_unless_present = "files", value_hint = clap::ValueHint::Other)]
     pub name: Option<String>,
     /// Per-pod request, RESOURCE=QUANTITY (repeatable), e.g.
     /// `--request nvidia.com/gpu=8 --request cpu=32`.
@@ -45,7 +46,7 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub duration: Option<String>,
     /// WorkloadPriorityClass name.
-    #[arg(long)]
+    #[arg(long, value_hint = clap::ValueHint::Other)]
     pub priority_class: Option<String>,
     /// Wait until it is admitted (or ends), showing its state, place in
     /// the ClusterQueue and pending reason: a spinner on a terminal, a line

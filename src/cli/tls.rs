@@ -18,6 +18,7 @@ use fleetq_proto::tls::{Tls, TlsFiles};
 pub const RELOAD_EVERY: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Debug, Default, Args)]
+#[command(next_help_heading = super::GLOBAL_OPTIONS)]
 pub struct TlsArgs {
     /// Directory of the CA and certificates `fleetq certs` makes (ca.pem;
     /// node-ID.pem, agent-CLUSTER.pem or client.pem, each with NAME-key.pem)
