@@ -71,6 +71,14 @@ enum Command {
     Status(cli::status::StatusArgs),
     /// Change the Raft group: add a learner, set the voters.
     Members(cli::members::MembersArgs),
+    /// Write a backup of the ledger: a consistent copy taken through any
+    /// node (admins only), with its log index, term, state hash and a
+    /// SHA-256 checksum; or, with --from-data-dir, of a stopped node's
+    /// data directory (docs/operating.md).
+    Backup(cli::backup::BackupArgs),
+    /// Seed a new node's data directory from a backup (offline, the server
+    /// stopped), so that a new group starts from it (docs/operating.md).
+    Restore(cli::backup::RestoreArgs),
     /// Load generator: submissions/s, admissions/s and submit-to-admitted
     /// latency through a 3-node group (started in this process unless
     /// --target names one).
@@ -121,6 +129,8 @@ fn main() -> ExitCode {
         Command::Status(args) => cli::status::run(&cli.server, &args),
         Command::Bench(args) => cli::bench::run(&args),
         Command::Members(args) => cli::members::run(&cli.server, &args),
+        Command::Backup(args) => cli::backup::run_backup(&cli.server, &args),
+        Command::Restore(args) => cli::backup::run_restore(&args),
         Command::Top(args) => cli::top::run(&cli.server, &args),
         Command::Certs(args) => cli::certs::run(&args),
         Command::Completion(args) => {

@@ -465,6 +465,22 @@ fn mutual_tls_and_authorization_refuse_and_count_and_change_nothing() {
         "only admins may change the Raft group",
         || fleet.cli(&team_a_cert, &["members", "set-voters", "1"]),
     );
+    // 6b. A non-admin taking a backup of the whole ledger: nothing written.
+    let stolen = std::env::temp_dir().join(format!("fleetq-stolen-{}.fqb", std::process::id()));
+    fleet.assert_refused(
+        "non-admin backup",
+        "forbidden",
+        "only admins may take backups of the ledger",
+        || fleet.cli(&team_a_cert, &["backup", "--out", s(&stolen)]),
+    );
+    assert!(
+        !stolen.exists(),
+        "a refused backup wrote {}",
+        stolen.display()
+    );
+    let out = fleet.admin(&["backup", "--out", s(&stolen)]);
+    assert!(out.status.success(), "admin backup: {}", text(&out));
+    let _ = std::fs::remove_file(&stolen);
     // 7. An agent speaking for another cluster with east's certificate.
     let hash = fleet.converged_hash();
     let before = fleet.refused("foreign_cluster");

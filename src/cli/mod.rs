@@ -6,6 +6,7 @@ pub const GLOBAL_OPTIONS: &str = "Global options";
 
 pub mod agent;
 pub mod apply;
+pub mod backup;
 pub mod bench;
 pub mod cancel;
 pub mod certs;

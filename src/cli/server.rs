@@ -129,6 +129,19 @@ pub struct ServerArgs {
     /// `admin`, as an admin]. Needs TLS.
     #[arg(long, value_name = "FILE")]
     pub auth_policy: Option<PathBuf>,
+    /// Write a backup of the ledger into this directory on a schedule
+    /// (each after the read barrier, as `fleetq backup` takes them); off
+    /// unless set. `fleetq_backup_last_success_age_seconds` tells how old
+    /// the last good one is.
+    #[arg(long, value_name = "DIR")]
+    pub backup_dir: Option<PathBuf>,
+    /// How often to write a scheduled backup [default: 1h].
+    #[arg(long, value_name = "DURATION")]
+    pub backup_interval: Option<String>,
+    /// How many scheduled backups to keep; older ones are removed
+    /// [default: 24].
+    #[arg(long, value_name = "N")]
+    pub backup_keep: Option<usize>,
 }
 
 /// The TOML file's shape.
@@ -171,6 +184,9 @@ struct FileConfig {
     #[serde(default)]
     insecure: bool,
     auth_policy: Option<PathBuf>,
+    backup_dir: Option<PathBuf>,
+    backup_interval: Option<String>,
+    backup_keep: Option<usize>,
 }
 
 /// Everything a node needs, resolved and checked.
@@ -189,6 +205,39 @@ pub struct ServerSettings {
     /// TLS settings of the config file (the global flags override them).
     pub tls: TlsArgs,
     pub auth_policy: Option<PathBuf>,
+    /// Scheduled backups, if any.
+    pub backup: Option<fleetq_server::backup::BackupSchedule>,
+}
+
+/// `--backup-dir`, `--backup-interval`, `--backup-keep`.
+fn resolve_backup(
+    dir: Option<PathBuf>,
+    interval: Option<&String>,
+    keep: Option<usize>,
+) -> Result<Option<fleetq_server::backup::BackupSchedule>, String> {
+    let Some(dir) = dir else {
+        if interval.is_some() || keep.is_some() {
+            return Err("--backup-interval and --backup-keep need --backup-dir".into());
+        }
+        return Ok(None);
+    };
+    let every = match interval {
+        Some(v) => fleetq_model::time::parse_duration(v)
+            .map_err(|e| format!("--backup-interval {v:?}: {e}"))?,
+        None => Duration::from_secs(3600),
+    };
+    if every < Duration::from_secs(1) {
+        return Err("--backup-interval: must be at least 1s".into());
+    }
+    let keep = keep.unwrap_or(24);
+    if keep == 0 {
+        return Err("--backup-keep: must be at least 1".into());
+    }
+    Ok(Some(fleetq_server::backup::BackupSchedule {
+        dir,
+        every,
+        keep,
+    }))
 }
 
 /// `--finished-retention`: a duration (0s removes a workload as soon as
@@ -373,6 +422,13 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
             .as_ref()
             .or(file.reserved_not_running_after.as_ref()),
     )?;
+    let backup = resolve_backup(
+        args.backup_dir.clone().or(file.backup_dir),
+        args.backup_interval
+            .as_ref()
+            .or(file.backup_interval.as_ref()),
+        args.backup_keep.or(file.backup_keep),
+    )?;
     let limits = args.limits.resolve(&FileLimits {
         max_request_bytes: file.max_request_bytes,
         client_write_rate: file.client_write_rate,
@@ -409,6 +465,7 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
             insecure: file.insecure,
         },
         auth_policy: args.auth_policy.clone().or(file.auth_policy),
+        backup,
     })
 }
 
@@ -536,6 +593,17 @@ pub fn run(args: &ServerArgs, tls_args: &TlsArgs) -> ExitCode {
             "limits (0: unlimited)"
         );
         println!("fleetq server: node {id} listening on {}", settings.listen);
+        if let Some(schedule) = settings.backup.clone() {
+            tracing::info!(dir = %schedule.dir.display(), every = ?schedule.every, keep = schedule.keep, "scheduled backups");
+            tokio::spawn(fleetq_server::backup::run(
+                id,
+                std::sync::Arc::clone(&node.proposer),
+                node.handle.clone(),
+                schedule,
+                node.metrics.backups.clone(),
+                node.stopping(),
+            ));
+        }
         let http = match http.map(|l| fleetq_server::http::serve(l, &node, settings.metrics, false)) {
             Some(Ok(h)) => {
                 println!(

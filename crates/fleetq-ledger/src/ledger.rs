@@ -1785,6 +1785,12 @@ impl Exported {
     pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
         serde_json::to_vec(self)
     }
+
+    /// [`Ledger::state_hash`] of the ledger this was exported from (a
+    /// backup records it next to the bytes).
+    pub fn state_hash(&self) -> String {
+        Ledger::hash_of(self.state.clone())
+    }
 }
 
 /// Eviction reasons of [`Counters::evictions`]: Kueue's where Kueue has

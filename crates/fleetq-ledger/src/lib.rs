@@ -10,6 +10,8 @@
 //! - [`raft`]: the openraft type configuration.
 //! - [`store`]: openraft storage: sled on disk, or in memory with an
 //!   explicit fsync model for the simulator.
+//! - [`backup`]: backup files of the ledger, and data directories of a
+//!   new group seeded from one.
 //!
 //! ```
 //! use fleetq_ledger::{Command, Ledger, Request};
@@ -65,6 +67,7 @@
 //!   removed after it finished. A name (and a request id) is free again
 //!   once its workload is removed, as after deleting a Kueue Workload.
 
+pub mod backup;
 pub mod command;
 pub mod hash;
 pub mod ledger;

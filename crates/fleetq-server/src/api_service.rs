@@ -825,6 +825,39 @@ impl FleetQ for ApiService {
         ))
     }
 
+    type BackupStream =
+        Pin<Box<dyn Stream<Item = Result<pb::BackupChunk, Status>> + Send + 'static>>;
+
+    async fn backup(&self, request: Request<pb::BackupRequest>) -> Reply<Self::BackupStream> {
+        self.auth.api(
+            &request,
+            "Backup",
+            Action::Admin("take backups of the ledger"),
+        )?;
+        self.barrier().await?;
+        let (header, bytes) = crate::backup::take_encoded(self.node_id, &self.handle)
+            .await
+            .map_err(Status::unavailable)?;
+        let bytes = Arc::new(bytes);
+        tracing::info!(
+            index = header.index,
+            term = header.term,
+            bytes = bytes.len(),
+            state_hash = %header.state_hash,
+            "backup taken"
+        );
+        let total = bytes.len() as u64;
+        let chunks = bytes.len().div_ceil(BACKUP_CHUNK);
+        let stream = futures::stream::iter((0..chunks).map(move |i| {
+            let end = bytes.len().min((i + 1) * BACKUP_CHUNK);
+            Ok(pb::BackupChunk {
+                data: bytes[i * BACKUP_CHUNK..end].to_vec(),
+                total_bytes: if i == 0 { total } else { 0 },
+            })
+        }));
+        Ok(tonic::Response::new(Box::pin(stream)))
+    }
+
     async fn debug_propose(
         &self,
         request: Request<pb::DebugProposeRequest>,
@@ -849,6 +882,9 @@ impl FleetQ for ApiService {
         }))
     }
 }
+
+/// Bytes of a backup per streamed message.
+const BACKUP_CHUNK: usize = 1 << 20;
 
 /// Whether a status answer carries the ledger's state hash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

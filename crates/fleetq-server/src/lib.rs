@@ -18,6 +18,7 @@
 //! - [`tcp`]: helpers to run a node on real TCP with sled storage.
 //! - [`limits`]: limits against abuse (request size, write rate per
 //!   client, pending workloads per LocalQueue, agent sessions).
+//! - [`backup`]: backups of the ledger, on demand and on a schedule.
 //! - [`auth`]: who is calling (client certificate or bearer token) and
 //!   what they may do; TLS itself is `fleetq_proto::tls`.
 
@@ -37,6 +38,7 @@ pub mod admission;
 pub mod agent_service;
 pub mod api_service;
 pub mod auth;
+pub mod backup;
 pub mod batcher;
 pub mod clock;
 pub mod http;

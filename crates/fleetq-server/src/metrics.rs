@@ -114,6 +114,8 @@ pub struct ServerMetrics {
     admission_attempt_duration: HistogramFamily,
     append_latency: Histogram,
     requests_refused: Family<ResultLabel, Counter>,
+    /// Scheduled backups of this node (`fleetq server --backup-dir`).
+    pub backups: crate::backup::BackupStatus,
 }
 
 impl Default for ServerMetrics {
@@ -126,6 +128,7 @@ impl Default for ServerMetrics {
             // 0.5 ms to about 16 s.
             append_latency: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
             requests_refused: Family::default(),
+            backups: crate::backup::BackupStatus::default(),
         };
         // Every reason from the start, at 0, so that a rate() over it
         // works before the first refusal.
@@ -194,6 +197,26 @@ impl ServerMetrics {
             "Time from proposing a command on this node as leader until it was committed by a quorum and applied here",
             self.append_latency.clone(),
         );
+        registry.register_collector(Box::new(BackupAge(self.backups.clone())));
+    }
+}
+
+/// `fleetq_backup_last_success_age_seconds`, computed at scrape time; only
+/// on a node with scheduled backups.
+#[derive(Debug)]
+struct BackupAge(crate::backup::BackupStatus);
+
+impl Collector for BackupAge {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        match self.0.age() {
+            Some(age) => gauges(
+                &mut encoder,
+                "fleetq_backup_last_success_age_seconds",
+                "Seconds since this node last wrote a good scheduled backup (--backup-dir); before the first, since the schedule started",
+                std::iter::once((Vec::new(), age.as_secs_f64())),
+            ),
+            None => Ok(()),
+        }
     }
 }
 

@@ -33,16 +33,21 @@ pub fn open_sled(
     dir: &std::path::Path,
     scheduler: fleetq_scheduler::SchedulerConfig,
 ) -> Result<(SledLogStore, StateMachineStore<SledSnapshotStore>), String> {
-    let db = sled::Config::new()
-        .path(dir)
-        .mode(sled::Mode::HighThroughput)
-        .open()
-        .map_err(|e| format!("cannot open the data directory {}: {e}", dir.display()))?;
+    let db = open_db(dir)?;
     let log = SledLogStore::new(&db, dir).map_err(|e| format!("cannot open the Raft log: {e}"))?;
     let snapshots =
         SledSnapshotStore::new(&db).map_err(|e| format!("cannot open the snapshot store: {e}"))?;
     let sm = StateMachineStore::open(snapshots, scheduler)?;
     Ok((log, sm))
+}
+
+/// Opens (or creates) the sled database of a node's data directory.
+pub fn open_db(dir: &std::path::Path) -> Result<sled::Db, String> {
+    sled::Config::new()
+        .path(dir)
+        .mode(sled::Mode::HighThroughput)
+        .open()
+        .map_err(|e| format!("cannot open the data directory {}: {e}", dir.display()))
 }
 
 pub(crate) fn io_error(
