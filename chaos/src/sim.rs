@@ -633,8 +633,32 @@ fn dump_log(disks: &BTreeMap<NodeId, MemDisk>) {
             let ms = request.at.0.saturating_sub(ORIGIN_MS);
             let text = format!("{:?}", request.command);
             let shown = match &request.command {
-                fleetq_ledger::command::Command::AdmitBatch(_)
-                | fleetq_ledger::command::Command::SubmitWorkloads { .. }
+                // Decisions in full, reasons left out: what a progress
+                // finding needs to be read.
+                fleetq_ledger::command::Command::AdmitBatch(batch) => {
+                    let admitted: Vec<String> = batch
+                        .admissions
+                        .iter()
+                        .map(|a| format!("{}@{}", a.workload, a.assignment.cluster))
+                        .collect();
+                    let preempted: Vec<String> = batch
+                        .preemptions
+                        .iter()
+                        .map(|p| format!("{}<-{} {:?}", p.victim, p.preemptor, p.reason))
+                        .collect();
+                    let reasons: Vec<String> = batch
+                        .reasons
+                        .iter()
+                        .map(|(id, r)| format!("{id}: {:?} {}", r.kind, r.message))
+                        .collect();
+                    format!(
+                        "AdmitBatch admit [{}] preempt [{}] reasons [{}]",
+                        admitted.join(" "),
+                        preempted.join(" "),
+                        reasons.join("; ")
+                    )
+                }
+                fleetq_ledger::command::Command::SubmitWorkloads { .. }
                 | fleetq_ledger::command::Command::ApplyObjects { .. } => {
                     text.chars().take(160).collect()
                 }

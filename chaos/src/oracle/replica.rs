@@ -576,6 +576,17 @@ pub struct Progress {
 impl Progress {
     /// Counts one entry.
     pub fn count(&mut self, command: &Command, response: &Response) {
+        if let (Command::ApplyObjects { .. }, Outcome::Applied { changes }) =
+            (command, &response.outcome)
+        {
+            // A configuration change (a quota cut, say) may leave a
+            // preemptor no room it can use, and the victim is rightly
+            // re-admitted; once the quota comes back, preempting it again
+            // is the right answer, not the livelock. Pairs count afresh.
+            if changes.iter().any(|(_, what)| what != "unchanged") {
+                self.last_pair.clear();
+            }
+        }
         for id in admitted_by(command, response).keys() {
             *self.admissions.entry(*id).or_default() += 1;
         }

@@ -443,6 +443,7 @@ impl Ledger {
         let not_before = record.not_before;
         let nominated = record.nominated;
         let borrow_preemptions = borrow_preemptions_of(record);
+        let reclaimed = reclaimed_of(record);
         let workload = Arc::clone(&record.workload);
         match binding {
             Ok(b) => {
@@ -456,6 +457,7 @@ impl Ledger {
                     not_before,
                     nominated,
                     borrow_preemptions,
+                    reclaimed,
                 });
                 if let (Err(e), Some(record)) = (queued, self.record_mut(id)) {
                     record.reason = Some(Box::new(PendingReason::new(
@@ -581,6 +583,7 @@ impl Ledger {
                 not_before: None,
                 nominated: false,
                 borrow_preemptions: 0,
+                reclaimed: 0,
             });
         }
         fleetq_scheduler::schedule_fresh(&self.snapshot, fresh, now, &self.scheduler)
@@ -657,6 +660,7 @@ impl Ledger {
             not_before: None,
             nominated: false,
             borrow_preemptions: 0,
+            reclaimed: 0,
         }) {
             return SubmitResult::Refused {
                 errors: vec![FieldError::new(
@@ -944,7 +948,10 @@ impl Ledger {
             priority: reservation.priority,
             created_at: record.created_at,
         };
-        let shield = borrow_preemptions_of(record);
+        let shield = (
+            borrow_preemptions_of(record),
+            self.state.workloads.get(&preemptor).map_or(0, reclaimed_of),
+        );
         self.check_preemption_scope(&p_cq, p_rank, &victim_cq, victim_rank, shield, *reason)
             .map_err(|e| ("PreemptionNotAllowed", format!("victim {victim}: {e}")))?;
         self.snapshot
@@ -986,7 +993,7 @@ impl Ledger {
         preemptor: fleetq_scheduler::policy::Rank,
         victim_cq: &str,
         victim: fleetq_scheduler::policy::Rank,
-        borrow_preemptions: u32,
+        (borrow_preemptions, preemptor_reclaimed): (u32, u32),
         reason: fleetq_scheduler::PreemptionReason,
     ) -> Result<(), String> {
         use fleetq_scheduler::policy::{self, Relation};
@@ -1019,6 +1026,7 @@ impl Ledger {
                     preemptor,
                     victim,
                     borrow_preemptions,
+                    preemptor_reclaimed,
                 )
             });
         if allowed {
@@ -1834,6 +1842,16 @@ fn borrow_preemptions_of(record: &WorkloadRecord) -> u32 {
         .count() as u32
 }
 
+/// How often owners reclaimed this workload's borrowed quota, by its
+/// history (`fleetq_scheduler::policy::RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION`).
+fn reclaimed_of(record: &WorkloadRecord) -> u32 {
+    record
+        .history
+        .iter()
+        .filter(|e| e.message.starts_with("preempted (InCohortReclamation)"))
+        .count() as u32
+}
+
 /// The scheduler's view of a record's reservation, if it holds one.
 fn admitted_of(record: &WorkloadRecord) -> Option<AdmittedWorkload> {
     let r = record.reservation.as_ref()?;
@@ -1848,6 +1866,7 @@ fn admitted_of(record: &WorkloadRecord) -> Option<AdmittedWorkload> {
             not_before: None,
             nominated: false,
             borrow_preemptions: borrow_preemptions_of(record),
+            reclaimed: reclaimed_of(record),
         },
         assignment: r.assignment.clone(),
         admitted_at: r.admitted_at,

@@ -127,6 +127,7 @@ fn snapshot(pending: usize, queues: usize) -> Snapshot {
             not_before: None,
             nominated: false,
             borrow_preemptions: 0,
+            reclaimed: 0,
         })
         .expect("fresh id");
     }

@@ -80,10 +80,21 @@ pub fn borrow_within_cohort_allows(policy: &PreemptionPolicy, preemptor: i32, vi
 /// Kueue has the same three rules and no such shield; fleetq must settle.
 pub const BORROWER_PREEMPTIONS: u32 = 2;
 
+/// How often a workload's borrowed quota may be reclaimed by owners
+/// (`reclaimWithinCohort`) before it may no longer preempt while borrowing
+/// (`borrowWithinCohort`): borrowing again by preemption would only be
+/// reclaimed again. The other side of [`BORROWER_PREEMPTIONS`], which
+/// shields each victim but not the next one: a borrower that took three
+/// different victims in turn, each time reclaimed by an owner whose peers
+/// then preempted each other, churned one owner's workloads 13 times
+/// (found by the soak, seed 105319).
+pub const RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION: u32 = 2;
+
 /// Whether the preemptor's queue policy allows evicting `victim` for
 /// `reason`. Fair-sharing preemption follows `reclaimWithinCohort`, as in
 /// Kueue. `victim_borrow_preemptions`: how often borrowing preemptors
-/// already took it.
+/// already took it; `preemptor_reclaimed`: how often owners reclaimed
+/// the preemptor's borrowed quota.
 pub fn allows(
     policy: &PreemptionPolicy,
     reason: PreemptionReason,
@@ -91,6 +102,7 @@ pub fn allows(
     preemptor: Rank,
     victim: Rank,
     victim_borrow_preemptions: u32,
+    preemptor_reclaimed: u32,
 ) -> bool {
     match (reason, relation) {
         (PreemptionReason::InClusterQueue, Relation::SameQueue) => {
@@ -104,6 +116,7 @@ pub fn allows(
         ),
         (PreemptionReason::InCohortReclaimWhileBorrowing, Relation::SameTree) => {
             victim_borrow_preemptions < BORROWER_PREEMPTIONS
+                && preemptor_reclaimed < RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION
                 && borrow_within_cohort_allows(policy, preemptor.priority, victim.priority)
         }
         _ => false,
@@ -152,6 +165,7 @@ mod tests {
             Relation::SameQueue,
             hi,
             lo,
+            0,
             0
         ));
         assert!(!allows(
@@ -160,6 +174,7 @@ mod tests {
             Relation::SameTree,
             hi,
             lo,
+            0,
             0
         ));
         assert!(allows(
@@ -168,6 +183,7 @@ mod tests {
             Relation::SameTree,
             lo,
             hi,
+            0,
             0
         ));
         assert!(!allows(
@@ -176,6 +192,7 @@ mod tests {
             Relation::SameQueue,
             lo,
             hi,
+            0,
             0
         ));
         assert!(!allows(
@@ -184,6 +201,7 @@ mod tests {
             Relation::Unrelated,
             lo,
             hi,
+            0,
             0
         ));
         // A borrower preempted twice by borrowers is shielded from them.
@@ -202,9 +220,24 @@ mod tests {
                 hi,
                 lo,
                 shield,
+                0,
             )
         };
         assert!(take(0) && take(1) && !take(BORROWER_PREEMPTIONS));
+        // A borrower whose borrowing owners reclaimed twice may no longer
+        // preempt while borrowing.
+        let borrow_again = |reclaimed| {
+            allows(
+                &borrowing,
+                PreemptionReason::InCohortReclaimWhileBorrowing,
+                Relation::SameTree,
+                hi,
+                lo,
+                0,
+                reclaimed,
+            )
+        };
+        assert!(borrow_again(1) && !borrow_again(RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION));
         // borrowWithinCohort is Never here.
         assert!(!allows(
             &policy,
@@ -212,6 +245,7 @@ mod tests {
             Relation::SameTree,
             hi,
             lo,
+            0,
             0
         ));
     }

@@ -96,14 +96,11 @@ pub(crate) fn try_preempt(
     // this cycle cannot take it. The working state thus only ever
     // over-approximates real usage, so every admission it allows is one the
     // ledger will accept.
-    let mut reserve = plan.cells.clone();
+    let reserve = quota_beyond_victims(cycle, node, plan, chosen.iter().map(|&i| &all[i]));
     let mut reserve_on_cluster = plan.cells.clone();
     for cand in chosen.iter().map(|&i| &all[i]) {
         cycle.taken.insert(cand.workload.pending.id);
         for &(fr, q) in &cand.cells {
-            for r in reserve.iter_mut().filter(|r| r.0 == fr) {
-                r.1 = r.1.saturating_sub(q);
-            }
             if cand.cluster == Some(cluster) {
                 for r in reserve_on_cluster.iter_mut().filter(|r| r.0 == fr) {
                     r.1 = r.1.saturating_sub(q);
@@ -146,6 +143,50 @@ pub(crate) fn try_preempt(
         format!("waiting for workloads preempted on cluster {cluster_name} to stop")
     };
     Ok(PendingReason::new(ReasonKind::Preempting, message))
+}
+
+/// What of `plan` must come out of quota free right now, once `victims`
+/// are gone: the plan less what removing them makes available to `node`
+/// in the quota tree. A victim of another ClusterQueue frees `node`
+/// nothing unless its queue was borrowing, and one chosen only for room
+/// on the cluster may free no quota at all; subtracting victims' cells
+/// one for one (as before) under-reserved, and the queue's lower
+/// workloads were admitted into the preemptor's room and preempted again
+/// (found by the soak, seed 107281: one preemptor, two victims, eight
+/// rounds while a third victim could not stop).
+fn quota_beyond_victims<'a, 's: 'a>(
+    cycle: &Cycle<'_>,
+    node: NodeId,
+    plan: &Plan,
+    victims: impl Iterator<Item = &'a Candidate<'s>>,
+) -> Vec<(FrId, u64)> {
+    let tree = &cycle.snap.tree;
+    let mut after = cycle.usage.clone();
+    for cand in victims {
+        for &(fr, q) in &cand.cells {
+            tree.release(&mut after, cand.node, fr, q);
+        }
+    }
+    // Pod sets on one flavor repeat a cell: what is freed counts once.
+    let mut freed: Vec<(FrId, u64)> = Vec::new();
+    plan.cells
+        .iter()
+        .map(|&(fr, q)| {
+            let left = match freed.iter_mut().find(|f| f.0 == fr) {
+                Some(f) => &mut f.1,
+                None => {
+                    let gained = tree
+                        .available(&after, node, fr)
+                        .saturating_sub(tree.available(&cycle.usage, node, fr));
+                    freed.push((fr, gained));
+                    &mut freed.last_mut().expect("just pushed").1
+                }
+            };
+            let covered = q.min(*left);
+            *left -= covered;
+            (fr, q - covered)
+        })
+        .collect()
 }
 
 /// Why no set of victims frees enough for `w`: who holds what it needs,
@@ -322,6 +363,7 @@ fn candidates<'s>(
                     preemptor,
                     victim,
                     a.pending.borrow_preemptions,
+                    w.reclaimed,
                 ) {
                     consider(a, false, reason);
                 }

@@ -43,6 +43,9 @@ pub struct PendingWorkload {
     /// How often a borrowing preemptor (borrowWithinCohort) preempted it
     /// (`fleetq_scheduler::policy::BORROWER_PREEMPTIONS`).
     pub borrow_preemptions: u32,
+    /// How often owners reclaimed its borrowed quota
+    /// (`fleetq_scheduler::policy::RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION`).
+    pub reclaimed: u32,
 }
 
 /// A workload holding a quota reservation.

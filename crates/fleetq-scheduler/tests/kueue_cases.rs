@@ -580,6 +580,7 @@ fn pending_workload(
         not_before: None,
         nominated: false,
         borrow_preemptions: 0,
+        reclaimed: 0,
     }
 }
 

@@ -346,6 +346,7 @@ fn run(w: &World) -> Result<(), TestCaseError> {
                     not_before: None,
                     nominated: false,
                     borrow_preemptions: 0,
+                    reclaimed: 0,
                 })
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 next_id += 1;

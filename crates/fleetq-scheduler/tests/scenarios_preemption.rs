@@ -4,6 +4,7 @@
 mod common;
 
 use common::{set, units, Sim};
+use fleetq_model::ClusterState;
 use fleetq_scheduler::{FairSharingStrategy, PreemptionReason, ReasonKind, SchedulerConfig};
 
 /// One queue of 8 GPUs, no cohort; `{within}` is its withinClusterQueue.
@@ -349,4 +350,84 @@ fn a_reason_says_why_preemption_could_not_help() {
         "{}",
         s.reason("b").message
     );
+}
+
+/// Two queues of one cohort: team (withinClusterQueue LowerPriority, no
+/// borrowing) and other.
+const TWO_OWNERS: &str = r#"
+- kind: ResourceFlavor
+  name: h100
+- kind: ClusterQueue
+  name: team
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 4, borrowingLimit: 0}
+    preemption: {withinClusterQueue: LowerPriority}
+- kind: ClusterQueue
+  name: other
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 4}
+- kind: LocalQueue
+  namespace: ns
+  name: t
+  spec: {clusterQueue: team}
+- kind: LocalQueue
+  namespace: ns
+  name: o
+  spec: {clusterQueue: other}
+- kind: WorkloadPriorityClass
+  name: high
+  value: 1000
+- kind: WorkloadPriorityClass
+  name: low
+  value: 10
+"#;
+
+/// A preemptor counts another queue's evicting workload for room on the
+/// cluster, but that workload frees its queue no quota: the preemptor's
+/// quota reservation must not count it, or a lower workload of its own
+/// queue is admitted into the room it waits for and preempted again (the
+/// soak, seed 107281: eight rounds).
+#[test]
+fn a_victim_of_another_queue_frees_the_preemptor_no_quota() {
+    let mut s = Sim::new(
+        TWO_OWNERS,
+        &["east: h100/nvidia.com/gpu=4", "west: h100/nvidia.com/gpu=2"],
+    );
+    s.set_cluster_state("west", ClusterState::Unreachable);
+    s.submit("other0 q=o gpu=2 pc=low");
+    s.submit("low0 q=t gpu=2 pc=low");
+    s.cycle();
+    assert_eq!(s.running(), set(&["other0", "low0"]));
+    // other0 is on its way out for a reason of its own (its queue's
+    // preemptor went elsewhere, its cluster drains...).
+    let other0 = s.id("other0");
+    s.snap.mark_evicting(other0).unwrap();
+    s.set_cluster_state("west", ClusterState::Ready);
+    s.submit("hi q=t gpu=4 pc=high");
+    s.cycle();
+    assert_eq!(s.preempted_now(), set(&["low0"]));
+    // As the ledger does once the preemption is applied.
+    let hi = s.id("hi");
+    assert!(s.snap.set_nominated(hi, true));
+    // team's 2 free GPUs are hi's: low1 fits west, but not the quota.
+    s.submit("low1 q=t gpu=2 pc=low");
+    s.cycle();
+    assert!(s.admitted_now().is_empty(), "{:?}", s.admitted_now());
+    assert!(s.last.preemptions.is_empty());
+    s.evictions_complete();
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["hi"]));
+    assert_eq!(s.cluster_of("hi"), "east");
 }

@@ -188,6 +188,7 @@ impl Sim {
                 not_before: None,
                 nominated: false,
                 borrow_preemptions: 0,
+                reclaimed: 0,
             })
             .unwrap();
         self.ids.insert(name.clone(), id);
