@@ -508,6 +508,12 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
         return Err(fail(v.check, v.detail));
     }
     let trace = trace_digest(sim_elapsed, &summary, &injected, &registry, &entries);
+    // FLEETQ_CHAOS_DEBUG=always dumps a passing run too: two dumps of one
+    // seed, diffed, show where a run stopped being deterministic.
+    if std::env::var_os("FLEETQ_CHAOS_DEBUG").is_some_and(|v| v == "always") {
+        dump_history(&registry, &entries);
+        dump_log(&world.disks);
+    }
 
     Ok(RunReport {
         plan,

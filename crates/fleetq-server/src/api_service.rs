@@ -230,9 +230,19 @@ fn namespace_of(req: &pb::ListWorkloadsRequest) -> &str {
 /// stall every call and heartbeat it serves).
 const PARSE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// Manifests up to this size parse inline: tens of microseconds, less
+/// than the hop to a blocking thread. It also keeps the simulator
+/// deterministic: a blocking thread finishes in real time, so its result
+/// landed at a different simulated moment on every run of one seed (the
+/// chaos client's quota changes; `chaos/tests/determinism.rs`).
+const INLINE_PARSE_BYTES: usize = 64 * 1024;
+
 async fn parse_manifests(
     text: String,
 ) -> Result<Vec<fleetq_model::kueue::ImportedDocument>, Vec<FieldError>> {
+    if text.len() <= INLINE_PARSE_BYTES {
+        return import_manifests(&text);
+    }
     let parse = tokio::task::spawn_blocking(move || import_manifests(&text));
     match tokio::time::timeout(PARSE_DEADLINE, parse).await {
         Ok(Ok(result)) => result,
