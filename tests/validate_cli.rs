@@ -258,7 +258,7 @@ fn invalid_set_reports_every_error_with_its_path() {
         "{name: nvidia.com/gpu, nominalQuota: 8, lendingLimit: 10}",
     );
     let unknown_field = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: b200}\nspec:\n  nodeLabel: {gpu: b200}\n";
-    let unknown_kind = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata: {name: default}\nspec: {levels: [{nodeLabel: rack}]}\n";
+    let bad_topology = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata: {name: default}\nspec: {levels: [{nodeLabel: kubernetes.io/hostname}, {nodeLabel: rack}]}\n";
     let missing_priority = JOB.replace("priority-class: low", "priority-class: urgent");
     let orphan_lq = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: orphan, namespace: team-c}\nspec: {clusterQueue: team-c}\n";
     let negative = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: team-n}\nspec:\n  resourceGroups:\n  - coveredResources: [nvidia.com/gpu]\n    flavors:\n    - name: h100\n      resources: [{name: nvidia.com/gpu, nominalQuota: -1}]\n";
@@ -268,7 +268,7 @@ fn invalid_set_reports_every_error_with_its_path() {
         ("queues.yaml", &lending),
         ("priorities.yaml", PRIORITIES),
         ("flavor.yaml", unknown_field),
-        ("topology.yaml", unknown_kind),
+        ("topology.yaml", bad_topology),
         ("job.yaml", &missing_priority),
         ("orphan.yaml", orphan_lq),
         ("negative.yaml", negative),
@@ -277,7 +277,7 @@ fn invalid_set_reports_every_error_with_its_path() {
     let expected = [
         ("queues.yaml", "queues.yaml: document 3: ClusterQueue/team-a: spec.resourceGroups[0].flavors[0].resources[1].lendingLimit: 10 exceeds nominalQuota 8"),
         ("flavor.yaml", "flavor.yaml: document 1: ResourceFlavor/b200: spec.nodeLabel: unknown field `nodeLabel`"),
-        ("topology.yaml", "topology.yaml: document 1: Topology/default: kind: kueue.x-k8s.io/v1beta2 Topology is not supported"),
+        ("topology.yaml", "topology.yaml: document 1: Topology/default: spec.levels[0].nodeLabel: kubernetes.io/hostname can only be the last (lowest) level"),
         ("job.yaml", r#"job.yaml: document 1: Job/team-b/eval: metadata.labels["kueue.x-k8s.io/priority-class"]: WorkloadPriorityClass "urgent" does not exist"#),
         ("orphan.yaml", r#"orphan.yaml: document 1: LocalQueue/team-c/orphan: spec.clusterQueue: ClusterQueue "team-c" does not exist"#),
         ("negative.yaml", r#"negative.yaml: document 1: ClusterQueue/team-n: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: quantity "-1" is negative"#),

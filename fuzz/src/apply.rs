@@ -654,6 +654,7 @@ impl Harness {
                         count: 1 + u32::from(pods & 3),
                         min_count: (pods & 4 == 4).then_some(1),
                         requests,
+                        topology_request: None,
                     }],
                     maximum_execution_time: (extras & 1 == 1)
                         .then(|| Duration::from_secs(60 * (1 + u64::from(extras >> 1)))),

@@ -9,7 +9,7 @@ use super::client;
 
 #[derive(Debug, Args)]
 pub struct DeleteArgs {
-    /// cq, cohort, flavor, lq or pc.
+    /// cq, cohort, flavor, lq, pc or topology.
     pub kind: String,
     pub name: String,
     /// Namespace of a LocalQueue.

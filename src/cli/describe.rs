@@ -1,4 +1,4 @@
-//! `fleetq describe workload|cq|cluster NAME`: one object in detail.
+//! `fleetq describe workload|cq|cluster|topology NAME`: one object in detail.
 
 use std::process::ExitCode;
 
@@ -10,7 +10,7 @@ use super::view;
 
 #[derive(Debug, Args)]
 pub struct DescribeArgs {
-    /// workload (wl), cq (clusterqueue) or cluster.
+    /// workload (wl), cq (clusterqueue), cluster or topology.
     pub kind: String,
     pub name: String,
     #[arg(short = 'n', long, default_value = "default")]
@@ -73,6 +73,14 @@ async fn describe(c: &mut Client, args: &DescribeArgs) -> Result<(), String> {
                 }
             );
             println!("Requests:      {}", w.requests);
+            // Said on every line, so nobody reads a stored request as a
+            // placement guarantee.
+            for request in &w.topology_requests {
+                println!(
+                    "Topology:      {request} ({})",
+                    fleetq_model::topology::PLACEMENT_NOTE
+                );
+            }
             println!("State:         {}", w.state);
             if w.state == "Pending" {
                 println!(
@@ -190,8 +198,72 @@ async fn describe(c: &mut Client, args: &DescribeArgs) -> Result<(), String> {
             view::print_table(&["FLAVOR", "RESOURCE", "CAPACITY", "ASSIGNED"], &rows);
             Ok(())
         }
+        "topology" | "topologies" | "topo" => describe_topology(c, &args.name).await,
         other => Err(format!(
-            "cannot describe {other:?}; use workload, cq or cluster"
+            "cannot describe {other:?}; use workload, cq, cluster or topology"
         )),
     }
+}
+
+/// A Topology: its levels, broadest first, and the flavors that name it.
+async fn describe_topology(c: &mut Client, name: &str) -> Result<(), String> {
+    let status = |s: tonic::Status| client::status_line(&s);
+    let objects = c
+        .get_object(pb::GetObjectRequest {
+            kind: "Topology".into(),
+            name: name.to_string(),
+        })
+        .await
+        .map_err(status)?
+        .into_inner()
+        .objects_json;
+    let topology = objects
+        .first()
+        .and_then(|o| serde_json::from_str::<fleetq_model::config::Object>(o).ok());
+    let Some(fleetq_model::config::Object::Topology(topology)) = topology else {
+        return Err(format!("the server sent no Topology {name:?}"));
+    };
+    let flavors = c
+        .list_objects(pb::ListObjectsRequest {
+            kind: "ResourceFlavor".into(),
+            namespace: String::new(),
+        })
+        .await
+        .map_err(status)?
+        .into_inner()
+        .objects_json;
+    let users: Vec<String> = flavors
+        .iter()
+        .filter_map(|o| serde_json::from_str::<fleetq_model::config::Object>(o).ok())
+        .filter_map(|o| match o {
+            fleetq_model::config::Object::ResourceFlavor(f)
+                if f.spec.topology_name.as_deref() == Some(topology.name.as_str()) =>
+            {
+                Some(f.name)
+            }
+            _ => None,
+        })
+        .collect();
+    println!("Name:       {}", topology.name);
+    println!(
+        "Used by:    {}",
+        if users.is_empty() {
+            "-".to_string()
+        } else {
+            users
+                .iter()
+                .map(|u| format!("ResourceFlavor {u}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    println!("Placement:  {}", fleetq_model::topology::PLACEMENT_NOTE);
+    println!();
+    let rows: Vec<Vec<String>> = topology
+        .labels()
+        .enumerate()
+        .map(|(i, label)| vec![i.to_string(), label.to_string()])
+        .collect();
+    view::print_table(&["LEVEL", "NODE LABEL"], &rows);
+    Ok(())
 }

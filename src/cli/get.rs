@@ -12,7 +12,8 @@ use super::view::{self, Output, WorkloadView};
 #[derive(Debug, Args)]
 pub struct GetArgs {
     /// What to list: cq (clusterqueues), cohort, flavor (resourceflavors),
-    /// lq (localqueues), pc (workloadpriorityclasses), workloads (wl),
+    /// lq (localqueues), pc (workloadpriorityclasses), topology
+    /// (topologies), workloads (wl),
     /// clusters, pending (pending workloads in admission order: needs
     /// --cluster-queue or --local-queue).
     #[arg(value_parser = kinds(), ignore_case = true, hide_possible_values = true)]
@@ -64,6 +65,9 @@ fn kinds() -> clap::builder::PossibleValuesParser {
             "priorityclass",
             "wpc",
         ]),
+        V::new("topology")
+            .help("Topologies (Kueue TAS levels)")
+            .aliases(["topologies", "topo"]),
         V::new("workloads")
             .help("Workloads")
             .aliases(["workload", "wl", "wls"]),
@@ -144,7 +148,7 @@ async fn get(c: &mut Client, args: &GetArgs) -> Result<(), String> {
         kind => {
             let kind = fleetq_server::api_service::canonical_kind(kind).ok_or_else(|| {
                 format!(
-                    "unknown kind {:?}; use cq, cohort, flavor, lq, pc, workloads, clusters or pending",
+                    "unknown kind {:?}; use cq, cohort, flavor, lq, pc, topology, workloads, clusters or pending",
                     args.kind
                 )
             })?;
@@ -534,6 +538,10 @@ async fn print_objects(
                 .map(|v| vec![text(v, &["name"]), text(v, &["spec", "parentName"])])
                 .collect(),
         ),
+        "Topology" => (
+            vec!["NAME", "LEVELS"],
+            values.iter().map(topology_row).collect(),
+        ),
         "ResourceFlavor" => (
             vec!["NAME", "NODE LABELS"],
             values
@@ -574,4 +582,19 @@ async fn print_objects(
     }
     view::print_table(&header, &rows);
     Ok(())
+}
+
+/// A Topology's table row: its name and its levels, broadest first.
+fn topology_row(v: &Value) -> Vec<String> {
+    let levels: Vec<&str> = v
+        .pointer("/spec/levels")
+        .and_then(Value::as_array)
+        .map(|levels| {
+            levels
+                .iter()
+                .filter_map(|l| l.get("nodeLabel").and_then(Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default();
+    vec![text(v, &["name"]), levels.join(", ")]
 }

@@ -106,6 +106,7 @@ fn workload_from_flags(args: &SubmitArgs) -> Result<Workload, Vec<String>> {
                 count: args.count,
                 min_count: None,
                 requests,
+                topology_request: None,
             }],
             run: RunSpec {
                 command: args.command.clone(),

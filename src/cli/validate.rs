@@ -52,7 +52,8 @@ impl Report {
 }
 
 /// Kinds in the order the summary lists them: what others depend on first.
-const KIND_ORDER: [&str; 7] = [
+const KIND_ORDER: [&str; 8] = [
+    "Topology",
     "ResourceFlavor",
     "Cohort",
     "ClusterQueue",

@@ -197,6 +197,7 @@ fn run(mode: Mode, seed: u64) -> Run {
                             count: 1,
                             min_count: None,
                             requests: BTreeMap::from([(GPU.to_string(), Quantity::units(j.gpus))]),
+                            topology_request: None,
                         }],
                         ..WorkloadSpec::default()
                     },

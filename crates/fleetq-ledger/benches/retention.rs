@@ -84,6 +84,7 @@ fn workload(i: usize) -> Workload {
                 count: 1,
                 min_count: None,
                 requests: BTreeMap::from([(GPU.to_string(), Quantity::units(1))]),
+                topology_request: None,
             }],
             ..WorkloadSpec::default()
         },

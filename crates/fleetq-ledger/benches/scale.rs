@@ -163,6 +163,7 @@ fn workload(i: usize) -> Workload {
                     (GPU.to_string(), Quantity::units(1)),
                     ("cpu".to_string(), Quantity::units(8)),
                 ]),
+                topology_request: None,
             }],
             ..WorkloadSpec::default()
         },

@@ -277,6 +277,11 @@ impl Ledger {
                 );
                 continue;
             }
+            if let (Some(Object::Topology(old)), Object::Topology(new)) = (&before, object) {
+                if let Some(problem) = old.update_problem(new) {
+                    errors.push(FieldError::new(&name, "spec.levels", problem).in_document(i + 1));
+                }
+            }
             let change = match before {
                 None => "created",
                 Some(b) if &b == object => "unchanged",
@@ -303,6 +308,26 @@ impl Ledger {
                 "metadata.name",
                 format!("{kind} {name:?} does not exist"),
             )]);
+        }
+        if kind == "Topology" {
+            // The flavors are named here rather than left to validate(),
+            // which would report each flavor's topologyName as dangling.
+            let users = self.state.config.flavors_using_topology(name);
+            if !users.is_empty() {
+                return Response::refused(vec![FieldError::new(
+                    &object,
+                    "metadata.name",
+                    match users.as_slice() {
+                        [one] => format!(
+                            "ResourceFlavor {one:?} still names it in spec.topologyName; change or delete that flavor first"
+                        ),
+                        many => format!(
+                            "ResourceFlavors {} still name it in spec.topologyName; change or delete those flavors first",
+                            many.iter().map(|u| format!("{u:?}")).collect::<Vec<_>>().join(", ")
+                        ),
+                    },
+                )]);
+            }
         }
         if kind == "ClusterQueue" {
             let holders = self

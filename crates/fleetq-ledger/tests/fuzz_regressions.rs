@@ -91,6 +91,7 @@ fn import_keeps_a_misconfigured_reason_the_scheduler_gave() {
                                 "nvidia.com/gpu".to_string(),
                                 Quantity::units(1),
                             )]),
+                            topology_request: None,
                         }],
                         ..WorkloadSpec::default()
                     },

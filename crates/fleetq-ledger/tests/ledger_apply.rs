@@ -103,6 +103,7 @@ fn workload(name: &str, gpus: u64, priority_class: Option<&str>) -> fleetq_model
                 count: 1,
                 min_count: None,
                 requests: BTreeMap::from([(GPU.to_string(), Quantity::units(gpus))]),
+                topology_request: None,
             }],
             ..WorkloadSpec::default()
         },

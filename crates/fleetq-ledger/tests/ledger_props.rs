@@ -269,6 +269,7 @@ fn workload(op: &Op) -> Submission {
                         "nvidia.com/gpu".to_string(),
                         Quantity::units(*gpus),
                     )]),
+                    topology_request: None,
                 }],
                 ..WorkloadSpec::default()
             },

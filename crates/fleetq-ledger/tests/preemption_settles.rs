@@ -87,6 +87,7 @@ fn burst(seed: u64, n: usize) -> Vec<(Submission, Job)> {
                         count: 1,
                         min_count: None,
                         requests: BTreeMap::from([(resource.to_string(), Quantity::units(count))]),
+                        topology_request: None,
                     }],
                     ..WorkloadSpec::default()
                 },
@@ -364,6 +365,7 @@ fn gpu_workload(name: &str, class: &str, gpus: u64) -> Submission {
                     count: 1,
                     min_count: None,
                     requests: BTreeMap::from([(GPU.to_string(), Quantity::units(gpus))]),
+                    topology_request: None,
                 }],
                 ..WorkloadSpec::default()
             },

@@ -107,6 +107,7 @@ fn submission(name: &str, gpus: u64) -> Submission {
                         "nvidia.com/gpu".to_string(),
                         Quantity::units(gpus),
                     )]),
+                    topology_request: None,
                 }],
                 ..WorkloadSpec::default()
             },

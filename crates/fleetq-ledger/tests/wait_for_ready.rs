@@ -112,6 +112,7 @@ impl Harness {
                         "nvidia.com/gpu".to_string(),
                         fleetq_model::Quantity::from_milli(gpus * 1000),
                     )]),
+                    topology_request: None,
                 }],
                 ..WorkloadSpec::default()
             },

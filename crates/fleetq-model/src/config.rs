@@ -14,7 +14,8 @@ use crate::kueue::syntax::{dns_label_error, qualified_name_error};
 use crate::namespace::{selector_matches, Namespace, NAME_LABEL};
 use crate::settings::SchedulingSettings;
 use crate::{
-    ClusterQueue, Cohort, LocalQueue, Quantity, ResourceFlavor, Workload, WorkloadPriorityClass,
+    ClusterQueue, Cohort, LocalQueue, Quantity, ResourceFlavor, Topology, Workload,
+    WorkloadPriorityClass,
 };
 
 /// Any object fleetq stores, tagged by its Kueue kind.
@@ -31,6 +32,8 @@ pub enum Object {
     Configuration(SchedulingSettings),
     /// A `v1/Namespace`, for its labels (namespace selectors).
     Namespace(Namespace),
+    /// Kueue's Topology (TAS levels), named by ResourceFlavors.
+    Topology(Topology),
 }
 
 /// The one name a Configuration is stored under.
@@ -49,6 +52,7 @@ impl Object {
             Object::Workload(o) => o.key(),
             Object::Configuration(_) => CONFIGURATION_NAME.to_string(),
             Object::Namespace(o) => o.name.clone(),
+            Object::Topology(o) => o.name.clone(),
         }
     }
 
@@ -62,6 +66,7 @@ impl Object {
             Object::Workload(_) => "Workload",
             Object::Configuration(_) => "Configuration",
             Object::Namespace(_) => "Namespace",
+            Object::Topology(_) => "Topology",
         }
     }
 
@@ -76,6 +81,7 @@ impl Object {
             Object::Workload(o) => format!("Workload/{}/{}", o.namespace, o.name),
             Object::Configuration(_) => "Configuration".to_string(),
             Object::Namespace(o) => format!("Namespace/{}", o.name),
+            Object::Topology(o) => format!("Topology/{}", o.name),
         }
     }
 }
@@ -95,6 +101,11 @@ pub struct Config {
     /// Namespaces applied as `v1/Namespace` objects, for their labels.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub namespaces: BTreeMap<String, Namespace>,
+    /// Kueue Topologies, named by flavors' `spec.topologyName`. Absent from
+    /// the serialised state (and the hash) while there are none, so a
+    /// ledger written before they existed hashes the same.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub topologies: BTreeMap<String, Topology>,
 }
 
 /// Where a valid workload goes and at what priority.
@@ -170,6 +181,9 @@ impl Config {
             Object::Namespace(o) => {
                 self.namespaces.insert(o.name.clone(), o);
             }
+            Object::Topology(o) => {
+                self.topologies.insert(o.name.clone(), o);
+            }
             Object::Workload(w) => return Err(Box::new(w)),
         }
         Ok(())
@@ -194,6 +208,7 @@ impl Config {
                 .map(Object::WorkloadPriorityClass),
             "Configuration" => self.settings.clone().map(Object::Configuration),
             "Namespace" => self.namespaces.get(name).cloned().map(Object::Namespace),
+            "Topology" => self.topologies.get(name).cloned().map(Object::Topology),
             _ => None,
         }
     }
@@ -211,6 +226,7 @@ impl Config {
                 .map(Object::WorkloadPriorityClass),
             "Configuration" => self.settings.take().map(Object::Configuration),
             "Namespace" => self.namespaces.remove(name).map(Object::Namespace),
+            "Topology" => self.topologies.remove(name).map(Object::Topology),
             _ => None,
         }
     }
@@ -218,6 +234,8 @@ impl Config {
     /// Every configuration object, in kind order.
     pub fn objects(&self) -> Vec<Object> {
         let mut out: Vec<Object> = Vec::new();
+        // Topologies first: flavors name them.
+        out.extend(self.topologies.values().cloned().map(Object::Topology));
         out.extend(self.flavors.values().cloned().map(Object::ResourceFlavor));
         out.extend(self.cohorts.values().cloned().map(Object::Cohort));
         out.extend(
@@ -277,8 +295,16 @@ impl Config {
                 errors.push(FieldError::new("Configuration", path, message));
             }
         }
+        for topology in self.topologies.values() {
+            let object = format!("Topology/{}", topology.name);
+            check_name(&mut errors, &object, "metadata.name", &topology.name);
+            for (path, message) in topology.problems() {
+                errors.push(FieldError::new(&object, path, message));
+            }
+        }
         for flavor in self.flavors.values() {
             validate_flavor(flavor, &mut errors);
+            self.check_flavor_topology(flavor, &mut errors);
         }
         for cohort in self.cohorts.values() {
             self.validate_cohort(cohort, &mut errors);
@@ -710,6 +736,7 @@ impl Config {
                     ));
                 }
             }
+            self.check_topology_request(&object, &path, ps, cq, &mut errors);
             if ps.total(ps.count).is_none() {
                 errors.push(FieldError::new(
                     &object,

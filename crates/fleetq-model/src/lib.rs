@@ -20,6 +20,7 @@ pub mod quantity;
 pub mod resources;
 pub mod settings;
 pub mod time;
+pub mod topology;
 pub mod workload;
 
 pub use cluster::{Cluster, ClusterState};
@@ -33,4 +34,5 @@ pub use priority::WorkloadPriorityClass;
 pub use quantity::{Quantity, QuantityError};
 pub use resources::{FlavorName, FlavorResource, FlavorUsage, ResourceList, ResourceName};
 pub use time::Timestamp;
+pub use topology::{PodSetTopologyRequest, Topology};
 pub use workload::{PodSet, Workload};

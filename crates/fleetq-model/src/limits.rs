@@ -193,6 +193,7 @@ mod tests {
                     requests: (0..requests)
                         .map(|i| (format!("example.com/r{i}"), Quantity::units(1)))
                         .collect(),
+                    topology_request: None,
                 }],
                 ..WorkloadSpec::default()
             },

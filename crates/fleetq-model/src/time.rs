@@ -36,6 +36,18 @@ impl Timestamp {
     pub fn since(self, earlier: Timestamp) -> Duration {
         Duration::from_millis(self.0.saturating_sub(earlier.0))
     }
+
+    /// `2024-05-01T12:00:00Z`: UTC to the second, as Kubernetes writes a
+    /// `metav1.Time` (`creationTimestamp`, a condition's
+    /// `lastTransitionTime`); the milliseconds are dropped, as there.
+    pub fn rfc3339(self) -> String {
+        let seconds = i64::try_from(self.0 / 1000).unwrap_or(i64::MAX);
+        // Past year 9999 (jiff's range) prints jiff's last instant: no
+        // timestamp fleetq stamps gets there.
+        jiff::Timestamp::from_second(seconds)
+            .unwrap_or(jiff::Timestamp::MAX)
+            .to_string()
+    }
 }
 
 impl fmt::Display for Timestamp {
@@ -175,6 +187,24 @@ pub mod duration_opt {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timestamps_print_as_kubernetes_times() {
+        assert_eq!(Timestamp(0).rfc3339(), "1970-01-01T00:00:00Z");
+        assert_eq!(Timestamp(951_782_400_999).rfc3339(), "2000-02-29T00:00:00Z");
+        assert_eq!(
+            Timestamp(1_714_564_800_000).rfc3339(),
+            "2024-05-01T12:00:00Z"
+        );
+        assert_eq!(
+            Timestamp(1_735_689_599_000).rfc3339(),
+            "2024-12-31T23:59:59Z"
+        );
+        assert_eq!(
+            Timestamp(4_107_542_400_000).rfc3339(),
+            "2100-03-01T00:00:00Z"
+        );
+    }
 
     #[test]
     fn parses_and_formats_durations() {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::resources::{scale, ResourceList, GPU};
 use crate::time::duration_opt;
+use crate::topology::PodSetTopologyRequest;
 use crate::Quantity;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -170,6 +171,12 @@ pub struct PodSet {
     /// Requests of one pod.
     #[serde(default)]
     pub requests: ResourceList,
+    /// Kueue's topology-aware placement request. Stored and validated, not
+    /// yet honoured by placement (crate::topology). Absent from the JSON
+    /// when unset, so workloads and log entries written before it existed
+    /// read back unchanged and hash the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_request: Option<PodSetTopologyRequest>,
 }
 
 impl PodSet {

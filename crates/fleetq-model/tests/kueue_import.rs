@@ -113,6 +113,7 @@ fn quota(
 // Kueue's documentation examples
 
 const IMPORTABLE_EXAMPLES: &[&str] = &[
+    "tas-sample-gpu-queues.yaml",
     "admission-fair-sharing-setup.yaml",
     "borrowing-cohort.yaml",
     "cluster-queue-borrowing-limit.yaml",
@@ -162,7 +163,7 @@ fn every_fixture_is_covered() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/kueue-docs");
     for entry in std::fs::read_dir(dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
-        let with_foreign_kinds = ["tas-sample-gpu-queues.yaml", "provisioning-setup.yaml"];
+        let with_foreign_kinds = ["provisioning-setup.yaml"];
         assert!(
             IMPORTABLE_EXAMPLES.contains(&name.as_str())
                 || with_foreign_kinds.contains(&name.as_str()),
@@ -626,14 +627,11 @@ fn gpu_job_on_the_provisioning_queue() {
 #[test]
 fn topology_aware_gpu_queues() {
     let yaml = fixture("tas-sample-gpu-queues.yaml");
-    let errors = import_err(&yaml);
-    assert_eq!(errors.len(), 1);
-    assert_eq!(errors[0].document, Some(1));
-    assert_eq!(errors[0].object, "Topology/default");
-    assert!(errors[0].message.contains("not supported"), "{}", errors[0]);
-
-    let set = set_of(&[without_kinds(&yaml, &["Topology"])]);
+    let set = set_of(&[yaml]);
     assert_valid(&set);
+    let topology = &set.config.topologies["default"];
+    assert!(topology.labels().count() >= 2, "{topology:?}");
+    assert_eq!(topology.labels().last(), Some("kubernetes.io/hostname"));
     let flavor = &set.config.flavors["tas-flavor"];
     assert_eq!(flavor.spec.topology_name.as_deref(), Some("default"));
     assert_eq!(flavor.spec.tolerations[0]["key"], "nvidia.com/gpu");
@@ -743,7 +741,7 @@ fn unknown_field_names_document_object_and_path() {
 fn every_bad_document_is_reported() {
     let yaml = r#"
 apiVersion: kueue.x-k8s.io/v1beta2
-kind: Topology
+kind: AdmissionCheck
 metadata: {name: default}
 ---
 apiVersion: kueue.x-k8s.io/v1
@@ -770,7 +768,7 @@ metadata: {name: q}
     let errors = import_err(yaml);
     let text = lines(&errors);
     assert_eq!(errors.len(), 5, "{text}");
-    assert!(text.contains("document 1: Topology/default: kind: kueue.x-k8s.io/v1beta2 Topology is not supported: fleetq imports"), "{text}");
+    assert!(text.contains("document 1: AdmissionCheck/default: kind: kueue.x-k8s.io/v1beta2 AdmissionCheck is not supported: fleetq imports"), "{text}");
     assert!(text.contains(r#"document 2: Cohort/org: apiVersion: "kueue.x-k8s.io/v1" is not a supported apiVersion for Cohort; use kueue.x-k8s.io/v1alpha1 or kueue.x-k8s.io/v1beta1 or kueue.x-k8s.io/v1beta2"#), "{text}");
     assert!(text.contains("document 3: ClusterQueue/team-a: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: quantity \"-4\" is negative"), "{text}");
     assert!(

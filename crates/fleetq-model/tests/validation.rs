@@ -315,7 +315,10 @@ fn config_rules() {
         Row {
             rule: "topologyName needs node labels",
             extra: "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {name: f}\nspec: {topologyName: default}\n".into(),
-            expect: vec![("ResourceFlavor/f", "spec.topologyName", "at least one entry in spec.nodeLabels")],
+            expect: vec![
+                ("ResourceFlavor/f", "spec.topologyName", "at least one entry in spec.nodeLabels"),
+                ("ResourceFlavor/f", "spec.topologyName", "Topology \"default\" does not exist"),
+            ],
         },
         Row {
             rule: "taints have a key and a known effect, once per key and effect",
@@ -529,6 +532,7 @@ fn workload(edit: impl FnOnce(&mut Workload)) -> Workload {
             ("nvidia.com/gpu".to_string(), Quantity::units(1)),
         ]
         .into(),
+        topology_request: None,
     }];
     edit(&mut w);
     w
@@ -540,6 +544,7 @@ fn pod_set(name: &str) -> PodSet {
         count: 1,
         min_count: None,
         requests: Default::default(),
+        topology_request: None,
     }
 }
 

@@ -113,6 +113,7 @@ fn snapshot(pending: usize, queues: usize) -> Snapshot {
                         ("cpu".to_string(), Quantity::units(8)),
                     ]
                     .into(),
+                    topology_request: None,
                 }],
                 ..WorkloadSpec::default()
             },

@@ -554,6 +554,7 @@ fn workload(key: &str, pod_sets: &[PodSetDef]) -> Workload {
                         .iter()
                         .map(|(r, q)| (r.clone(), q.quantity()))
                         .collect(),
+                    topology_request: None,
                 })
                 .collect(),
             ..WorkloadSpec::default()

@@ -327,6 +327,7 @@ fn run(w: &World) -> Result<(), TestCaseError> {
                             count: *count,
                             min_count: *min,
                             requests: [(GPU.to_string(), Quantity::units(*gpus))].into(),
+                            topology_request: None,
                         }],
                         maximum_execution_time: Some(Duration::from_secs(600)),
                         min_runtime_before_preemption: minrun.then_some(Duration::from_secs(300)),

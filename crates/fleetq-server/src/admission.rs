@@ -384,6 +384,7 @@ spec: {clusterQueue: team}
                             "nvidia.com/gpu".to_string(),
                             Quantity::units(4),
                         )]),
+                        topology_request: None,
                     }],
                     ..WorkloadSpec::default()
                 },

@@ -973,6 +973,7 @@ spec:
                         count: 1,
                         min_count: None,
                         requests: BTreeMap::from([(GPU.to_string(), Quantity::units(gpus))]),
+                        topology_request: None,
                     }],
                     ..WorkloadSpec::default()
                 },

@@ -110,6 +110,15 @@ pub fn workload_status(ledger: &Ledger, record: &WorkloadRecord) -> pb::Workload
         requests: requests_summary(record),
         position: 0,
         local_queue_position: 0,
+        topology_requests: w
+            .spec
+            .pod_sets
+            .iter()
+            .filter_map(|ps| {
+                let request = ps.topology_request.as_ref()?;
+                Some(format!("{}: {request}", ps.name))
+            })
+            .collect(),
     }
 }
 

@@ -901,6 +901,7 @@ spec:
                         count: 1,
                         min_count: None,
                         requests: BTreeMap::from([(resource.to_string(), Quantity::units(amount))]),
+                        topology_request: None,
                     }],
                     ..WorkloadSpec::default()
                 },

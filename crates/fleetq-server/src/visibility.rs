@@ -854,6 +854,7 @@ value: 10
                             "nvidia.com/gpu".to_string(),
                             Quantity::units(4),
                         )]),
+                        topology_request: None,
                     }],
                     ..WorkloadSpec::default()
                 },

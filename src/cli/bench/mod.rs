@@ -286,6 +286,7 @@ fn workload(
                     fleetq_model::Quantity::from_milli(1000),
                 )]
                 .into(),
+                topology_request: None,
             }],
             run: RunSpec {
                 duration: Some(runtime),

@@ -49,7 +49,7 @@ struct PriorityClassManifest {
     description: String,
 }
 
-fn manifest<S: DeserializeOwned>(
+pub(super) fn manifest<S: DeserializeOwned>(
     value: Value,
     at: &Location,
 ) -> Result<(String, ObjectMeta, Option<S>), Vec<FieldError>> {

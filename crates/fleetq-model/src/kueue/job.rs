@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::meta::{annotation_path, decode, label_path, Location, ObjectMeta};
 use super::pod::PodTemplate;
+use super::topology::{job_request, job_rewrites as topology_rewrites};
 use super::workload::{pod_requests, workload_name, NamedWorkload};
 use super::{
     Converted, DEFAULT_NAMESPACE, DEFAULT_POD_SET, MAX_EXEC_TIME_LABEL, MIN_PARALLELISM_ANNOTATION,
@@ -118,6 +119,12 @@ pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldErr
             }
         });
     let maximum_execution_time = maximum_execution_time(&metadata, &spec, at, &mut errors);
+    let topology_request = job_request(
+        &metadata.annotations,
+        &spec.template.metadata,
+        at,
+        &mut errors,
+    );
     let requests =
         pod_requests(&spec.template.spec, "spec.template.spec", at).unwrap_or_else(|error| {
             errors.push(error);
@@ -148,13 +155,17 @@ pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldErr
                 count,
                 min_count,
                 requests,
+                topology_request,
             }],
             run,
             maximum_execution_time,
             ..WorkloadSpec::default()
         },
     };
-    Ok(workload.into_converted(generated_name, job_rewrites()))
+    // The topology rewrites are the more specific ones, so they go first.
+    let mut rewrites = topology_rewrites();
+    rewrites.extend(job_rewrites());
+    Ok(workload.into_converted(generated_name, rewrites))
 }
 
 /// The shorter of `spec.activeDeadlineSeconds` (Kubernetes kills the Job

@@ -8,7 +8,7 @@
 //!
 //! | apiVersion | kinds |
 //! |---|---|
-//! | `kueue.x-k8s.io/v1beta1`, `v1beta2` | ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload, Cohort |
+//! | `kueue.x-k8s.io/v1beta1`, `v1beta2` | ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload, Cohort, Topology |
 //! | `kueue.x-k8s.io/v1alpha1` | Cohort |
 //! | `batch/v1` | Job (becomes a Workload, as Kueue's job integration does) |
 //!
@@ -18,14 +18,17 @@
 //! ignored. Jobs are strict only where fleetq interprets them (see [`pod`]).
 //! Every error carries the document number, the object and the field path.
 
+mod annotations;
 mod config_kinds;
 mod documents;
+pub mod export;
 pub mod guard;
 mod job;
 mod meta;
 mod pod;
 pub(crate) mod rules;
 pub(crate) mod syntax;
+mod topology;
 mod workload;
 
 use serde_json::Value;
@@ -34,6 +37,10 @@ use crate::config::Object;
 use crate::FieldError;
 pub(crate) use meta::join as join_path;
 use meta::Location;
+pub use topology::{
+    JOB_COMPLETION_INDEX_LABEL, PREFERRED_ANNOTATION, REQUIRED_ANNOTATION,
+    SLICE_REQUIRED_ANNOTATION, SLICE_SIZE_ANNOTATION, UNCONSTRAINED_ANNOTATION,
+};
 
 /// Kueue's API group.
 pub const KUEUE_GROUP: &str = "kueue.x-k8s.io";
@@ -118,6 +125,7 @@ enum Kind {
     Job,
     Configuration,
     Namespace,
+    Topology,
 }
 
 const KUEUE_V1BETA: &[&str] = &["kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2"];
@@ -134,7 +142,7 @@ const KUEUE_CONFIG: &[&str] = &[
 ];
 
 const SUPPORTED: &str = "fleetq imports kueue.x-k8s.io/v1beta1 and v1beta2 ResourceFlavor, \
-    ClusterQueue, LocalQueue, WorkloadPriorityClass and Workload; Cohort in \
+    ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload and Topology; Cohort in \
     kueue.x-k8s.io/v1alpha1, v1beta1 and v1beta2; batch/v1 Job; \
     config.kueue.x-k8s.io/v1beta1 and v1beta2 Configuration; v1 Namespace; and v1 List of those";
 
@@ -150,6 +158,7 @@ impl Kind {
             "Job" => Kind::Job,
             "Configuration" => Kind::Configuration,
             "Namespace" => Kind::Namespace,
+            "Topology" => Kind::Topology,
             _ => return None,
         })
     }
@@ -263,6 +272,7 @@ fn import_value(
         Kind::Job => job::job(value, &at),
         Kind::Configuration => config_kinds::configuration(value, &at),
         Kind::Namespace => config_kinds::namespace(value, &at),
+        Kind::Topology => topology::topology(value, &at),
     };
     match result {
         Ok(converted) => imported.push(ImportedDocument {

@@ -15,6 +15,10 @@ use crate::{Quantity, ResourceList};
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct PodTemplate {
+    /// Read only for Kueue's pod-set annotations (kueue/topology.rs), and
+    /// kept untyped: the rest is the executor's and passes through.
+    #[serde(default)]
+    pub metadata: serde_json::Value,
     #[serde(default)]
     pub spec: PodSpec,
 }

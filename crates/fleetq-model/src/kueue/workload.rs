@@ -7,8 +7,10 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::annotations;
 use super::meta::{decode, Location, ObjectMeta};
 use super::pod::{PodSpec, PodTemplate};
+use super::topology::{workload_request, KueueTopologyRequest};
 use super::{Converted, DEFAULT_NAMESPACE, DEFAULT_POD_SET, KUEUE_GROUP};
 use crate::config::Object;
 use crate::workload::{RunSpec, WorkloadSpec};
@@ -75,9 +77,8 @@ struct KueuePodSet {
     #[serde(default)]
     min_count: Option<i32>,
     template: PodTemplate,
-    /// Topology-aware scheduling inside a cluster is the cluster's business.
-    #[serde(default, rename = "topologyRequest")]
-    _topology_request: IgnoredAny,
+    #[serde(default)]
+    topology_request: Option<KueueTopologyRequest>,
 }
 
 fn default_pod_set_name() -> String {
@@ -162,8 +163,12 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
         "spec.maximumExecutionTimeSeconds".to_string(),
     ));
 
+    // fleetq's own fields, which Kueue's Workload has no place for.
+    let extensions = annotations::read(&manifest.metadata.annotations, at, &mut errors);
+
     let mut pod_sets = Vec::new();
-    for (i, pod_set) in spec.pod_sets.iter().enumerate() {
+    let mut first_pod = None;
+    for (i, pod_set) in spec.pod_sets.into_iter().enumerate() {
         let path = format!("spec.podSets[{i}]");
         let count = non_negative(pod_set.count, &format!("{path}.count"), at, &mut errors);
         let min_count = pod_set
@@ -178,22 +183,28 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
             format!("{path}.requests"),
             format!("{path}.template.spec.containers[*].resources.requests"),
         ));
+        let topology_request = pod_set.topology_request.and_then(|request| {
+            workload_request(request, &format!("{path}.topologyRequest"), at, &mut errors)
+        });
         pod_sets.push(PodSet {
-            name: pod_set.name.clone(),
+            name: pod_set.name,
             count,
             min_count,
             requests,
+            topology_request,
         });
+        first_pod.get_or_insert(pod_set.template.spec);
     }
     if !errors.is_empty() {
         return Err(errors);
     }
-    let first_pod = spec.pod_sets.first().map(|ps| &ps.template.spec);
+    let first_pod = first_pod.as_ref();
     let run = RunSpec {
         command: first_pod.map(PodSpec::first_command).unwrap_or_default(),
         image: first_pod.and_then(PodSpec::first_image),
         env: first_pod.map(PodSpec::first_env).unwrap_or_default(),
-        ..RunSpec::default()
+        job_template: extensions.job_template,
+        duration: extensions.duration,
     };
     let workload = NamedWorkload {
         source_name: format!("Workload/{namespace}/{name}"),
@@ -206,7 +217,8 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
             pod_sets,
             run,
             maximum_execution_time,
-            ..WorkloadSpec::default()
+            min_runtime_before_preemption: extensions.min_runtime_before_preemption,
+            preemption_grace_period: extensions.preemption_grace_period,
         },
     };
     Ok(workload.into_converted(generated_name, rewrites))
