@@ -15,6 +15,8 @@ pub mod completion;
 pub mod delete;
 pub mod describe;
 pub mod dev;
+#[cfg(test)]
+mod doc_commands;
 pub mod examples;
 pub mod get;
 pub mod huge_pages;
