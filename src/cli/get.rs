@@ -1,8 +1,12 @@
 //! `fleetq get KIND [NAME]`: list objects, workloads and clusters.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use clap::Args;
+use fleetq_model::config::Object;
+use fleetq_model::kueue::export::{self, QueueStatus, UsageCell};
+use fleetq_model::{LocalQueue, Quantity};
 use fleetq_proto::v1 as pb;
 use serde_json::Value;
 
@@ -491,11 +495,7 @@ async fn print_objects(
     single: bool,
 ) -> Result<(), String> {
     if !output.is_table() {
-        return if single && values.len() == 1 {
-            view::print_structured(&values[0], output)
-        } else {
-            view::print_structured(&values, output)
-        };
+        return print_kueue_objects(c, values, output, single).await;
     }
     let (header, rows): (Vec<&str>, Vec<Vec<String>>) = match kind {
         "ClusterQueue" => {
@@ -597,4 +597,248 @@ fn topology_row(v: &Value) -> Vec<String> {
         })
         .unwrap_or_default();
     vec![text(v, &["name"]), levels.join(", ")]
+}
+
+/// `-o json|yaml` of the configuration kinds: each object as Kueue writes
+/// it (`fleetq_model::kueue::export`), so that what is printed applies
+/// back unchanged; ClusterQueues and LocalQueues with their `status`. One
+/// object asked for by name prints alone, anything else as a `v1 List`,
+/// as `kubectl get` prints them.
+async fn print_kueue_objects(
+    c: &mut Client,
+    values: &[Value],
+    output: Output,
+    single: bool,
+) -> Result<(), String> {
+    let objects = values
+        .iter()
+        .map(|v| {
+            serde_json::from_value::<Object>(v.clone())
+                .map_err(|e| format!("the server sent an object this CLI cannot read: {e}"))
+        })
+        .collect::<Result<Vec<Object>, String>>()?;
+    let mut workloads = LocalQueueWorkloads::default();
+    let mut items = Vec::with_capacity(objects.len());
+    for object in &objects {
+        items.push(match object {
+            Object::ClusterQueue(cq) => {
+                let status = cluster_queue_status(c, &cq.name).await;
+                export::cluster_queue(cq, status.as_ref())
+            }
+            Object::LocalQueue(lq) => {
+                let status = workloads.status_of(c, lq).await;
+                export::local_queue(lq, status.as_ref())
+            }
+            other => export::object(other),
+        });
+    }
+    if single && items.len() == 1 {
+        view::print_structured(&items[0], output)
+    } else {
+        view::print_structured(&export::list(items), output)
+    }
+}
+
+/// A ClusterQueue's `status` from DescribeClusterQueue (what `get cq`
+/// shows): its pending and admitted counts and its usage per flavor and
+/// resource, in its quota order. `None` when the server does not answer.
+async fn cluster_queue_status(c: &mut Client, name: &str) -> Option<QueueStatus> {
+    let s = c
+        .describe_cluster_queue(pb::ClusterQueueRef {
+            name: name.to_string(),
+        })
+        .await
+        .ok()?
+        .into_inner();
+    let quantity = |q: &str| q.parse::<Quantity>().unwrap_or_default();
+    Some(QueueStatus {
+        pending_workloads: s.pending,
+        // No admission checks: a reservation is an admission.
+        reserving_workloads: s.admitted,
+        admitted_workloads: s.admitted,
+        usage: s
+            .resources
+            .iter()
+            .map(|r| UsageCell {
+                flavor: r.flavor.clone(),
+                resource: r.resource.clone(),
+                total: quantity(&r.usage),
+                borrowed: Some(quantity(&r.borrowed)),
+            })
+            .collect(),
+    })
+}
+
+/// The workloads of each namespace, listed once for all its LocalQueues.
+#[derive(Default)]
+struct LocalQueueWorkloads {
+    /// Namespace -> its workloads; `None` where listing them failed.
+    by_namespace: std::collections::HashMap<String, Option<Vec<pb::WorkloadStatus>>>,
+}
+
+impl LocalQueueWorkloads {
+    /// `lq`'s `status`: its pending and admitted workloads, and what the
+    /// admitted ones use per flavor and resource. `None` when its
+    /// namespace's workloads cannot be listed.
+    async fn status_of(&mut self, c: &mut Client, lq: &LocalQueue) -> Option<QueueStatus> {
+        if !self.by_namespace.contains_key(&lq.namespace) {
+            let listed = c
+                .list_workloads(pb::ListWorkloadsRequest {
+                    namespace: lq.namespace.clone(),
+                    ..Default::default()
+                })
+                .await
+                .ok()
+                .map(|r| r.into_inner().workloads);
+            self.by_namespace.insert(lq.namespace.clone(), listed);
+        }
+        let workloads = self.by_namespace.get(&lq.namespace)?.as_ref()?;
+        Some(local_queue_status(lq, workloads))
+    }
+}
+
+/// Counts and usage of `lq` from its namespace's workloads, as
+/// `QueueStatus::of_local_queue` counts them from the ledger's: pending
+/// ones are pending, admitted or running ones with a reservation are
+/// reserving and admitted, and each assigned pod set adds a pod's
+/// requests times its admitted count to the flavor of each resource.
+fn local_queue_status(lq: &LocalQueue, workloads: &[pb::WorkloadStatus]) -> QueueStatus {
+    let mut status = QueueStatus::default();
+    let mut usage: BTreeMap<(String, String), Quantity> = BTreeMap::new();
+    let ours = workloads
+        .iter()
+        .filter(|w| w.namespace == lq.namespace && w.queue == lq.name);
+    for w in ours {
+        match w.state.as_str() {
+            "Pending" => status.pending_workloads += 1,
+            "Admitted" | "Running" if !w.flavors.is_empty() => {
+                status.reserving_workloads += 1;
+                status.admitted_workloads += 1;
+                let requests = pod_requests(&w.requests);
+                // Assignments list the pod sets in the spec's order, as
+                // the requests summary does.
+                for (assigned, per_pod) in w.flavors.iter().zip(&requests) {
+                    for (resource, amount) in per_pod {
+                        let Some(flavor) = assigned.flavors.get(resource) else {
+                            continue;
+                        };
+                        let total = amount.saturating_mul(u64::from(assigned.count));
+                        let cell = usage.entry((flavor.clone(), resource.clone())).or_default();
+                        *cell = cell.saturating_add(total);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    status.usage = usage
+        .into_iter()
+        .map(|((flavor, resource), total)| UsageCell {
+            flavor,
+            resource,
+            total,
+            borrowed: None,
+        })
+        .collect();
+    status
+}
+
+/// A pod's requests per pod set from WorkloadStatus's `requests` summary
+/// (`"nvidia.com/gpu: 2, cpu: 8 x 4; cpu: 1 x 1"`: per pod set, a pod's
+/// requests and the pod count); what does not read as a quantity is
+/// left out.
+fn pod_requests(summary: &str) -> Vec<Vec<(String, Quantity)>> {
+    if summary.is_empty() {
+        return Vec::new();
+    }
+    summary
+        .split("; ")
+        .map(|pod_set| {
+            let requests = pod_set.rsplit_once(" x ").map_or(pod_set, |(r, _)| r);
+            requests
+                .split(", ")
+                .filter_map(|r| {
+                    let (name, amount) = r.split_once(": ")?;
+                    Some((name.trim().to_string(), amount.trim().parse().ok()?))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(s: &str) -> Quantity {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_requests_summary_reads_back_per_pod_set() {
+        assert_eq!(
+            pod_requests("nvidia.com/gpu: 2, cpu: 8 x 4; cpu: 500m x 1; x 3"),
+            vec![
+                vec![("nvidia.com/gpu".into(), q("2")), ("cpu".into(), q("8"))],
+                vec![("cpu".into(), q("500m"))],
+                vec![],
+            ]
+        );
+        assert!(pod_requests("").is_empty());
+    }
+
+    #[test]
+    fn a_local_queue_counts_its_own_workloads() {
+        let lq: LocalQueue = serde_json::from_value(serde_json::json!({
+            "namespace": "default", "name": "team-a", "spec": {"clusterQueue": "team-a"}
+        }))
+        .unwrap();
+        let w = |name: &str, queue: &str, state: &str, admitted: bool| pb::WorkloadStatus {
+            namespace: "default".into(),
+            name: name.into(),
+            queue: queue.into(),
+            state: state.into(),
+            requests: "nvidia.com/gpu: 2 x 2; cpu: 1 x 1".into(),
+            flavors: if admitted {
+                vec![
+                    pb::PodSetFlavors {
+                        name: "main".into(),
+                        count: 2,
+                        flavors: [("nvidia.com/gpu".into(), "h100".into())].into(),
+                    },
+                    pb::PodSetFlavors {
+                        name: "launcher".into(),
+                        count: 1,
+                        flavors: [("cpu".into(), "cpu".into())].into(),
+                    },
+                ]
+            } else {
+                Vec::new()
+            },
+            ..Default::default()
+        };
+        let list = [
+            w("a", "team-a", "Running", true),
+            w("b", "team-a", "Admitted", true),
+            w("c", "team-a", "Pending", false),
+            w("d", "team-b", "Running", true),
+            w("e", "team-a", "Succeeded", false),
+        ];
+        let status = local_queue_status(&lq, &list);
+        assert_eq!(status.pending_workloads, 1);
+        assert_eq!(status.admitted_workloads, 2);
+        assert_eq!(status.reserving_workloads, 2);
+        let cells: Vec<(&str, &str, String)> = status
+            .usage
+            .iter()
+            .map(|c| (c.flavor.as_str(), c.resource.as_str(), c.total.to_string()))
+            .collect();
+        assert_eq!(
+            cells,
+            vec![
+                ("cpu", "cpu", "2".to_string()),
+                ("h100", "nvidia.com/gpu", "8".to_string())
+            ]
+        );
+    }
 }
