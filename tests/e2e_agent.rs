@@ -995,6 +995,58 @@ fn process_workloads_run_as_nobody_without_the_agents_secrets() {
     );
     let mode = std::fs::metadata(&path).expect("log").permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{}", path.display());
+
+    // The workload's environment must not reach the root wrapper: with
+    // PATH set on it, root ran the tenant's own `setpriv`.
+    let fake = group.dir.path().join("fake-bin");
+    std::fs::create_dir_all(&fake).expect("fake dir");
+    let marker = group.dir.path().join("ran-as-root");
+    let fake_setpriv = fake.join("setpriv");
+    std::fs::write(
+        &fake_setpriv,
+        format!("#!/bin/sh\nid -u > {}\n", marker.display()),
+    )
+    .expect("fake setpriv");
+    std::fs::set_permissions(&fake_setpriv, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let manifest = format!(
+        r#"apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {{name: path-probe, namespace: default}}
+spec:
+  queueName: team-a
+  podSets:
+  - name: main
+    count: 1
+    template:
+      spec:
+        containers:
+        - name: main
+          command: [sh, -c, "echo uid=$(id -u) path=$PATH; echo path-done"]
+          env: [{{name: PATH, value: "{}:/usr/bin:/bin"}}, {{name: CUDA_VISIBLE_DEVICES, value: all}}]
+          resources: {{requests: {{nvidia.com/gpu: "1"}}}}
+"#,
+        fake.display()
+    );
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], &manifest);
+    assert!(out.status.success(), "{}", text(&out));
+    let ended = wait_for(Duration::from_secs(20), || {
+        workload(&group, "path-probe")
+            .filter(|w| w["state"] == "Succeeded" || w["state"] == "Failed")
+    })
+    .expect("the probe ends");
+    assert!(!marker.exists(), "root ran the tenant's setpriv");
+    assert_eq!(ended["state"], "Succeeded", "{ended}");
+    let seen = std::fs::read_dir(state.join("logs"))
+        .expect("logs dir")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .find(|l| l.contains("path-done"))
+        .expect("the path probe's log");
+    // Its own PATH, as the user it was dropped to.
+    assert!(
+        seen.contains(&format!("uid={nobody} path={}:", fake.display())),
+        "{seen}"
+    );
     agent.kill().expect("kill agent");
     let _ = agent.wait();
 

@@ -338,6 +338,30 @@ fn dev_limits_writes_per_client_request_size_and_agent_sessions() {
         "{stderr}"
     );
 
+    // An Apply of five Workloads is five writes, over the burst of two:
+    // refused whole, none of them in the ledger.
+    std::thread::sleep(Duration::from_secs(2));
+    let five: String = (0..5)
+        .map(|i| {
+            format!(
+                "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {{name: applied-{i}, namespace: default}}\nspec:\n  queueName: team-a\n  podSets:\n  - name: main\n    count: 1\n    template:\n      spec:\n        containers:\n        - name: main\n          resources: {{requests: {{nvidia.com/gpu: \"1\"}}}}\n---\n"
+            )
+        })
+        .collect();
+    let out = cli_stdin(&addr, &["apply", "-f", "-"], &five);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("a batch of 5 workloads is more than a client's burst of 2"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        !workload_names(&addr)
+            .iter()
+            .any(|n| n.starts_with("applied-")),
+        "a refused Apply left workloads"
+    );
+
     // --max-request-bytes 1Mi: 2 MiB is refused, naming it; no token spent.
     let before = settled_hash(&addr);
     let err = runtime().block_on(oversized_submit(&addr, 2 << 20));

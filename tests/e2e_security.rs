@@ -675,6 +675,23 @@ fn the_http_side_shows_each_tenant_its_own_namespaces() {
         ]);
         assert!(out.status.success(), "{}", text(&out));
     }
+    // And one admitted workload per namespace (1 GPU each), on a cluster.
+    let _east = agent(&fleet, "east", "agent-east");
+    for ns in ["team-a", "team-b"] {
+        let name = format!("small-{ns}");
+        let out = fleet.admin(&[
+            "submit",
+            "-n",
+            ns,
+            "--queue",
+            ns,
+            "--name",
+            &name,
+            "--request",
+            "nvidia.com/gpu=1",
+        ]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
     let get = |path: &str, token: Option<&str>| {
         let headers = token
             .map(|t| format!("Authorization: Bearer {t}\r\n"))
@@ -709,6 +726,36 @@ fn the_http_side_shows_each_tenant_its_own_namespaces() {
     })
     .expect("the overview counts both");
     assert!(names(&overview.body).is_empty(), "{}", overview.body);
+    // Nor an admitted workload's name, nor the state hash.
+    let placed = |body: &str| -> Vec<String> {
+        let v: Value = serde_json::from_str(body).expect("JSON");
+        v["clusters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["workloads"].as_array().cloned().unwrap_or_default())
+            .filter_map(|w| w["name"].as_str().map(String::from))
+            .collect()
+    };
+    let admitted = |v: &Value| -> u64 {
+        v["clusters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["workloadCount"].as_u64())
+            .sum()
+    };
+    let overview = wait_for(Duration::from_secs(10), || {
+        let r = get("/api/v1/overview", None);
+        let v: Value = serde_json::from_str(&r.body).ok()?;
+        (admitted(&v) == 2).then_some(r)
+    })
+    .expect("the overview counts both admitted workloads");
+    assert!(placed(&overview.body).is_empty(), "{}", overview.body);
+    let v: Value = serde_json::from_str(&overview.body).expect("JSON");
+    assert_eq!(v["raft"]["stateHash"], "", "{}", overview.body);
+    let r = get("/api/v1/overview", Some(&fleet.token));
+    assert_eq!(placed(&r.body), ["small-team-a"], "{}", r.body);
     let pending = "/apis/visibility.kueue.x-k8s.io/v1beta1/clusterqueues/team-a/pendingworkloads";
     assert_eq!(get(pending, None).status, 401);
     // team-a's token: its namespace only.

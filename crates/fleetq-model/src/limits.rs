@@ -48,6 +48,20 @@ fn too_long(object: &str, path: &str, len: usize, max: usize) -> FieldError {
 }
 
 impl Workload {
+    /// Whether its `run.jobTemplate` asks for no more than it is charged
+    /// ([`crate::kueue::job_template_problem`]). At the API only, not in
+    /// apply(): see there.
+    pub fn check_job_template(&self) -> Result<(), FieldError> {
+        match crate::kueue::job_template_problem(&self.spec) {
+            None => Ok(()),
+            Some((path, message)) => Err(FieldError::new(
+                object_name("Workload", &self.namespace, &self.name),
+                format!("spec.{path}"),
+                message,
+            )),
+        }
+    }
+
     /// The first size limit the workload breaks.
     pub fn check_limits(&self) -> Result<(), FieldError> {
         let object = object_name("Workload", &self.namespace, &self.name);

@@ -1222,3 +1222,82 @@ fairSharing:
     let errors = import_err("apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nfairShare: {enable: true}\n");
     assert!(lines(&errors).contains("fairShare"), "{}", lines(&errors));
 }
+
+/// A Job's template asks Kubernetes for exactly what its pod set is
+/// charged; a template edited afterwards (by hand, in an annotation or a
+/// JSON submission) to ask for more is refused, naming the field.
+#[test]
+fn a_job_template_asks_for_no_more_than_its_charge() {
+    let yaml = r#"
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: train
+  namespace: team-a
+  labels: {kueue.x-k8s.io/queue-name: team-a}
+spec:
+  parallelism: 2
+  completions: 4
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: pytorch:2
+        resources:
+          limits: {nvidia.com/gpu: "1"}
+          requests: {cpu: "2"}
+"#;
+    let workload = match import_ok(yaml).remove(0).object {
+        Object::Workload(w) => w,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        fleetq_model::kueue::job_template_problem(&workload.spec),
+        None
+    );
+    assert!(workload.check_job_template().is_ok());
+
+    // Eight GPUs per pod while charged one.
+    let mut greedy = workload.clone();
+    let template = greedy
+        .spec
+        .run
+        .job_template
+        .as_mut()
+        .expect("a Job keeps its template");
+    template["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+        ["nvidia.com/gpu"] = "8".into();
+    let (path, message) = fleetq_model::kueue::job_template_problem(&greedy.spec).expect("refused");
+    assert_eq!(path, "run.jobTemplate.spec.template.spec");
+    assert!(
+        message.contains("nvidia.com/gpu=8") && message.contains("nvidia.com/gpu=1"),
+        "{message}"
+    );
+    let error = greedy.check_job_template().unwrap_err();
+    assert_eq!(error.object, "Workload/team-a/train");
+    assert_eq!(error.path, "spec.run.jobTemplate.spec.template.spec");
+
+    // More pods at once than the pod set's count.
+    let mut wide = workload.clone();
+    let template = wide.spec.run.job_template.as_mut().expect("template");
+    template["spec"]["parallelism"] = 4.into();
+    let (path, message) = fleetq_model::kueue::job_template_problem(&wide.spec).expect("refused");
+    assert_eq!(path, "run.jobTemplate.spec.parallelism");
+    assert!(message.contains("runs 4 pods at once"), "{message}");
+    // min(parallelism, completions) is what runs: 4 and 2 is 2 pods.
+    let template = wide.spec.run.job_template.as_mut().expect("template");
+    template["spec"]["completions"] = 2.into();
+    assert_eq!(fleetq_model::kueue::job_template_problem(&wide.spec), None);
+
+    // A second pod set, and a huge template.
+    let mut two = workload.clone();
+    two.spec.pod_sets.push(two.spec.pod_sets[0].clone());
+    assert!(fleetq_model::kueue::job_template_problem(&two.spec)
+        .is_some_and(|(_, m)| m.contains("2 pod sets")));
+    let mut huge = workload;
+    let template = huge.spec.run.job_template.as_mut().expect("template");
+    template["metadata"] = serde_json::json!({"annotations": {"x": "y".repeat(200_000)}});
+    assert!(fleetq_model::kueue::job_template_problem(&huge.spec)
+        .is_some_and(|(p, m)| p == "run.jobTemplate" && m.contains("at most 131072")));
+}

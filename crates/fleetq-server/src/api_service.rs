@@ -292,7 +292,7 @@ impl FleetQ for ApiService {
         };
         for doc in &documents {
             if let Object::Workload(w) = &doc.object {
-                if let Err(e) = w.check_limits() {
+                if let Err(e) = w.check_limits().and_then(|()| w.check_job_template()) {
                     return Ok(tonic::Response::new(pb::ApplyResponse {
                         changes: Vec::new(),
                         errors: status::field_errors(&[e.in_document(doc.document)]),
@@ -306,6 +306,14 @@ impl FleetQ for ApiService {
             self.auth
                 .allow(&request, "Apply", &caller, object_action(&doc.object))?;
         }
+        // Each workload past the first is one more write, as in Submit.
+        let extra = documents
+            .iter()
+            .filter(|d| matches!(d.object, Object::Workload(_)))
+            .count()
+            .saturating_sub(1);
+        let more = u32::try_from(extra).unwrap_or(u32::MAX);
+        self.writes.admit_more("Apply", &request, &caller, more)?;
         let req = request.into_inner();
         let mut objects = Vec::new();
         let mut workloads = Vec::new();
@@ -478,6 +486,9 @@ impl FleetQ for ApiService {
 
     async fn submit(&self, request: Request<pb::SubmitRequest>) -> Reply<pb::SubmitResponse> {
         let caller = self.auth.identify(&request, "Submit")?;
+        // As for Apply: a caller that may write nothing costs no parsing.
+        self.auth
+            .allow(&request, "Submit", &caller, Action::WriteAny)?;
         self.writes.admit("Submit", &request, &caller)?;
         let req = request.get_ref();
         let mut texts: Vec<&str> = req.workloads_json.iter().map(String::as_str).collect();
@@ -494,6 +505,7 @@ impl FleetQ for ApiService {
             // here too, so an oversized one never reaches the log.
             match parse_workload(text, i).and_then(|w| {
                 w.check_limits().map_err(|e| e.in_document(i + 1))?;
+                w.check_job_template().map_err(|e| e.in_document(i + 1))?;
                 Ok(w)
             }) {
                 Ok(w) => workloads.push(w),

@@ -143,6 +143,15 @@ impl Dashboard {
             .workloads
             .retain(|w| viewer.sees(&w.namespace));
         overview.events.retain(|e| viewer.sees(&e.namespace));
+        // Placed workloads too: the count per cluster stays, the names go.
+        for cluster in &mut overview.clusters {
+            cluster.workloads.retain(|w| viewer.sees(&w.namespace));
+        }
+        // The state hash is for those who may check replicas against each
+        // other (as the API gives it to admins only).
+        if !matches!(viewer, crate::auth::Viewer::All) {
+            overview.raft.state_hash.clear();
+        }
         let (status, body) = match serde_json::to_vec(&overview) {
             Ok(body) => (StatusCode::OK, body),
             Err(e) => (

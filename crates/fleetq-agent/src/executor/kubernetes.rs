@@ -77,6 +77,11 @@ pub fn job_manifest(
     assignment: &Assignment,
     mapping: &FlavorMapping,
 ) -> Result<Job, String> {
+    // The API refuses such a template; an agent checks again, as it
+    // trusts nothing it is sent to run.
+    if let Some((path, message)) = fleetq_model::kueue::job_template_problem(&workload.spec) {
+        return Err(format!("{path}: {message}"));
+    }
     let mut job = match &workload.spec.run.job_template {
         Some(template) => {
             if let Some(kind) = template.get("kind").and_then(Value::as_str) {
@@ -752,10 +757,25 @@ mod tests {
         let mut w = imported(1);
         w.spec.run.job_template = Some(json!({"kind": "Deployment"}));
         let err = job_manifest(1, 1, "east", &w, &assignment(1), &mapping()).unwrap_err();
-        assert!(err.starts_with("run.jobTemplate:"), "{err}");
+        assert!(err.starts_with("run.jobTemplate"), "{err}");
         w.spec.run.job_template = Some(json!({"kind": "Job", "spec": {"parallelism": "many"}}));
         let err = job_manifest(1, 1, "east", &w, &assignment(1), &mapping()).unwrap_err();
-        assert!(err.starts_with("run.jobTemplate:"), "{err}");
+        assert!(err.starts_with("run.jobTemplate"), "{err}");
+    }
+
+    /// A template that asks Kubernetes for more devices than the pod set
+    /// is charged is not created, whatever the API let through.
+    #[test]
+    fn a_template_asking_for_more_than_its_charge_is_not_created() {
+        let mut w = imported(2);
+        let template = w.spec.run.job_template.as_mut().unwrap();
+        template["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+            ["nvidia.com/gpu"] = json!("8");
+        let err = job_manifest(1, 1, "east", &w, &assignment(2), &mapping()).unwrap_err();
+        assert!(
+            err.starts_with("run.jobTemplate.spec.template.spec: each pod requests"),
+            "{err}"
+        );
     }
 
     fn job_with(spec: Value, status: Value) -> Job {

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::run_as::{RunAs, WORKLOAD_PATH};
+use super::run_as::{RunAs, ENV, SETPRIV, WORKLOAD_PATH};
 pub use super::JournalEntry;
 use super::{Event, Report};
 use crate::inventory::devices::{DevicePool, DeviceSlot};
@@ -287,13 +287,16 @@ impl ProcessExecutor {
         let exit_path = exit_path(&self.state_dir, workload, epoch);
         let uuids: Vec<String> = devices.iter().map(|d| d.uuid.clone()).collect();
         let mut cmd = tokio::process::Command::new("/bin/sh");
-        // sh (the agent's user) records the exit code where a re-adopting
-        // agent can read it; the workload itself runs as `run_as`, from an
-        // environment that holds nothing of the agent's.
+        // sh records the exit code where a re-adopting agent can read it,
+        // as the agent's user: so sh and everything before the drop run
+        // with a fixed environment and absolute paths. The workload's own
+        // environment is given only after the drop, by `env -i`: were it
+        // set on sh, a tenant's PATH would choose which `setpriv` root
+        // runs, and its LD_PRELOAD would load into a root shell.
         let (user, home) = self.run_as.user_and_home();
-        let drop_to: Vec<String> = match &self.run_as {
+        let mut argv: Vec<String> = match &self.run_as {
             RunAs::User { uid, gid, .. } => vec![
-                "setpriv".into(),
+                SETPRIV.into(),
                 format!("--reuid={uid}"),
                 format!("--regid={gid}"),
                 "--clear-groups".into(),
@@ -301,23 +304,17 @@ impl ProcessExecutor {
             ],
             _ => Vec::new(),
         };
+        argv.extend([ENV.to_string(), "-i".into(), "--".into()]);
+        let workload_env = workload_environment(spec, user, home, &uuids, epoch)?;
+        argv.extend(workload_env);
+        argv.extend(command.iter().cloned());
         cmd.arg("-c")
             .arg("exitf=$1; shift; \"$@\"; code=$?; echo $code > \"$exitf\"; exit $code")
             .arg("fleetq-workload")
             .arg(&exit_path)
-            .args(&drop_to)
-            .args(command)
+            .args(&argv)
             .env_clear()
             .env("PATH", WORKLOAD_PATH)
-            .env("HOME", home)
-            .env("USER", user)
-            .envs(&spec.spec.run.env)
-            .env("CUDA_VISIBLE_DEVICES", uuids.join(","))
-            .env(
-                "FLEETQ_WORKLOAD",
-                format!("{}/{}", spec.namespace, spec.name),
-            )
-            .env("FLEETQ_EPOCH", epoch.to_string())
             // Not the agent's working directory (its state, perhaps).
             .current_dir(if Path::new(home).is_dir() { home } else { "/" })
             .stdin(std::process::Stdio::null())
@@ -436,6 +433,45 @@ impl ProcessExecutor {
 }
 
 /// Reports how a child ended and forgets it.
+/// The workload's whole environment as `env` operands, in the order
+/// `env` applies them (a later name wins): the user's PATH, HOME and
+/// USER, then what the spec sets, then fleetq's own, which the spec
+/// cannot override. A name `env` would misread (empty, or holding `=`)
+/// and a command whose first word holds `=` (`env` would take it for
+/// one more variable) are refused.
+fn workload_environment(
+    spec: &Workload,
+    user: &str,
+    home: &str,
+    devices: &[String],
+    epoch: u64,
+) -> Result<Vec<String>, String> {
+    let run = &spec.spec.run;
+    if run.command.first().is_some_and(|c| c.contains('=')) {
+        return Err(format!(
+            "run.command[0]: {:?} holds '='; name the program by a path without '='",
+            run.command[0]
+        ));
+    }
+    let mut out = vec![
+        format!("PATH={WORKLOAD_PATH}"),
+        format!("HOME={home}"),
+        format!("USER={user}"),
+    ];
+    for (name, value) in &run.env {
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            return Err(format!(
+                "run.env: {name:?} is not an environment variable name"
+            ));
+        }
+        out.push(format!("{name}={value}"));
+    }
+    out.push(format!("CUDA_VISIBLE_DEVICES={}", devices.join(",")));
+    out.push(format!("FLEETQ_WORKLOAD={}/{}", spec.namespace, spec.name));
+    out.push(format!("FLEETQ_EPOCH={epoch}"));
+    Ok(out)
+}
+
 fn finish(
     events: &mpsc::UnboundedSender<Report>,
     state_dir: &Path,

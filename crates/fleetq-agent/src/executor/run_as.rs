@@ -14,9 +14,18 @@
 //!   another user.
 //! - Every workload starts from an empty environment: what its spec sets,
 //!   `CUDA_VISIBLE_DEVICES`, `FLEETQ_WORKLOAD`, `FLEETQ_EPOCH`, and
-//!   `PATH`, `HOME`, `USER` for the user it runs as.
+//!   `PATH`, `HOME`, `USER` for the user it runs as. That environment is
+//!   given by `env -i` after the drop; the root wrapper itself runs with a
+//!   fixed PATH and calls `setpriv` and `env` by absolute path, so nothing
+//!   a tenant sets (PATH, LD_PRELOAD) reaches a root process.
 
 use std::ffi::{CStr, CString};
+
+/// `setpriv` by absolute path: the root shell that drops to the
+/// workload's user looks nothing up in a PATH.
+pub const SETPRIV: &str = "/usr/bin/setpriv";
+/// `env`, which gives the workload its environment after the drop.
+pub const ENV: &str = "/usr/bin/env";
 
 /// The `PATH` a workload gets.
 pub const WORKLOAD_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
@@ -144,6 +153,11 @@ impl RunAs {
                 "run_as_user: root; set allow_root_workloads = true to run workloads as root"
                     .into(),
             );
+        }
+        if !std::path::Path::new(SETPRIV).is_file() {
+            return Err(format!(
+                "run_as_user: dropping to {user:?} needs {SETPRIV} (util-linux), which this machine lacks"
+            ));
         }
         Ok(RunAs::User {
             name: account.name,

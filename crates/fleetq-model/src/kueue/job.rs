@@ -240,3 +240,96 @@ fn job_rewrites() -> Vec<(String, String)> {
     .map(|(ours, theirs)| (ours.to_string(), theirs))
     .collect()
 }
+
+/// The largest `run.jobTemplate` fleetq takes, as compact JSON: a Job
+/// with a long pod template is a few KiB; the template is replicated
+/// state, held as long as the workload.
+pub const MAX_JOB_TEMPLATE_BYTES: usize = 128 * 1024;
+
+/// Whether a workload's `run.jobTemplate` asks Kubernetes for what its
+/// pod set is charged, and no more: one pod set, each pod's effective
+/// requests (containers, init containers, overhead, by Kubernetes' rules)
+/// exactly the pod set's, and `parallelism` at most its count. A Job made
+/// by the importer always passes; a template written by hand (a
+/// `fleetq.dev/job-template` annotation, a JSON submission) that asked for
+/// 8 GPUs while its pod set is charged 1 would take devices nobody paid
+/// for. Checked at the API before proposing and by the Kubernetes executor
+/// before it creates the Job; not in apply(), so that entries accepted
+/// before the check existed replay the same. The error is
+/// (field path, message).
+pub fn job_template_problem(spec: &WorkloadSpec) -> Option<(String, String)> {
+    let template = spec.run.job_template.as_ref()?;
+    let problem = |path: &str, message: String| Some((format!("run.jobTemplate{path}"), message));
+    let size = template.to_string().len();
+    if size > MAX_JOB_TEMPLATE_BYTES {
+        return problem(
+            "",
+            format!("is {size} bytes as JSON; at most {MAX_JOB_TEMPLATE_BYTES}"),
+        );
+    }
+    let [pod_set] = spec.pod_sets.as_slice() else {
+        return problem(
+            "",
+            format!(
+                "a Job has one pod template, but the workload has {} pod sets",
+                spec.pod_sets.len()
+            ),
+        );
+    };
+    let pod: PodTemplate = match template.pointer("/spec/template") {
+        Some(t) => match serde_json::from_value(t.clone()) {
+            Ok(pod) => pod,
+            Err(e) => return problem(".spec.template", format!("is not a pod template: {e}")),
+        },
+        None => return problem(".spec.template", "is required".into()),
+    };
+    let Some(requests) = pod.spec.effective_requests() else {
+        return problem(
+            ".spec.template.spec",
+            "the containers' requests add up past the largest quantity fleetq can count".into(),
+        );
+    };
+    if requests != pod_set.requests {
+        let show = |r: &ResourceList| {
+            r.iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        return problem(
+            ".spec.template.spec",
+            format!(
+                "each pod requests {{{}}}, but pod set {:?} is charged {{{}}} per pod; they must be equal",
+                show(&requests),
+                pod_set.name,
+                show(&pod_set.requests)
+            ),
+        );
+    }
+    // Kubernetes runs min(parallelism, completions) pods at once.
+    let count_at = |field: &str| -> Result<Option<u64>, String> {
+        match template.pointer(&format!("/spec/{field}")) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| format!("{v} is not a count of pods")),
+        }
+    };
+    let (parallelism, completions) = match (count_at("parallelism"), count_at("completions")) {
+        (Ok(p), Ok(c)) => (p.unwrap_or(1), c),
+        (Err(e), _) => return problem(".spec.parallelism", e),
+        (_, Err(e)) => return problem(".spec.completions", e),
+    };
+    let at_once = completions.map_or(parallelism, |c| parallelism.min(c));
+    if at_once > u64::from(pod_set.count) {
+        return problem(
+            ".spec.parallelism",
+            format!(
+                "runs {at_once} pods at once, but pod set {:?} is charged for {}",
+                pod_set.name, pod_set.count
+            ),
+        );
+    }
+    None
+}

@@ -35,6 +35,7 @@ use serde_json::Value;
 
 use crate::config::Object;
 use crate::FieldError;
+pub use job::{job_template_problem, MAX_JOB_TEMPLATE_BYTES};
 pub(crate) use meta::join as join_path;
 use meta::Location;
 pub use topology::{
