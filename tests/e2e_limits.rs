@@ -468,13 +468,49 @@ fn bad_limit_settings_are_refused_naming_the_flag() {
 /// node keeps answering and its state does not change.
 #[test]
 fn hostile_requests_are_refused_before_the_log() {
-    let group = Group::start(1, &["--simulate-cluster", "sim-1:h100-80gb=16"]);
+    // A 2 s lease: a node stalled by a request for longer would fence
+    // the agent's cluster and stop its workload.
+    let group = Group::start(1, &["--lease-ttl", "2s"]);
     group
         .wait_leader(Duration::from_secs(15))
         .expect("the node elects itself");
     let addr = group.addr(1).to_string();
     let out = cli_stdin(&addr, &["apply", "-f", "-"], CONFIG);
     assert!(out.status.success(), "{}", text(&out));
+    let agent_log = std::fs::File::create(group.dir.path().join("agent.log")).expect("log");
+    let mut agent = Command::new(FLEETQ)
+        .args([INSECURE, "--server", &addr, "agent", "--cluster", "east"])
+        .args(["--inventory", "static", "--static-inventory", "h100-80gb=8"])
+        .args(["--executor", "simulated"])
+        .stdin(Stdio::null())
+        .stdout(agent_log.try_clone().expect("log"))
+        .stderr(agent_log)
+        .spawn()
+        .expect("fleetq agent starts");
+    let out = cli(
+        &addr,
+        &[
+            "submit",
+            "--queue",
+            "team-a",
+            "--name",
+            "bystander",
+            "--request",
+            "nvidia.com/gpu=1",
+            "--duration",
+            "10m",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let running = |addr: &str| {
+        let out = cli(addr, &["describe", "workload", "bystander"]);
+        let described = String::from_utf8_lossy(&out.stdout).to_string();
+        described
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains("Running"))
+            .then_some(described)
+    };
+    wait_for(Duration::from_secs(20), || running(&addr)).expect("the bystander runs on east");
     let before = settled_hash(&addr);
     let commands = |addr: &str| status(addr).expect("status")["counters"]["commands"].as_u64();
     let proposed = commands(&addr);
@@ -540,4 +576,12 @@ fn hostile_requests_are_refused_before_the_log() {
     assert_eq!(settled_hash(&addr), before);
     let out = cli(&addr, &["get", "cq"]);
     assert!(out.status.success(), "{}", text(&out));
+    // No lease expired meanwhile: the bystander ran on, never evicted.
+    let described = running(&addr).expect("the bystander still runs");
+    assert!(
+        !described.contains("Evicted") && !described.contains("ClusterLost"),
+        "{described}"
+    );
+    let _ = agent.kill();
+    let _ = agent.wait();
 }

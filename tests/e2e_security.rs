@@ -658,39 +658,26 @@ fn the_http_side_shows_each_tenant_its_own_namespaces() {
     assert!(up.is_some(), "the group never answered: {}", fleet.logs());
     let out = fleet.apply(&[], CONFIG);
     assert!(out.status.success(), "{}", text(&out));
-    // Two workloads that wait (16 GPUs against a quota of 8), one per
-    // namespace.
-    for ns in ["team-a", "team-b"] {
-        let name = format!("big-{ns}");
-        let out = fleet.admin(&[
-            "submit",
-            "-n",
-            ns,
-            "--queue",
-            ns,
-            "--name",
-            &name,
-            "--request",
-            "nvidia.com/gpu=16",
-        ]);
-        assert!(out.status.success(), "{}", text(&out));
-    }
-    // And one admitted workload per namespace (1 GPU each), on a cluster.
+    // Per namespace, one workload that waits (16 GPUs against a quota of
+    // 8) and one admitted (1 GPU) on a cluster.
     let _east = agent(&fleet, "east", "agent-east");
-    for ns in ["team-a", "team-b"] {
-        let name = format!("small-{ns}");
-        let out = fleet.admin(&[
-            "submit",
-            "-n",
-            ns,
-            "--queue",
-            ns,
-            "--name",
-            &name,
-            "--request",
-            "nvidia.com/gpu=1",
-        ]);
-        assert!(out.status.success(), "{}", text(&out));
+    for (size, gpus) in [("big", "16"), ("small", "1")] {
+        for ns in ["team-a", "team-b"] {
+            let name = format!("{size}-{ns}");
+            let request = format!("nvidia.com/gpu={gpus}");
+            let out = fleet.admin(&[
+                "submit",
+                "-n",
+                ns,
+                "--queue",
+                ns,
+                "--name",
+                &name,
+                "--request",
+                &request,
+            ]);
+            assert!(out.status.success(), "{}", text(&out));
+        }
     }
     let get = |path: &str, token: Option<&str>| {
         let headers = token

@@ -731,15 +731,7 @@ fn local_queue_status(lq: &LocalQueue, workloads: &[pb::WorkloadStatus]) -> Queu
             _ => {}
         }
     }
-    status.usage = usage
-        .into_iter()
-        .map(|((flavor, resource), total)| UsageCell {
-            flavor,
-            resource,
-            total,
-            borrowed: None,
-        })
-        .collect();
+    status.usage = UsageCell::from_totals(usage);
     status
 }
 

@@ -14,7 +14,8 @@ pub struct LimitArgs {
     #[arg(long, value_name = "BYTES")]
     pub max_request_bytes: Option<String>,
     /// Writes (Submit, Cancel, Apply, Delete) per second allowed to one
-    /// client, by source IP address, per node; more are refused with
+    /// client (a tenant by name; a caller without one by source IP
+    /// address), per node; a batch counts each workload; more are refused with
     /// RESOURCE_EXHAUSTED. 0: unlimited [default: 0].
     #[arg(long, value_name = "PER_SECOND", allow_negative_numbers = true)]
     pub client_write_rate: Option<f64>,

@@ -239,28 +239,49 @@ const PARSE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 /// chaos client's quota changes; `chaos/tests/determinism.rs`).
 const INLINE_PARSE_BYTES: usize = 64 * 1024;
 
+/// Large parses at once in this process. A parse past its deadline is
+/// answered but not stopped (a blocking thread cannot be cancelled), so
+/// without a bound a few callers could fill the blocking pool that the
+/// store and the status hash also use; a caller beyond it is refused at
+/// once instead. Two: a real manifest parses in milliseconds.
+const LARGE_PARSES_AT_ONCE: usize = 2;
+static LARGE_PARSES: tokio::sync::Semaphore =
+    tokio::sync::Semaphore::const_new(LARGE_PARSES_AT_ONCE);
+
 async fn parse_manifests(
     text: String,
+) -> Result<Vec<fleetq_model::kueue::ImportedDocument>, Vec<FieldError>> {
+    parse_manifests_bounded(text, &LARGE_PARSES, PARSE_DEADLINE).await
+}
+
+async fn parse_manifests_bounded(
+    text: String,
+    large_parses: &'static tokio::sync::Semaphore,
+    deadline: std::time::Duration,
 ) -> Result<Vec<fleetq_model::kueue::ImportedDocument>, Vec<FieldError>> {
     if text.len() <= INLINE_PARSE_BYTES {
         return import_manifests(&text);
     }
-    let parse = tokio::task::spawn_blocking(move || import_manifests(&text));
-    match tokio::time::timeout(PARSE_DEADLINE, parse).await {
+    let one = |message: String| Err(vec![FieldError::new("", "", message)]);
+    // The permit moves into the blocking task: it is given back when the
+    // parse really ends, not when the deadline answers the caller.
+    let Ok(permit) = large_parses.try_acquire() else {
+        return one(format!(
+            "this node is already parsing {LARGE_PARSES_AT_ONCE} manifests over {} KiB; retry shortly or send smaller ones",
+            INLINE_PARSE_BYTES / 1024
+        ));
+    };
+    let parse = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        import_manifests(&text)
+    });
+    match tokio::time::timeout(deadline, parse).await {
         Ok(Ok(result)) => result,
-        Ok(Err(e)) => Err(vec![FieldError::new(
-            "",
-            "",
-            format!("parsing failed: {e}"),
-        )]),
-        Err(_) => Err(vec![FieldError::new(
-            "",
-            "",
-            format!(
-                "the manifests took longer than {} s to parse; send fewer or smaller documents",
-                PARSE_DEADLINE.as_secs()
-            ),
-        )]),
+        Ok(Err(e)) => one(format!("parsing failed: {e}")),
+        Err(_) => one(format!(
+            "the manifests took longer than {} s to parse; send fewer or smaller documents",
+            deadline.as_secs()
+        )),
     }
 }
 
@@ -992,5 +1013,36 @@ pub async fn node_status(
         scheduling_json,
         snapshot_index: metrics.snapshot.map(|l| l.index).unwrap_or(0),
         purged_index: metrics.purged.map(|l| l.index).unwrap_or(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A large manifest beyond the bound is refused at once; the bound is
+    /// given back when a parse ends.
+    #[tokio::test]
+    async fn large_parses_are_bounded() {
+        static BOUND: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+        let big = format!(
+            "# {}\napiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata: {{name: big}}\n",
+            "x".repeat(INLINE_PARSE_BYTES)
+        );
+        let deadline = std::time::Duration::from_secs(30);
+        let held = BOUND.try_acquire().expect("a permit");
+        let errors = parse_manifests_bounded(big.clone(), &BOUND, deadline)
+            .await
+            .expect_err("refused while the bound is taken");
+        assert!(
+            errors[0].message.contains("already parsing 2 manifests"),
+            "{errors:?}"
+        );
+        drop(held);
+        let parsed = parse_manifests_bounded(big, &BOUND, deadline)
+            .await
+            .expect("parses once the bound is free");
+        assert_eq!(parsed.len(), 1);
+        assert_eq!(BOUND.available_permits(), 1);
     }
 }

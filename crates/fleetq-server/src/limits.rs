@@ -8,9 +8,9 @@
 //!   tonic refuses a larger one with `OUT_OF_RANGE`, and [`size`] names
 //!   the setting in that error, logs and counts it.
 //! - [`rate`]: a token bucket per client for the API's writes (Submit,
-//!   Cancel, Apply, Delete). Until fleetq has tenants the client is its
-//!   source IP address ([`client_key`]); the limiter is keyed by a string
-//!   so a tenant can take the address's place.
+//!   Cancel, Apply, Delete; a batch counts each workload). The client is
+//!   its tenant by name, or its source IP address ([`client_key`]) when
+//!   it has none (`--insecure`, a node).
 //! - Pending workloads per LocalQueue: enforced by the ledger's apply()
 //!   (see `fleetq_ledger::Command::SubmitWorkloads`), with the limit that
 //!   the leader stamps into the command ([`crate::proposer::Proposer`]):
@@ -149,9 +149,9 @@ impl Limits {
     }
 }
 
-/// Who a request is from, for per-client limits: its source IP address
-/// (`unknown` where the transport has none). fleetq has no tenants yet;
-/// when it does, their key replaces this one.
+/// Who a request without a tenant is from, for per-client limits: its
+/// source IP address (`unknown` where the transport has none). A
+/// tenant's requests are keyed by its name instead.
 pub fn client_key<T>(request: &Request<T>) -> String {
     request
         .remote_addr()

@@ -1,6 +1,6 @@
 //! A token bucket per key (GCRA, from the `governor` crate): `rate` writes
-//! per second, up to `burst` at once. The key is a string: today a
-//! client's source IP address, later a tenant.
+//! per second, up to `burst` at once. The key is a string: a tenant's
+//! name, or a source IP address for a caller without a tenant.
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -23,6 +23,22 @@ pub struct UsageCell {
     pub borrowed: Option<Quantity>,
 }
 
+impl UsageCell {
+    /// Cells of totals by (flavor, resource), in that order, with no
+    /// borrowing known.
+    pub fn from_totals(totals: BTreeMap<(String, String), Quantity>) -> Vec<UsageCell> {
+        totals
+            .into_iter()
+            .map(|((flavor, resource), total)| UsageCell {
+                flavor,
+                resource,
+                total,
+                borrowed: None,
+            })
+            .collect()
+    }
+}
+
 /// What fleetq knows of a queue's state.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QueueStatus {
@@ -62,15 +78,7 @@ impl QueueStatus {
                 _ => {}
             }
         }
-        status.usage = usage
-            .into_iter()
-            .map(|((flavor, resource), total)| UsageCell {
-                flavor,
-                resource,
-                total,
-                borrowed: None,
-            })
-            .collect();
+        status.usage = UsageCell::from_totals(usage);
         status
     }
 
