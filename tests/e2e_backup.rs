@@ -323,7 +323,7 @@ fn backup_during_submissions_restores_into_a_new_group_with_its_state_hash() {
     // Every submission acknowledged before the backup began is there;
     // nothing acknowledged only after it returned is.
     let list = {
-        let out = cli(&addrs[0], &["get", "workloads", "-o", "json"]);
+        let out = cli(&addrs[0], &["get", "workloads", "-o", "fleetq-json"]);
         assert!(out.status.success(), "{}", text(&out));
         serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("a JSON array")
     };

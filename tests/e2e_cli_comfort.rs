@@ -70,7 +70,7 @@ fn completion_refuses_an_unknown_shell_naming_the_choices() {
 }
 
 #[test]
-fn every_output_flag_names_itself_and_the_four_formats_on_a_bad_value() {
+fn every_output_flag_names_itself_and_its_formats_on_a_bad_value() {
     for args in [
         &["get", "workloads", "-o", "bogus"][..],
         &["status", "-o", "bogus"],
@@ -83,7 +83,10 @@ fn every_output_flag_names_itself_and_the_four_formats_on_a_bad_value() {
             err.contains("invalid value 'bogus' for '--output <OUTPUT>'"),
             "{args:?}: {err}"
         );
-        assert!(err.contains("table, json, yaml, wide"), "{args:?}: {err}");
+        assert!(
+            err.contains("table, json, yaml, wide, fleetq-json"),
+            "{args:?}: {err}"
+        );
     }
 }
 
@@ -329,7 +332,7 @@ fn wait_top_and_wide_against_fleetq_dev() {
     let narrow = stdout(&dev.cli(&["get", "workloads"]));
     assert!(!narrow.contains("EPOCH"), "{narrow}");
     // JSON is the same whatever the table shows.
-    let out = dev.cli(&["get", "workloads", "-o", "json"]);
+    let out = dev.cli(&["get", "workloads", "-o", "fleetq-json"]);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(json.as_array().map(Vec::len), Some(4), "{json}");
 

@@ -52,7 +52,7 @@ fn submit(group: &Group, queue: &str, name: &str, gpus: u32, extra: &[&str]) -> 
 }
 
 fn workload(group: &Group, name: &str) -> Value {
-    let out = group.cli(1, &["get", "workloads", name, "-o", "json"]);
+    let out = group.cli(1, &["get", "workloads", name, "-o", "fleetq-json"]);
     assert!(out.status.success(), "{}", text(&out));
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     match v {

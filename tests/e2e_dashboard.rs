@@ -91,7 +91,7 @@ fn json(addr: &str, tls: &Path, args: &[&str]) -> Value {
 }
 
 fn workloads(addr: &str, tls: &Path) -> Vec<Value> {
-    json(addr, tls, &["get", "workloads", "-o", "json"])
+    json(addr, tls, &["get", "workloads", "-o", "fleetq-json"])
         .as_array()
         .cloned()
         .unwrap_or_default()

@@ -245,3 +245,57 @@ fn lists_and_queue_status_print_as_kueue_and_apply_back_unchanged() {
     assert_eq!(lq["status"]["admittedWorkloads"], 0, "{lq}");
     assert_eq!(lq["status"]["flavorsUsage"], serde_json::json!([]), "{lq}");
 }
+
+/// Workloads print as Kueue's Workload: spec (with fleetq's own fields as
+/// annotations) and status with Kueue's conditions; applied back, each is
+/// the same workload, so nothing changes.
+#[test]
+fn workloads_print_as_kueue_and_apply_back_as_the_same_workload() {
+    let group = started();
+    for (name, duration) in [("train", Some("30m")), ("serve", None)] {
+        for output in ["yaml", "json"] {
+            let what = format!("get workloads {name} -o {output}");
+            let (printed, w) = get_text(&group, &["workloads", name], output);
+            assert_eq!(w["apiVersion"], KUEUE, "{what}:\n{printed}");
+            assert_eq!(w["kind"], "Workload", "{what}:\n{printed}");
+            assert_eq!(w["metadata"]["namespace"], "default", "{what}:\n{printed}");
+            assert_eq!(w["spec"]["queueName"], "team-a", "{what}:\n{printed}");
+            assert_eq!(
+                w["metadata"]["annotations"]["fleetq.dev/duration"].as_str(),
+                duration,
+                "{what}:\n{printed}"
+            );
+            let conditions = w["status"]["conditions"].as_array().expect("conditions");
+            for kind in ["QuotaReserved", "Admitted"] {
+                let c = conditions
+                    .iter()
+                    .find(|c| c["type"] == kind)
+                    .unwrap_or_else(|| panic!("{what}: no {kind}:\n{printed}"));
+                assert_eq!(c["status"], "True", "{what}:\n{printed}");
+                let time = c["lastTransitionTime"].as_str().expect("a time");
+                assert!(
+                    time.len() == 20 && time.ends_with('Z') && time.as_bytes()[10] == b'T',
+                    "{what}: {time} is not RFC 3339 to the second"
+                );
+            }
+            assert_eq!(
+                w["status"]["admission"]["clusterQueue"], "team-a",
+                "{what}:\n{printed}"
+            );
+            let before = state_hash(&group);
+            let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], &printed);
+            assert_eq!(out.status.code(), Some(0), "{what}: {}", text(&out));
+            assert_eq!(state_hash(&group), before, "{what}: the state changed");
+        }
+    }
+    // All of them: a v1 List of Workloads; fleetq's own view on request.
+    let list = get(&group, &["workloads"], "json");
+    assert_eq!(list["kind"], "List");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(2), "{list}");
+    let out = group.cli(1, &["get", "workloads", "-o", "fleetq-json"]);
+    let own: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(
+        own[0]["state"].is_string() && own[0]["id"].is_u64(),
+        "{own}"
+    );
+}

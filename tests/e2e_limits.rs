@@ -76,7 +76,7 @@ fn settled_hash(addr: &str) -> String {
 
 /// Names of the workloads in namespace `default`.
 fn workload_names(addr: &str) -> Vec<String> {
-    let out = cli(addr, &["get", "workloads", "-o", "json"]);
+    let out = cli(addr, &["get", "workloads", "-o", "fleetq-json"]);
     assert!(out.status.success(), "{}", text(&out));
     let list: Vec<Value> = serde_json::from_slice(&out.stdout).expect("a JSON array");
     let mut names: Vec<String> = list

@@ -127,7 +127,7 @@ fn describe_cq(addr: &str, tls: &Path, name: &str) -> Option<Described> {
 }
 
 fn workloads(addr: &str, tls: &Path) -> Vec<Value> {
-    let out = cli_tls(addr, tls, &["get", "workloads", "-A", "-o", "json"]);
+    let out = cli_tls(addr, tls, &["get", "workloads", "-A", "-o", "fleetq-json"]);
     assert!(out.status.success(), "{}", text(&out));
     serde_json::from_slice(&out.stdout).expect("a JSON array")
 }

@@ -98,7 +98,7 @@ fn summary(file: &str, b: &Backup, file_bytes: u64) -> Summary {
 
 fn print(summary: &Summary, output: Output, table: impl FnOnce(&Summary)) {
     match output {
-        Output::Json => println!(
+        Output::Json | Output::FleetqJson => println!(
             "{}",
             serde_json::to_string_pretty(summary).unwrap_or_default()
         ),

@@ -53,6 +53,7 @@ async fn describe(c: &mut Client, args: &DescribeArgs) -> Result<(), String> {
                 .get_workload(pb::WorkloadRef {
                     namespace: args.namespace.clone(),
                     name: args.name.clone(),
+                    with_spec: false,
                 })
                 .await
                 .map_err(status)?

@@ -103,11 +103,14 @@ async fn get(c: &mut Client, args: &GetArgs) -> Result<(), String> {
     match args.kind.to_ascii_lowercase().as_str() {
         kind if super::pending::is_pending(kind) => super::pending::get(c, args).await,
         "workloads" | "workload" | "wl" | "wls" => {
+            // Kueue's Workload needs the whole spec; other outputs do not.
+            let kueue_shaped = matches!(args.output, Output::Json | Output::Yaml);
             let mut list = if let Some(name) = &args.name {
                 let w = c
                     .get_workload(pb::WorkloadRef {
                         namespace: args.namespace.clone(),
                         name: name.clone(),
+                        with_spec: kueue_shaped,
                     })
                     .await
                     .map_err(status)?
@@ -120,6 +123,7 @@ async fn get(c: &mut Client, args: &GetArgs) -> Result<(), String> {
                     cluster_queue: String::new(),
                     state: args.state.clone().unwrap_or_default(),
                     limit: 0,
+                    with_spec: kueue_shaped,
                 })
                 .await
                 .map_err(status)?
@@ -243,7 +247,11 @@ fn print_workloads(
             print_workloads_wide(list);
             Ok(())
         }
-        _ => {
+        Output::Json | Output::Yaml => view::print_structured(
+            &super::kueue_workloads::kueue_workloads(list, single)?,
+            output,
+        ),
+        Output::FleetqJson => {
             let views: Vec<WorkloadView> = list.iter().map(WorkloadView::from).collect();
             if single {
                 view::print_structured(&views[0], output)

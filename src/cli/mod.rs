@@ -21,6 +21,7 @@ pub mod examples;
 pub mod get;
 pub mod huge_pages;
 pub mod input;
+pub mod kueue_workloads;
 pub mod limits;
 pub mod members;
 pub mod pending;

@@ -350,6 +350,7 @@ async fn wait_admitted(
         let ask = c.get_workload(pb::WorkloadRef {
             namespace: namespace.into(),
             name: name.into(),
+            with_spec: false,
         });
         let reply = match deadline {
             None => ask.await,

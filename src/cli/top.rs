@@ -214,6 +214,7 @@ async fn frame(c: &mut Client, server: &str) -> Result<String, String> {
             cluster_queue: String::new(),
             state: "Running".into(),
             limit: 0,
+            with_spec: false,
         })
         .await
         .map_err(status)?

@@ -19,6 +19,11 @@ pub enum Output {
     Yaml,
     /// The table with extra columns (where a command has any).
     Wide,
+    /// fleetq's own status view as JSON, where it differs from the Kueue
+    /// object `json` prints (workloads: ids, states, times in ms); for
+    /// scripts. Elsewhere the same as `json`.
+    #[value(name = "fleetq-json")]
+    FleetqJson,
 }
 
 impl Output {
@@ -28,7 +33,7 @@ impl Output {
     }
 }
 
-/// A workload as `get workloads -o json|yaml` prints it.
+/// A workload as `get workloads -o fleetq-json` prints it: fleetq's view.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadView {
@@ -124,7 +129,9 @@ pub fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
 /// Prints `value` as JSON or YAML.
 pub fn print_structured<T: Serialize>(value: &T, output: Output) -> Result<(), String> {
     let text = match output {
-        Output::Json => serde_json::to_string_pretty(value).map_err(|e| e.to_string())?,
+        Output::Json | Output::FleetqJson => {
+            serde_json::to_string_pretty(value).map_err(|e| e.to_string())?
+        }
         Output::Yaml | Output::Table | Output::Wide => {
             serde_norway::to_string(value).map_err(|e| e.to_string())?
         }

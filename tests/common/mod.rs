@@ -405,7 +405,7 @@ value: 1000
 
 /// Workloads of the default namespace as `get workloads -o json` shows them.
 pub fn workloads(group: &Group, id: usize) -> Vec<Value> {
-    let out = group.cli(id, &["get", "workloads", "-o", "json"]);
+    let out = group.cli(id, &["get", "workloads", "-o", "fleetq-json"]);
     assert!(out.status.success(), "{}", text(&out));
     serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("a JSON array")
 }

@@ -105,7 +105,7 @@ fn number(v: &Value) -> Option<f64> {
 /// The final checks, after heal and quiesce.
 pub fn final_checks(system: &System, outcomes: &Outcomes) -> Vec<String> {
     let mut violations = Vec::new();
-    let workloads = match system.cli_json(&["get", "workloads", "-A", "-o", "json"]) {
+    let workloads = match system.cli_json(&["get", "workloads", "-A", "-o", "fleetq-json"]) {
         Ok(Value::Array(w)) => w,
         other => return vec![format!("cannot list workloads: {other:?}")],
     };

@@ -170,7 +170,7 @@ fn one_round(system: &mut System, k: usize) -> Result<Round, String> {
     // The first admission after the kill, from the ledger's own stamps.
     let prefix = format!("failover-{k}-");
     let admission_ms = loop {
-        let list = system.cli_json(&["get", "workloads", "-o", "json"])?;
+        let list = system.cli_json(&["get", "workloads", "-o", "fleetq-json"])?;
         let first = list
             .as_array()
             .into_iter()
@@ -212,7 +212,14 @@ fn explain(system: &System) -> String {
         .map(|v| v.to_string())
         .unwrap_or_else(|e| e);
     let pending = system
-        .cli_json(&["get", "workloads", "--state", "Pending", "-o", "json"])
+        .cli_json(&[
+            "get",
+            "workloads",
+            "--state",
+            "Pending",
+            "-o",
+            "fleetq-json",
+        ])
         .map(|v| {
             v.as_array()
                 .into_iter()
@@ -223,7 +230,7 @@ fn explain(system: &System) -> String {
         })
         .unwrap_or_else(|e| e);
     let all = system
-        .cli_json(&["get", "workloads", "-o", "json"])
+        .cli_json(&["get", "workloads", "-o", "fleetq-json"])
         .map(|v| {
             v.as_array()
                 .into_iter()

@@ -149,7 +149,7 @@ pub fn run(options: &LiveOptions) -> Result<LiveReport, String> {
     report.unknown = o.unknown.len();
     report.cancels = o.cancels;
     report.workloads = system
-        .cli_json(&["get", "workloads", "-A", "-o", "json"])
+        .cli_json(&["get", "workloads", "-A", "-o", "fleetq-json"])
         .ok()
         .and_then(|v| v.as_array().map(Vec::len))
         .unwrap_or(0);
@@ -166,7 +166,7 @@ fn quiesce(system: &System) {
     let mut last_report = Instant::now();
     while Instant::now() < deadline {
         let open = system
-            .cli_json(&["get", "workloads", "-A", "-o", "json"])
+            .cli_json(&["get", "workloads", "-A", "-o", "fleetq-json"])
             .map(|v| {
                 v.as_array()
                     .into_iter()

@@ -192,7 +192,11 @@ impl ApiService {
             }
             total += 1;
             if req.limit == 0 || workloads.len() < req.limit as usize {
-                workloads.push(status::workload_status(ledger, record));
+                let mut s = status::workload_status(ledger, record);
+                if req.with_spec {
+                    s.workload_json = status::workload_json(record);
+                }
+                workloads.push(s);
             }
         }
         pb::WorkloadList { workloads, total }
@@ -609,6 +613,9 @@ impl FleetQ for ApiService {
                 ))
             })?;
         let mut s = status::workload_status(ledger, record);
+        if req.with_spec {
+            s.workload_json = status::workload_json(record);
+        }
         s.position = status::position(ledger, record.id);
         s.local_queue_position = status::local_queue_position(ledger, record.id);
         Ok(tonic::Response::new(s))

@@ -49,6 +49,13 @@ fn requests_summary(record: &WorkloadRecord) -> String {
         .join("; ")
 }
 
+/// The whole workload as JSON, for a caller that asked `with_spec`. A
+/// model value always serialises; were it not to, the field stays empty
+/// and the CLI says it got no spec.
+pub fn workload_json(record: &WorkloadRecord) -> String {
+    serde_json::to_string(record.workload.as_ref()).unwrap_or_default()
+}
+
 pub fn workload_status(ledger: &Ledger, record: &WorkloadRecord) -> pb::WorkloadStatus {
     let w = &record.workload;
     let (cluster_queue, priority) = binding_of(ledger, record);
@@ -119,6 +126,7 @@ pub fn workload_status(ledger: &Ledger, record: &WorkloadRecord) -> pb::Workload
                 Some(format!("{}: {request}", ps.name))
             })
             .collect(),
+        workload_json: String::new(),
     }
 }
 

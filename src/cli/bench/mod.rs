@@ -407,6 +407,7 @@ async fn wait_until_none(
                     cluster_queue: String::new(),
                     state: (*state).into(),
                     limit: 1,
+                    with_spec: false,
                 })
                 .await
                 .map_err(|s| client::status_line(&s))?
@@ -540,6 +541,7 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
             cluster_queue: String::new(),
             state: String::new(),
             limit: 0,
+            with_spec: false,
         })
         .await
         .map_err(|s| client::status_line(&s))?
