@@ -379,3 +379,89 @@ fn usage_errors_exit_two_and_help_explains() {
         assert!(text.contains(needle), "{needle:?} missing from\n{text}");
     }
 }
+
+/// Extended resources are counted in whole units, as in Kubernetes:
+/// fractions of GPUs are refused in ClusterQueue quotas, Workload pod
+/// sets, Job containers and `fleetq submit --request`, naming the field.
+#[test]
+fn fractional_devices_are_refused_naming_the_field() {
+    let whole =
+        "is not a whole number; extended resources are counted in whole units, as in Kubernetes";
+    let queues = QUEUES
+        .replace(
+            "{name: nvidia.com/gpu, nominalQuota: 8, lendingLimit: 4}",
+            "{name: nvidia.com/gpu, nominalQuota: 7.5, lendingLimit: 4}",
+        )
+        .replace(
+            "{name: nvidia.com/gpu, nominalQuota: 4, borrowingLimit: 4}",
+            "{name: nvidia.com/gpu, nominalQuota: 4, borrowingLimit: 500m}",
+        );
+    let workload = WORKLOAD.replace("nvidia.com/gpu: 4", "nvidia.com/gpu: 1.5");
+    let job = JOB.replace("{nvidia.com/gpu: 1}", "{nvidia.com/mig-1g.10gb: 0.5}");
+    let dir = write_files(&[
+        ("queues.yaml", &queues),
+        ("good-queues.yaml", QUEUES),
+        ("priorities.yaml", PRIORITIES),
+        ("workload.yaml", &workload),
+        ("job.yaml", &job),
+    ]);
+    let output = fleetq(&["validate", "-f", "queues.yaml"], dir.path());
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    for line in [
+        format!("queues.yaml: document 3: ClusterQueue/team-a: spec.resourceGroups[0].flavors[0].resources[1].nominalQuota: nvidia.com/gpu: 7500m {whole}"),
+        format!("queues.yaml: document 3: ClusterQueue/team-a: spec.resourceGroups[0].flavors[1].resources[1].borrowingLimit: nvidia.com/gpu: 500m {whole}"),
+    ] {
+        assert!(err.lines().any(|l| l == line), "missing {line:?} in\n{err}");
+    }
+    let output = fleetq(
+        &[
+            "validate",
+            "-f",
+            "good-queues.yaml",
+            "-f",
+            "priorities.yaml",
+            "-f",
+            "workload.yaml",
+            "-f",
+            "job.yaml",
+        ],
+        dir.path(),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    for line in [
+        format!(
+            r#"workload.yaml: document 1: Workload/team-a/finetune: spec.podSets[0].template.spec.containers[0].resources.requests["nvidia.com/gpu"]: nvidia.com/gpu: 1500m {whole}"#
+        ),
+        format!(
+            r#"job.yaml: document 1: Job/team-b/eval: spec.template.spec.containers[0].resources.limits["nvidia.com/mig-1g.10gb"]: nvidia.com/mig-1g.10gb: 500m {whole}"#
+        ),
+    ] {
+        assert!(err.lines().any(|l| l == line), "missing {line:?} in\n{err}");
+    }
+    assert!(err.ends_with("2 errors\n"), "{err}");
+
+    // `fleetq submit` refuses before it calls any server.
+    let output = fleetq(
+        &[
+            "submit",
+            "--server",
+            "127.0.0.1:1",
+            "--queue",
+            "research",
+            "--name",
+            "half",
+            "--request",
+            "cpu=1.5",
+            "--request",
+            "nvidia.com/gpu=1.5",
+        ],
+        dir.path(),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        stderr(&output),
+        format!("error: --request \"nvidia.com/gpu=1.5\": nvidia.com/gpu: 1500m {whole}\n")
+    );
+}

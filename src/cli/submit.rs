@@ -71,9 +71,12 @@ fn workload_from_flags(args: &SubmitArgs) -> Result<Workload, Vec<String>> {
         match r.split_once('=') {
             None => errors.push(format!("--request {r:?}: expected RESOURCE=QUANTITY")),
             Some((res, qty)) => match qty.parse::<Quantity>() {
-                Ok(q) => {
-                    requests.insert(res.to_string(), q);
-                }
+                Ok(q) => match fleetq_model::resources::whole_device_problem(res, q) {
+                    Some(problem) => errors.push(format!("--request {r:?}: {problem}")),
+                    None => {
+                        requests.insert(res.to_string(), q);
+                    }
+                },
                 Err(e) => errors.push(format!("--request {r:?}: {e}")),
             },
         }

@@ -776,6 +776,31 @@ impl Config {
     }
 }
 
+/// Fractions of extended resources (`nvidia.com/gpu: 1.5`) in a
+/// workload's pod sets, one error per pod set and resource: Kubernetes
+/// counts devices in whole units. Manifests are checked on import
+/// (`kueue::import_manifests`, per container); a workload that arrives as
+/// JSON is checked with this at the API, like
+/// [`Workload::check_job_template`]. Not part of
+/// [`Config::bind_workload`]: apply() runs that, and an entry accepted
+/// before the check existed must replay the same.
+pub fn whole_device_errors(workload: &Workload) -> Vec<FieldError> {
+    let object = format!("Workload/{}/{}", workload.namespace, workload.name);
+    let mut errors = Vec::new();
+    for (i, ps) in workload.spec.pod_sets.iter().enumerate() {
+        for (resource, amount) in &ps.requests {
+            if let Some(problem) = crate::resources::whole_device_problem(resource, *amount) {
+                errors.push(FieldError::new(
+                    &object,
+                    join_path(&format!("spec.podSets[{i}].requests"), resource),
+                    problem,
+                ));
+            }
+        }
+    }
+    errors
+}
+
 /// ResourceFlavor rules: a valid name and Kueue's node label, taint and
 /// toleration rules.
 fn validate_flavor(flavor: &ResourceFlavor, errors: &mut Vec<FieldError>) {

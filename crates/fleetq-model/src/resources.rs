@@ -28,6 +28,26 @@ pub fn is_mig(name: &str) -> bool {
     name.starts_with(MIG_PREFIX)
 }
 
+/// Whether `name` is a Kubernetes extended resource: a name with a domain
+/// prefix (`nvidia.com/gpu`, `amd.com/gpu`, `nvidia.com/mig-1g.10gb`)
+/// outside `kubernetes.io`, as Kubernetes' `IsExtendedResourceName` says.
+/// `cpu`, `memory`, `ephemeral-storage`, `hugepages-*` (no prefix) and
+/// `*kubernetes.io/*` are native; `requests.*` names quota, not a resource.
+pub fn is_extended_resource(name: &str) -> bool {
+    name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
+}
+
+/// Why `amount` of `name` is refused, if it is: an extended resource is a
+/// count of devices, whole in Kubernetes (a pod cannot hold 1.5 GPUs), so
+/// requests and quotas of one must be whole numbers too.
+pub fn whole_device_problem(name: &str, amount: Quantity) -> Option<String> {
+    (is_extended_resource(name) && amount.milli() % 1000 != 0).then(|| {
+        format!(
+            "{name}: {amount} is not a whole number; extended resources are counted in whole units, as in Kubernetes"
+        )
+    })
+}
+
 /// One cell of a quota table: a resource in a flavor.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct FlavorResource {
@@ -100,5 +120,49 @@ pub mod flavor_usage_serde {
             }
         }
         Ok(usage)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extended_resources_are_the_prefixed_ones_outside_kubernetes_io() {
+        for extended in [
+            "nvidia.com/gpu",
+            "nvidia.com/mig-1g.10gb",
+            "amd.com/gpu",
+            "example.com/foo",
+        ] {
+            assert!(is_extended_resource(extended), "{extended}");
+        }
+        for native in [
+            "cpu",
+            "memory",
+            "ephemeral-storage",
+            "hugepages-2Mi",
+            "pods",
+            GPU_MEMORY,
+            "kubernetes.io/batch-cpu",
+            "requests.nvidia.com/gpu",
+        ] {
+            assert!(!is_extended_resource(native), "{native}");
+        }
+    }
+
+    #[test]
+    fn fractions_of_devices_are_refused_and_of_cpu_are_not() {
+        let q = |s: &str| s.parse::<Quantity>().unwrap();
+        assert_eq!(
+            whole_device_problem("nvidia.com/gpu", q("1.5")).as_deref(),
+            Some("nvidia.com/gpu: 1500m is not a whole number; extended resources are counted in whole units, as in Kubernetes")
+        );
+        assert!(whole_device_problem("nvidia.com/mig-1g.10gb", q("500m")).is_some());
+        assert_eq!(whole_device_problem("nvidia.com/gpu", q("2")), None);
+        assert_eq!(whole_device_problem("nvidia.com/gpu", q("2000m")), None);
+        assert_eq!(whole_device_problem("nvidia.com/gpu", Quantity::ZERO), None);
+        assert_eq!(whole_device_problem("cpu", q("1.5")), None);
+        assert_eq!(whole_device_problem("memory", q("1.5Gi")), None);
     }
 }

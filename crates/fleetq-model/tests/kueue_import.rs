@@ -1301,3 +1301,195 @@ spec:
     assert!(fleetq_model::kueue::job_template_problem(&huge.spec)
         .is_some_and(|(p, m)| p == "run.jobTemplate" && m.contains("at most 131072")));
 }
+
+// ---------------------------------------------------------------------------
+// Devices are whole
+
+const FRACTIONAL_QUEUES: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  cohortName: org
+  resourceGroups:
+  - coveredResources: [cpu, nvidia.com/gpu, nvidia.com/mig-1g.10gb, amd.com/gpu]
+    flavors:
+    - name: h100
+      resources:
+      - {name: cpu, nominalQuota: 1.5, borrowingLimit: 500m}
+      - {name: nvidia.com/gpu, nominalQuota: 7.5, borrowingLimit: 0.5, lendingLimit: 2500m}
+      - {name: nvidia.com/mig-1g.10gb, nominalQuota: 4}
+      - {name: amd.com/gpu, nominalQuota: "1.25"}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: org}
+spec:
+  resourceGroups:
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 16.5}]
+"#;
+
+#[test]
+fn quotas_of_extended_resources_are_whole() {
+    let errors = import_err(FRACTIONAL_QUEUES);
+    let text = lines(&errors);
+    let quota = "spec.resourceGroups[0].flavors[0].resources";
+    let expected = [
+        format!("document 1: ClusterQueue/team-a: {quota}[1].nominalQuota: nvidia.com/gpu: 7500m is not a whole number; extended resources are counted in whole units, as in Kubernetes"),
+        format!("document 1: ClusterQueue/team-a: {quota}[1].borrowingLimit: nvidia.com/gpu: 500m is not a whole number"),
+        format!("document 1: ClusterQueue/team-a: {quota}[1].lendingLimit: nvidia.com/gpu: 2500m is not a whole number"),
+        format!("document 1: ClusterQueue/team-a: {quota}[3].nominalQuota: amd.com/gpu: 1250m is not a whole number"),
+        format!("document 2: Cohort/org: {quota}[0].nominalQuota: nvidia.com/gpu: 16500m is not a whole number"),
+    ];
+    assert_eq!(errors.len(), expected.len(), "{text}");
+    for line in &expected {
+        assert!(
+            text.lines().any(|l| l.starts_with(line.as_str())),
+            "missing {line:?} in\n{text}"
+        );
+    }
+    // cpu is not a device: half a core is fine.
+    assert!(!text.contains("cpu:"), "{text}");
+    // Whole amounts, however written, import.
+    let whole = FRACTIONAL_QUEUES
+        .replace("7.5", "7")
+        .replace("borrowingLimit: 0.5", "borrowingLimit: 1")
+        .replace("2500m", "2000m")
+        .replace("\"1.25\"", "\"1e1\"")
+        .replace("16.5", "16");
+    let docs = import_ok(&whole);
+    let Object::ClusterQueue(cq) = &docs[0].object else {
+        panic!()
+    };
+    assert_eq!(
+        quota_of(cq, "nvidia.com/gpu"),
+        (q("7"), Some(q("1")), Some(q("2")))
+    );
+    assert_eq!(quota_of(cq, "cpu"), (q("1500m"), Some(q("500m")), None));
+}
+
+fn quota_of(cq: &ClusterQueue, resource: &str) -> (Quantity, Option<Quantity>, Option<Quantity>) {
+    quota(cq, "h100", resource)
+}
+
+const FRACTIONAL_POD: &str = r#"  parallelism: 2
+  template:
+    spec:
+      initContainers:
+      - name: warmup
+        resources: {limits: {nvidia.com/mig-1g.10gb: 0.5}}
+      containers:
+      - name: trainer
+        resources:
+          requests: {cpu: 1.5, nvidia.com/gpu: 1.5}
+          limits: {nvidia.com/gpu: 2}
+      - name: helper
+        resources: {limits: {amd.com/gpu: 250m}}
+"#;
+
+#[test]
+fn job_containers_ask_for_whole_devices() {
+    let errors = import_err(&job("{kueue.x-k8s.io/queue-name: q}", "{}", FRACTIONAL_POD));
+    let found: Vec<(&str, &str)> = errors
+        .iter()
+        .map(|e| (e.path.as_str(), e.message.as_str()))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                r#"spec.template.spec.containers[0].resources.requests["nvidia.com/gpu"]"#,
+                "nvidia.com/gpu: 1500m is not a whole number; extended resources are counted in whole units, as in Kubernetes"
+            ),
+            (
+                r#"spec.template.spec.containers[1].resources.limits["amd.com/gpu"]"#,
+                "amd.com/gpu: 250m is not a whole number; extended resources are counted in whole units, as in Kubernetes"
+            ),
+            (
+                r#"spec.template.spec.initContainers[0].resources.limits["nvidia.com/mig-1g.10gb"]"#,
+                "nvidia.com/mig-1g.10gb: 500m is not a whole number; extended resources are counted in whole units, as in Kubernetes"
+            ),
+        ],
+        "{}",
+        lines(&errors)
+    );
+    assert!(errors.iter().all(|e| e.object == "Job/ml/train"));
+    // Fractions of cpu and memory are Kubernetes' own; whole devices import.
+    let whole = FRACTIONAL_POD
+        .replace("nvidia.com/gpu: 1.5", "nvidia.com/gpu: 2")
+        .replace("0.5", "1")
+        .replace("250m", "1000m");
+    let docs = import_ok(&job("{kueue.x-k8s.io/queue-name: q}", "{}", &whole));
+    let Object::Workload(w) = &docs[0].object else {
+        panic!()
+    };
+    assert_eq!(w.spec.pod_sets[0].requests["cpu"], q("1500m"));
+    assert_eq!(w.spec.pod_sets[0].requests["nvidia.com/gpu"], q("2"));
+}
+
+#[test]
+fn workload_pod_sets_ask_for_whole_devices() {
+    let yaml = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: w, namespace: ml}
+spec:
+  queueName: q
+  podSets:
+  - name: main
+    count: 1
+    template: {spec: {containers: [{name: c, resources: {requests: {nvidia.com/gpu: 1}}}]}}
+  - name: workers
+    count: 4
+    template:
+      spec:
+        overhead: {nvidia.com/gpu: 0.5}
+        containers: [{name: c, resources: {requests: {nvidia.com/mig-1g.10gb: 1.5}}}]
+"#;
+    let errors = import_err(yaml);
+    let text = lines(&errors);
+    assert_eq!(errors.len(), 2, "{text}");
+    assert!(text.contains(r#"document 1: Workload/ml/w: spec.podSets[1].template.spec.containers[0].resources.requests["nvidia.com/mig-1g.10gb"]: nvidia.com/mig-1g.10gb: 1500m is not a whole number"#), "{text}");
+    assert!(text.contains(r#"Workload/ml/w: spec.podSets[1].template.spec.overhead["nvidia.com/gpu"]: nvidia.com/gpu: 500m is not a whole number"#), "{text}");
+}
+
+/// A workload that arrives as JSON (`fleetq submit`, the Submit call) is
+/// checked per pod set by `whole_device_errors`, which the API runs; it
+/// is no part of bind_workload, so apply() decides as before.
+#[test]
+fn json_workloads_are_checked_per_pod_set() {
+    use fleetq_model::config::whole_device_errors;
+    use fleetq_model::workload::{PodSet, WorkloadSpec};
+    let workload = Workload {
+        namespace: "ml".into(),
+        name: "w".into(),
+        labels: BTreeMap::new(),
+        spec: WorkloadSpec {
+            queue_name: "q".into(),
+            pod_sets: vec![PodSet {
+                name: "main".into(),
+                count: 2,
+                min_count: None,
+                requests: BTreeMap::from([
+                    ("cpu".into(), q("1.5")),
+                    ("nvidia.com/gpu".into(), q("1.5")),
+                ]),
+                topology_request: None,
+            }],
+            ..WorkloadSpec::default()
+        },
+    };
+    let errors = whole_device_errors(&workload);
+    assert_eq!(
+        lines(&errors),
+        r#"Workload/ml/w: spec.podSets[0].requests["nvidia.com/gpu"]: nvidia.com/gpu: 1500m is not a whole number; extended resources are counted in whole units, as in Kubernetes"#
+    );
+    let mut whole = workload.clone();
+    whole.spec.pod_sets[0]
+        .requests
+        .insert("nvidia.com/gpu".into(), q("2"));
+    assert!(whole_device_errors(&whole).is_empty());
+}

@@ -690,3 +690,31 @@ fn workload_rules() {
         assert_errors(rule, &errors, &expected);
     }
 }
+
+// ---------------------------------------------------------------------------
+// What the importer refuses and apply() does not
+
+/// Fractions of devices are refused where manifests and submissions enter
+/// (the importer, `whole_device_errors` at the API, `fleetq submit`), not
+/// by `Config::validate` or `bind_workload`, which apply() runs: what a
+/// ledger accepted before the check replays the same.
+#[test]
+fn fractional_devices_do_not_change_what_apply_decides() {
+    let mut config = config_with("");
+    let queue = config.cluster_queues.get_mut("team-a").expect("team-a");
+    queue.spec.resource_groups[0].flavors[0].resources[1].nominal_quota = "7.5".parse().unwrap();
+    assert_errors("stored fractional quota", &config.validate(), &[]);
+    let half = workload(|w| {
+        w.spec.pod_sets[0]
+            .requests
+            .insert("nvidia.com/gpu".into(), "1.5".parse().unwrap());
+    });
+    assert!(config.bind_workload(&half).is_ok());
+    assert_eq!(
+        fleetq_model::config::whole_device_errors(&half)
+            .iter()
+            .map(|e| e.path.as_str())
+            .collect::<Vec<_>>(),
+        [r#"spec.podSets[0].requests["nvidia.com/gpu"]"#]
+    );
+}

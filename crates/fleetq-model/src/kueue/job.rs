@@ -126,8 +126,8 @@ pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldErr
         &mut errors,
     );
     let requests =
-        pod_requests(&spec.template.spec, "spec.template.spec", at).unwrap_or_else(|error| {
-            errors.push(error);
+        pod_requests(&spec.template.spec, "spec.template.spec", at).unwrap_or_else(|mut more| {
+            errors.append(&mut more);
             ResourceList::new()
         });
     if !errors.is_empty() {

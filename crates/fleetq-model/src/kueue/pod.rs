@@ -124,6 +124,36 @@ impl PodSpec {
         Some(running)
     }
 
+    /// Every fraction of an extended resource the spec asks for, as
+    /// (path below the pod spec, message): Kubernetes counts devices in
+    /// whole units, in requests and in limits alike.
+    pub fn whole_device_problems(&self) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        let mut check = |path: String, list: &ResourceList| {
+            for (name, amount) in list {
+                if let Some(problem) = crate::resources::whole_device_problem(name, *amount) {
+                    problems.push((super::meta::join(&path, name), problem));
+                }
+            }
+        };
+        for (field, containers) in [
+            ("containers", &self.containers),
+            ("initContainers", &self.init_containers),
+        ] {
+            for (i, container) in containers.iter().enumerate() {
+                let path = format!("{field}[{i}].resources");
+                check(format!("{path}.requests"), &container.resources.requests);
+                check(format!("{path}.limits"), &container.resources.limits);
+            }
+        }
+        if let Some(pod_level) = &self.resources {
+            check("resources.requests".into(), &pod_level.requests);
+            check("resources.limits".into(), &pod_level.limits);
+        }
+        check("overhead".into(), &self.overhead);
+        problems
+    }
+
     /// `command` followed by `args` of the first container: what a process
     /// executor runs.
     pub fn first_command(&self) -> Vec<String> {

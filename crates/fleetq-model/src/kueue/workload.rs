@@ -175,8 +175,8 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
             .min_count
             .map(|min| non_negative(min, &format!("{path}.minCount"), at, &mut errors));
         let requests = pod_requests(&pod_set.template.spec, &format!("{path}.template.spec"), at)
-            .unwrap_or_else(|error| {
-                errors.push(error);
+            .unwrap_or_else(|mut more| {
+                errors.append(&mut more);
                 ResourceList::new()
             });
         rewrites.push((
@@ -273,23 +273,32 @@ fn non_negative(value: i32, path: &str, at: &Location, errors: &mut Vec<FieldErr
     })
 }
 
-/// Per-pod requests of a pod spec at `path`.
+/// Per-pod requests of a pod spec at `path`. Extended resources (GPUs,
+/// MIG slices) must be whole in every container, as Kubernetes requires.
 pub(super) fn pod_requests(
     spec: &PodSpec,
     path: &str,
     at: &Location,
-) -> Result<ResourceList, FieldError> {
+) -> Result<ResourceList, Vec<FieldError>> {
     if spec.containers.is_empty() {
-        return Err(at.error(
+        return Err(vec![at.error(
             format!("{path}.containers"),
             "must have at least one container",
-        ));
+        )]);
+    }
+    let fractions: Vec<FieldError> = spec
+        .whole_device_problems()
+        .into_iter()
+        .map(|(field, message)| at.error(format!("{path}.{field}"), message))
+        .collect();
+    if !fractions.is_empty() {
+        return Err(fractions);
     }
     spec.effective_requests().ok_or_else(|| {
-        at.error(
+        vec![at.error(
             path,
             "the containers' resource requests add up past the largest quantity fleetq can count",
-        )
+        )]
     })
 }
 
