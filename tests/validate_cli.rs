@@ -465,3 +465,48 @@ fn fractional_devices_are_refused_naming_the_field() {
         format!("error: --request \"nvidia.com/gpu=1.5\": nvidia.com/gpu: 1500m {whole}\n")
     );
 }
+
+/// What Kueue's API has and fleetq does not is refused as "not supported
+/// by fleetq", with why; "unknown field" is for typos.
+#[test]
+fn unsupported_kueue_fields_and_kinds_say_so() {
+    let checks = QUEUES.replace(
+        "  cohort: gpu-pool\n",
+        "  cohort: gpu-pool\n  admissionChecks: [prov]\n  stopPolicy: HoldAndDrain\n",
+    );
+    let kinds = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: AdmissionCheck\nmetadata: {name: prov}\nspec: {controllerName: kueue.x-k8s.io/provisioning-request}\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: MultiKueueConfig\nmetadata: {name: mk}\nspec: {clusters: [east]}\n";
+    let typo = QUEUES.replace(
+        "  cohort: gpu-pool\n",
+        "  cohort: gpu-pool\n  admisionChecks: [prov]\n",
+    );
+    let dir = write_files(&[
+        ("checks.yaml", &checks),
+        ("kinds.yaml", kinds),
+        ("typo.yaml", &typo),
+    ]);
+    let output = fleetq(
+        &["validate", "-f", "checks.yaml", "-f", "kinds.yaml"],
+        dir.path(),
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    for line in [
+        "checks.yaml: document 4: ClusterQueue/team-b: spec.admissionChecks: not supported by fleetq: spec.admissionChecks (fleetq has no admission checks: a workload is admitted as soon as its quota is reserved on a cluster)",
+        "checks.yaml: document 4: ClusterQueue/team-b: spec.stopPolicy: not supported by fleetq: spec.stopPolicy: HoldAndDrain (fleetq does not evict the running workloads of a stopped queue; use Hold, and cancel the workloads that must stop)",
+        "kinds.yaml: document 1: AdmissionCheck/prov: kind: not supported by fleetq: AdmissionCheck (fleetq has no admission checks: a workload is admitted as soon as its quota is reserved on a cluster)",
+    ] {
+        assert!(err.lines().any(|l| l == line), "missing {line:?} in\n{err}");
+    }
+    assert!(
+        err.contains("kinds.yaml: document 2: MultiKueueConfig/mk: kind: not supported by fleetq: MultiKueueConfig (fleetq is itself the multi-cluster dispatcher"),
+        "{err}"
+    );
+    assert!(!err.contains("unknown field"), "{err}");
+    let output = fleetq(&["validate", "-f", "typo.yaml"], dir.path());
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("spec.admisionChecks: unknown field `admisionChecks`"),
+        "{}",
+        stderr(&output)
+    );
+}

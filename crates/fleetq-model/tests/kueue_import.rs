@@ -127,7 +127,6 @@ const IMPORTABLE_EXAMPLES: &[&str] = &[
     "cohort-quotas-v1alpha1.yaml",
     "cohort-quotas.yaml",
     "dedicated-and-fallback-flavors.yaml",
-    "minimal-cq.yaml",
     "provisioning-sample-job.yaml",
     "quick-start-job.yaml",
     "quick-start-setup.yaml",
@@ -163,7 +162,8 @@ fn every_fixture_is_covered() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/testdata/kueue-docs");
     for entry in std::fs::read_dir(dir).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
-        let with_foreign_kinds = ["provisioning-setup.yaml"];
+        // Admission checks: refused as not supported, tested below.
+        let with_foreign_kinds = ["provisioning-setup.yaml", "minimal-cq.yaml"];
         assert!(
             IMPORTABLE_EXAMPLES.contains(&name.as_str())
                 || with_foreign_kinds.contains(&name.as_str()),
@@ -586,19 +586,29 @@ fn kueue_workload_example() {
 #[test]
 fn gpu_job_on_the_provisioning_queue() {
     // AdmissionCheck and ProvisioningRequestConfig are Kueue kinds fleetq
-    // does not import; they are named in errors, the rest imports.
+    // does not support, nor the queue's admission checks; they are named
+    // in errors, and without them the rest imports.
     let setup = fixture("provisioning-setup.yaml");
     let errors = import_err(&setup);
     let text = lines(&errors);
-    assert_eq!(errors.len(), 2, "{text}");
-    assert!(text.contains("document 4: AdmissionCheck/sample-prov: kind: kueue.x-k8s.io/v1beta2 AdmissionCheck is not supported"), "{text}");
+    assert_eq!(errors.len(), 3, "{text}");
+    assert!(text.contains("document 2: ClusterQueue/cluster-queue: spec.admissionChecksStrategy: not supported by fleetq: spec.admissionChecksStrategy (fleetq has no admission checks"), "{text}");
+    assert!(text.contains("document 4: AdmissionCheck/sample-prov: kind: not supported by fleetq: AdmissionCheck (fleetq has no admission checks"), "{text}");
     assert!(
-        text.contains("document 5: ProvisioningRequestConfig/prov-test-config: kind:"),
+        text.contains("document 5: ProvisioningRequestConfig/prov-test-config: kind: not supported by fleetq: ProvisioningRequestConfig ("),
         "{text}"
     );
 
+    let checks = setup
+        .find("  admissionChecksStrategy:")
+        .expect("the queue has admission checks");
+    let end = checks + setup[checks..].find("---").expect("more documents");
+    let without_checks = format!("{}{}", &setup[..checks], &setup[end..]);
     let set = set_of(&[
-        without_kinds(&setup, &["AdmissionCheck", "ProvisioningRequestConfig"]),
+        without_kinds(
+            &without_checks,
+            &["AdmissionCheck", "ProvisioningRequestConfig"],
+        ),
         fixture("provisioning-sample-job.yaml"),
     ]);
     assert_valid(&set);
@@ -687,16 +697,16 @@ fn pods_quota_and_multiple_resource_groups() {
     assert!(errors.iter().all(|e| e.message.contains("does not exist")));
 }
 
-/// Kueue's webhook rejects onFlavors naming a flavor the ClusterQueue does
-/// not have; this doc example has no resource groups at all.
+/// Kueue's page on admission checks: fleetq has none, and says so rather
+/// than admitting without them.
 #[test]
-fn minimal_cq_admission_check_on_missing_flavor() {
-    let set = fixtures(&["minimal-cq.yaml"]);
-    let errors = set.config.validate();
+fn minimal_cq_admission_checks_are_not_supported() {
+    let errors = import_err(&fixture("minimal-cq.yaml"));
     assert_eq!(errors.len(), 1, "{}", lines(&errors));
+    assert_eq!(errors[0].path, "spec.admissionChecksStrategy");
     assert_eq!(
-        errors[0].path,
-        "spec.admissionChecksStrategy.admissionChecks[0].onFlavors[0]"
+        errors[0].message,
+        "not supported by fleetq: spec.admissionChecksStrategy (fleetq has no admission checks: a workload is admitted as soon as its quota is reserved on a cluster)"
     );
 }
 
@@ -768,7 +778,7 @@ metadata: {name: q}
     let errors = import_err(yaml);
     let text = lines(&errors);
     assert_eq!(errors.len(), 5, "{text}");
-    assert!(text.contains("document 1: AdmissionCheck/default: kind: kueue.x-k8s.io/v1beta2 AdmissionCheck is not supported: fleetq imports"), "{text}");
+    assert!(text.contains("document 1: AdmissionCheck/default: kind: not supported by fleetq: AdmissionCheck (fleetq has no admission checks"), "{text}");
     assert!(text.contains(r#"document 2: Cohort/org: apiVersion: "kueue.x-k8s.io/v1" is not a supported apiVersion for Cohort; use kueue.x-k8s.io/v1alpha1 or kueue.x-k8s.io/v1beta1 or kueue.x-k8s.io/v1beta2"#), "{text}");
     assert!(text.contains("document 3: ClusterQueue/team-a: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: quantity \"-4\" is negative"), "{text}");
     assert!(
@@ -1151,19 +1161,19 @@ fn workload_priority_sources() {
         "priorityClassName: high\n  priorityClassSource: scheduling.k8s.io/priorityclass",
     )));
     assert!(
-        text.contains("spec.priorityClassSource: scheduling.k8s.io/priorityclass is not supported"),
+        text.contains("spec.priorityClassSource: not supported by fleetq: spec.priorityClassSource: scheduling.k8s.io/priorityclass (fleetq orders workloads by WorkloadPriorityClass only"),
         "{text}"
     );
     let text = lines(&import_err(&with(
         "priorityClassRef: {group: scheduling.k8s.io, kind: PriorityClass, name: high}",
     )));
     assert!(
-        text.contains("spec.priorityClassRef: scheduling.k8s.io/PriorityClass is not supported"),
+        text.contains("spec.priorityClassRef: not supported by fleetq: spec.priorityClassRef: scheduling.k8s.io/PriorityClass (fleetq orders workloads by WorkloadPriorityClass"),
         "{text}"
     );
     let text = lines(&import_err(&with("active: false")));
     assert!(
-        text.contains("spec.active: false is not supported"),
+        text.contains("spec.active: not supported by fleetq: spec.active: false (fleetq has no inactive workloads"),
         "{text}"
     );
     let text = lines(&import_err(&base.replace("  queueName: q\n", "")));
@@ -1492,4 +1502,168 @@ fn json_workloads_are_checked_per_pod_set() {
         .requests
         .insert("nvidia.com/gpu".into(), q("2"));
     assert!(whole_device_errors(&whole).is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// What Kueue has and fleetq does not: "not supported", never "unknown field"
+
+fn cluster_queue_with(extra: &str) -> String {
+    format!("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: q}}\nspec:\n  namespaceSelector: {{}}\n{extra}")
+}
+
+#[test]
+fn unsupported_cluster_queue_fields_are_named_with_why() {
+    for (extra, field, why) in [
+        (
+            "  admissionChecks: [prov]\n",
+            "spec.admissionChecks",
+            "fleetq has no admission checks",
+        ),
+        (
+            "  admissionChecksStrategy:\n    admissionChecks: [{name: prov}]\n",
+            "spec.admissionChecksStrategy",
+            "fleetq has no admission checks",
+        ),
+        (
+            "  concurrentAdmissionPolicy: {migration: {mode: TryPreferredFlavors}}\n",
+            "spec.concurrentAdmissionPolicy",
+            "not migrated to another while it runs",
+        ),
+        (
+            "  flavorFungibility: {whenCanBorrow: MayStopSearch, preference: BorrowingOverPreemption}\n",
+            "spec.flavorFungibility.preference",
+            "whenCanBorrow and whenCanPreempt only",
+        ),
+        (
+            "  stopPolicy: HoldAndDrain\n",
+            "spec.stopPolicy",
+            "does not evict the running workloads of a stopped queue; use Hold",
+        ),
+    ] {
+        let errors = import_err(&cluster_queue_with(extra));
+        let text = lines(&errors);
+        assert_eq!(errors.len(), 1, "{extra}: {text}");
+        assert_eq!(errors[0].path, field, "{text}");
+        assert!(
+            errors[0]
+                .message
+                .starts_with(&format!("not supported by fleetq: {field}")),
+            "{text}"
+        );
+        assert!(errors[0].message.contains(why), "{text}");
+        assert!(!text.contains("unknown field"), "{text}");
+    }
+    // v1beta1 spells the checks the same; a v1 List prefixes the path.
+    let v1beta1 = cluster_queue_with("  admissionChecks: [prov]\n").replace("v1beta2", "v1beta1");
+    assert_eq!(import_err(&v1beta1)[0].path, "spec.admissionChecks");
+    let list = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: kueue.x-k8s.io/v1beta2\n  kind: ClusterQueue\n  metadata: {name: q}\n  spec: {stopPolicy: HoldAndDrain}\n";
+    assert_eq!(import_err(list)[0].path, "items[0].spec.stopPolicy");
+}
+
+#[test]
+fn supported_values_and_typos_are_as_before() {
+    // Hold is supported; an empty list of checks is no check at all.
+    let docs = import_ok(&cluster_queue_with(
+        "  stopPolicy: Hold\n  admissionChecks: []\n",
+    ));
+    let Object::ClusterQueue(cq) = &docs[0].object else {
+        panic!()
+    };
+    assert_eq!(cq.spec.stop_policy, StopPolicy::Hold);
+    assert!(cq.spec.admission_checks.is_empty());
+    // A name Kueue does not have either is a typo.
+    let text = lines(&import_err(&cluster_queue_with(
+        "  admissionCheck: [prov]\n",
+    )));
+    assert!(
+        text.contains("spec.admissionCheck: unknown field `admissionCheck`"),
+        "{text}"
+    );
+    // Unsupported fields and the document's own mistakes are all reported.
+    let text = lines(&import_err(&cluster_queue_with(
+        "  admissionChecks: [prov]\n  queueingStrategy: Fifo\n",
+    )));
+    assert!(
+        text.contains("spec.admissionChecks: not supported by fleetq"),
+        "{text}"
+    );
+    assert!(text.contains("unknown variant `Fifo`"), "{text}");
+}
+
+#[test]
+fn a_draining_local_queue_is_not_supported() {
+    let yaml = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: lq, namespace: ml}\nspec: {clusterQueue: q, stopPolicy: HoldAndDrain}\n";
+    let text = lines(&import_err(yaml));
+    assert!(text.starts_with("document 1: LocalQueue/ml/lq: spec.stopPolicy: not supported by fleetq: spec.stopPolicy: HoldAndDrain (fleetq does not evict"), "{text}");
+    let Object::LocalQueue(lq) = &import_ok(&yaml.replace("HoldAndDrain", "Hold"))[0].object else {
+        panic!()
+    };
+    assert_eq!(lq.spec.stop_policy, StopPolicy::Hold);
+}
+
+#[test]
+fn unsupported_kueue_kinds_say_why() {
+    for (kind, why) in [
+        ("AdmissionCheck", "fleetq has no admission checks"),
+        (
+            "MultiKueueConfig",
+            "fleetq is itself the multi-cluster dispatcher",
+        ),
+        (
+            "MultiKueueCluster",
+            "fleetq is itself the multi-cluster dispatcher",
+        ),
+        ("ProvisioningRequestConfig", "fleetq provisions no nodes"),
+    ] {
+        for version in ["v1beta1", "v1beta2"] {
+            let yaml = format!("apiVersion: kueue.x-k8s.io/{version}\nkind: {kind}\nmetadata: {{name: x}}\nspec: {{}}\n");
+            let errors = import_err(&yaml);
+            assert_eq!(errors[0].path, "kind");
+            assert!(
+                errors[0]
+                    .message
+                    .starts_with(&format!("not supported by fleetq: {kind} (")),
+                "{}",
+                errors[0]
+            );
+            assert!(errors[0].message.contains(why), "{}", errors[0]);
+        }
+    }
+    // Not Kueue's: the list of what fleetq imports.
+    let text = lines(&import_err(
+        "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: x}\n",
+    ));
+    assert!(
+        text.contains("JobSet is not supported: fleetq imports"),
+        "{text}"
+    );
+}
+
+#[test]
+fn unsupported_workload_fields_say_why() {
+    let base = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {name: w}\nspec:\n  queueName: q\n  podSets: [{name: main, count: 1, template: {spec: {containers: [{name: c}]}}}]\n";
+    let text = lines(&import_err(&format!(
+        "{base}  preemptionGates: [{{name: example.com/gate}}]\n"
+    )));
+    assert!(
+        text.contains("spec.preemptionGates: not supported by fleetq: spec.preemptionGates (fleetq has no preemption gates"),
+        "{text}"
+    );
+    let text = lines(&import_err(&base.replace(
+        "count: 1,",
+        "count: 1, topologyRequest: {podSetGroupName: g},",
+    )));
+    assert!(
+        text.contains("spec.podSets[0].topologyRequest.podSetGroupName: not supported by fleetq: spec.podSets[0].topologyRequest.podSetGroupName (it pairs the pod sets"),
+        "{text}"
+    );
+    assert!(import_ok(&format!("{base}  active: true\n  preemptionGates: []\n")).len() == 1);
+}
+
+#[test]
+fn controller_settings_of_kueues_configuration_are_accepted() {
+    let docs = import_ok(
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\npprofBindAddress: :8083\ntls: {minVersion: VersionTLS12}\nvisibilityServer: {}\n",
+    );
+    assert!(matches!(docs[0].object, Object::Configuration(_)));
 }

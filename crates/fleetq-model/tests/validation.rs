@@ -63,8 +63,6 @@ spec:
   preemption:
     reclaimWithinCohort: LowerPriority
     borrowWithinCohort: {policy: LowerPriority, maxPriorityThreshold: 100}
-  admissionChecksStrategy:
-    admissionChecks: [{name: provisioning, onFlavors: [h100]}]
   placement:
     clusters: [us-east, eu-west]
     clusterSelector: {region: us}
@@ -256,21 +254,6 @@ fn config_rules() {
                 (q, "spec.namespaceSelector.matchExpressions[1].values", "must be non-empty"),
                 (q, "spec.namespaceSelector.matchExpressions[2].values", "must be empty"),
             ],
-        },
-        Row {
-            rule: "admission checks apply to this queue's flavors",
-            extra: cq(&format!("{}  admissionChecksStrategy:\n    admissionChecks: [{{name: prov, onFlavors: [a100]}}]\n", one_gpu_group(""))),
-            expect: vec![(q, "spec.admissionChecksStrategy.admissionChecks[0].onFlavors[0]", "not one of this ClusterQueue's flavors")],
-        },
-        Row {
-            rule: "admission check strategy lists at least one check",
-            extra: cq("  admissionChecksStrategy: {admissionChecks: []}\n"),
-            expect: vec![(q, "spec.admissionChecksStrategy.admissionChecks", "at least one check")],
-        },
-        Row {
-            rule: "admissionChecks or admissionChecksStrategy, not both",
-            extra: cq("  admissionChecks: [prov]\n  admissionChecksStrategy: {admissionChecks: [{name: prov}]}\n"),
-            expect: vec![(q, "spec.admissionChecks", "cannot be used together")],
         },
         Row {
             rule: "placement names each cluster once and uses valid labels",
@@ -693,6 +676,34 @@ fn workload_rules() {
 
 // ---------------------------------------------------------------------------
 // What the importer refuses and apply() does not
+
+/// Admission checks are refused on import ("not supported by fleetq"), but
+/// a queue stored before that still meets Kueue's rules for them.
+#[test]
+fn admission_check_rules_still_hold_for_stored_queues() {
+    let mut config = config_with("");
+    let queue = config.cluster_queues.get_mut("team-a").expect("team-a");
+    queue.spec.admission_checks_strategy = Some(serde_json::json!({
+        "admissionChecks": [{"name": "prov", "onFlavors": ["b200"]}]
+    }));
+    queue.spec.admission_checks = vec!["prov".into()];
+    assert_errors(
+        "stored admission checks",
+        &config.validate(),
+        &[
+            (
+                "ClusterQueue/team-a",
+                "spec.admissionChecksStrategy.admissionChecks[0].onFlavors[0]",
+                "not one of this ClusterQueue's flavors",
+            ),
+            (
+                "ClusterQueue/team-a",
+                "spec.admissionChecks",
+                "cannot be used together",
+            ),
+        ],
+    );
+}
 
 /// Fractions of devices are refused where manifests and submissions enter
 /// (the importer, `whole_device_errors` at the API, `fleetq submit`), not

@@ -208,6 +208,12 @@ struct ConfigurationManifest {
     _object_retention_policies: IgnoredAny,
     #[serde(default, rename = "admissionFairSharing")]
     _admission_fair_sharing: IgnoredAny,
+    #[serde(default, rename = "pprofBindAddress")]
+    _pprof_bind_address: IgnoredAny,
+    #[serde(default, rename = "tls")]
+    _tls: IgnoredAny,
+    #[serde(default, rename = "visibilityServer")]
+    _visibility_server: IgnoredAny,
 }
 
 pub(super) fn configuration(value: Value, at: &Location) -> Result<Converted, Vec<FieldError>> {

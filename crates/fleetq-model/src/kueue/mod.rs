@@ -14,8 +14,11 @@
 //!
 //! Kueue kinds are decoded strictly: an unknown field anywhere in `spec` is
 //! an error with its path, because a misspelt `lendingLimit` that is silently
-//! dropped changes who gets GPUs. `status` and server-populated metadata are
-//! ignored. Jobs are strict only where fleetq interprets them (see [`pod`]).
+//! dropped changes who gets GPUs. A kind or field Kueue has and fleetq does
+//! not support (admission checks, MultiKueue, ...) is refused as
+//! `not supported by fleetq: <field> (<why>)` ([`unsupported`]). `status`
+//! and server-populated metadata are ignored. Jobs are strict only where
+//! fleetq interprets them (see [`pod`]).
 //! Every error carries the document number, the object and the field path.
 
 mod annotations;
@@ -29,6 +32,7 @@ mod pod;
 pub(crate) mod rules;
 pub(crate) mod syntax;
 mod topology;
+mod unsupported;
 mod workload;
 
 use serde_json::Value;
@@ -254,14 +258,25 @@ fn import_value(
             ))
         }
         None => {
-            return errors.push(at.error(
-                "kind",
-                format!(
+            let kueue = header
+                .api_version
+                .strip_prefix(KUEUE_GROUP)
+                .is_some_and(|version| version.starts_with('/'));
+            let message = match unsupported::kind(&header.kind) {
+                Some(why) if kueue => unsupported::message(&header.kind, why),
+                _ => format!(
                     "{} {} is not supported: {SUPPORTED}",
                     header.api_version, header.kind
                 ),
-            ))
+            };
+            return errors.push(at.error("kind", message));
         }
+    };
+    let mut value = value;
+    let mut refused = if KUEUE_V1BETA.contains(&header.api_version.as_str()) {
+        unsupported::take(&mut value, &header.kind, &at)
+    } else {
+        Vec::new()
     };
     let result = match kind {
         Kind::ResourceFlavor => config_kinds::resource_flavor(value, &at),
@@ -276,6 +291,7 @@ fn import_value(
         Kind::Topology => topology::topology(value, &at),
     };
     match result {
+        Ok(_) if !refused.is_empty() => errors.append(&mut refused),
         Ok(converted) => imported.push(ImportedDocument {
             document,
             object: converted.object,
@@ -288,7 +304,10 @@ fn import_value(
                 rewrites: converted.rewrites,
             },
         }),
-        Err(mut more) => errors.append(&mut more),
+        Err(mut more) => {
+            errors.append(&mut refused);
+            errors.append(&mut more);
+        }
     }
 }
 

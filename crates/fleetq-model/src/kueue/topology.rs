@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::config_kinds::manifest;
 use super::meta::{annotation_path, join, Location};
+use super::unsupported;
 use super::Converted;
 use crate::config::Object;
 use crate::topology::{
@@ -97,15 +98,23 @@ pub(super) fn workload_request(
     let field = |name: &str| format!("{path}.{name}");
     let before = errors.len();
     if request.pod_set_group_name.is_some() {
+        let path = field("podSetGroupName");
         errors.push(at.error(
-            field("podSetGroupName"),
-            "is not supported by fleetq: it pairs the pod sets of multi-pod-set jobs, which fleetq does not run",
+            &path,
+            unsupported::message(
+                &path,
+                "it pairs the pod sets of multi-pod-set jobs, which fleetq does not run",
+            ),
         ));
     }
     if request.podset_slice_required_topology_constraints.is_some() {
+        let path = field("podsetSliceRequiredTopologyConstraints");
         errors.push(at.error(
-            field("podsetSliceRequiredTopologyConstraints"),
-            "is not supported by fleetq (Kueue's TASMultiLayerTopology feature); use podSetSliceRequiredTopology and podSetSliceSize",
+            &path,
+            unsupported::message(
+                &path,
+                "Kueue's TASMultiLayerTopology feature; use podSetSliceRequiredTopology and podSetSliceSize",
+            ),
         ));
     }
     // Kueue's CRD leaves this to its scheduler, which silently prefers
@@ -187,10 +196,12 @@ pub(super) fn job_request(
 
     for key in [GROUP_NAME_ANNOTATION, SLICE_CONSTRAINTS_ANNOTATION] {
         if get(key).is_some() {
-            errors.push(at.error(
-                path(key),
-                "is not supported by fleetq (multi-pod-set groups and multi-layer slices)",
-            ));
+            let why = if key == GROUP_NAME_ANNOTATION {
+                "it pairs the pod sets of multi-pod-set jobs, which fleetq does not run"
+            } else {
+                "Kueue's TASMultiLayerTopology feature; use the podset-slice-required-topology and podset-slice-size annotations"
+            };
+            errors.push(at.error(path(key), unsupported::message(&path(key), why)));
         }
     }
     let required = get(REQUIRED_ANNOTATION);

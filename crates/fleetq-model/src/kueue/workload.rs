@@ -11,6 +11,7 @@ use super::annotations;
 use super::meta::{decode, Location, ObjectMeta};
 use super::pod::{PodSpec, PodTemplate};
 use super::topology::{workload_request, KueueTopologyRequest};
+use super::unsupported;
 use super::{Converted, DEFAULT_NAMESPACE, DEFAULT_POD_SET, KUEUE_GROUP};
 use crate::config::Object;
 use crate::workload::{RunSpec, WorkloadSpec};
@@ -138,13 +139,19 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
     if spec.active == Some(false) {
         errors.push(at.error(
             "spec.active",
-            "false is not supported: fleetq has no inactive workloads; submit the workload when it should run",
+            unsupported::message(
+                "spec.active: false",
+                "fleetq has no inactive workloads; submit the workload when it should run",
+            ),
         ));
     }
     if !spec.preemption_gates.is_empty() {
         errors.push(at.error(
             "spec.preemptionGates",
-            "is not supported by fleetq; remove the gates",
+            unsupported::message(
+                "spec.preemptionGates",
+                "fleetq has no preemption gates: a queued workload may preempt at once; remove the gates",
+            ),
         ));
     }
     let maximum_execution_time = match spec.maximum_execution_time_seconds {
@@ -244,9 +251,12 @@ fn priority_class(
             } else {
                 Err(at.error(
                     "spec.priorityClassRef",
-                    format!(
-                        "{}/{} is not supported: fleetq orders workloads by WorkloadPriorityClass (group kueue.x-k8s.io) only",
-                        reference.group, reference.kind
+                    unsupported::message(
+                        &format!(
+                            "spec.priorityClassRef: {}/{}",
+                            reference.group, reference.kind
+                        ),
+                        "fleetq orders workloads by WorkloadPriorityClass (group kueue.x-k8s.io) only; a pod PriorityClass means nothing across clusters",
                     ),
                 ))
             }
@@ -255,7 +265,10 @@ fn priority_class(
             None | Some("") | Some(WORKLOAD_PRIORITY_SOURCE) => Ok((Some(name), false)),
             Some(POD_PRIORITY_SOURCE) => Err(at.error(
                 "spec.priorityClassSource",
-                "scheduling.k8s.io/priorityclass is not supported: fleetq orders workloads by WorkloadPriorityClass only",
+                unsupported::message(
+                    "spec.priorityClassSource: scheduling.k8s.io/priorityclass",
+                    "fleetq orders workloads by WorkloadPriorityClass only; a pod PriorityClass means nothing across clusters",
+                ),
             )),
             Some(other) => Err(at.error(
                 "spec.priorityClassSource",
