@@ -190,6 +190,7 @@ spec:
             .append_entries(pb::RaftPayload {
                 json: b"\x00\xffnot json".to_vec(),
                 error: String::new(),
+                format: 0,
             })
             .await
             .expect_err("garbage is refused");

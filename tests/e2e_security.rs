@@ -614,6 +614,7 @@ fn peers_are_authenticated_as_themselves() {
             raft(TlsFiles::in_dir(&fleet.tls, "node-2")).vote(pb::RaftPayload {
                 json: serde_json::to_vec(&forged).expect("json"),
                 error: String::new(),
+                format: 0,
             }),
         )
         .expect_err("a forged sender is refused");
@@ -633,6 +634,7 @@ fn peers_are_authenticated_as_themselves() {
         .block_on(raft(anonymous).append_entries(pb::RaftPayload {
             json: vec![b' '; 64 << 20],
             error: String::new(),
+            format: 0,
         }))
         .expect_err("an anonymous Raft message is refused");
     assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");

@@ -105,11 +105,19 @@ pub struct Group {
     pub initial: usize,
     pub extra: Vec<String>,
     pub children: Vec<Option<Child>>,
+    /// The fleetq binary each node runs (this build's unless a test
+    /// upgrades from another).
+    pub binaries: Vec<PathBuf>,
 }
 
 impl Group {
     /// Starts `n` nodes with `extra` flags on each.
     pub fn start(n: usize, extra: &[&str]) -> Group {
+        Group::start_with(Path::new(FLEETQ), n, extra)
+    }
+
+    /// Starts `n` nodes of `binary` (another build of fleetq).
+    pub fn start_with(binary: &Path, n: usize, extra: &[&str]) -> Group {
         let dir = tempfile::tempdir().expect("temp dir");
         let addrs: Vec<String> = (0..n)
             .map(|_| format!("127.0.0.1:{}", free_port()))
@@ -120,6 +128,7 @@ impl Group {
             initial: n,
             extra: extra.iter().map(|s| s.to_string()).collect(),
             children: Vec::new(),
+            binaries: vec![binary.to_path_buf(); n],
         };
         for i in 0..n {
             let child = group.spawn(i + 1);
@@ -148,7 +157,7 @@ impl Group {
             .open(self.dir.path().join(format!("node-{id}.log")))
             .expect("log file");
         let log2 = log.try_clone().expect("log file");
-        Command::new(FLEETQ)
+        Command::new(&self.binaries[id - 1])
             .arg("server")
             .arg(INSECURE)
             .args(["--id", &id.to_string()])
@@ -183,6 +192,7 @@ impl Group {
                 .join(", ")
         );
         let path = write_file(self.dir.path(), &format!("node-{id}.toml"), &config);
+        self.binaries.push(PathBuf::from(FLEETQ));
         let log =
             std::fs::File::create(self.dir.path().join(format!("node-{id}.log"))).expect("log");
         let log2 = log.try_clone().expect("log");
@@ -215,6 +225,13 @@ impl Group {
         );
         let child = self.spawn(id);
         self.children[id - 1] = Some(child);
+    }
+
+    /// Starts a killed node again from its data directory, running
+    /// `binary` from now on (an upgrade or a rollback).
+    pub fn restart_with(&mut self, id: usize, binary: &Path) {
+        self.binaries[id - 1] = binary.to_path_buf();
+        self.restart(id);
     }
 
     pub fn addr(&self, id: usize) -> &str {

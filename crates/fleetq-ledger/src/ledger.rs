@@ -1743,7 +1743,10 @@ impl Ledger {
     /// Rebuilds a ledger from [`Ledger::export`] output.
     pub fn import(bytes: &[u8], scheduler: SchedulerConfig) -> Result<Ledger, String> {
         let exported: Exported =
-            serde_json::from_slice(bytes).map_err(|e| format!("snapshot is unreadable: {e}"))?;
+            crate::format::decode(bytes, || "the snapshot".into()).map_err(|e| match e {
+                crate::format::DecodeError::Newer(newer) => newer.to_string(),
+                crate::format::DecodeError::Json(e) => format!("snapshot is unreadable: {e}"),
+            })?;
         let mut ledger = Ledger::new(scheduler);
         ledger.counters = exported.counters;
         let mut state = exported.state;
@@ -1815,8 +1818,9 @@ pub struct Exported {
 }
 
 impl Exported {
+    /// JSON with its format first ([`crate::format`]).
     pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
-        serde_json::to_vec(self)
+        crate::format::encode(self)
     }
 
     /// [`Ledger::state_hash`] of the ledger this was exported from (a

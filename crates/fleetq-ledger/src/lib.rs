@@ -69,6 +69,7 @@
 
 pub mod backup;
 pub mod command;
+pub mod format;
 pub mod hash;
 pub mod ledger;
 pub mod raft;

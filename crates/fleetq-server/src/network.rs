@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use fleetq_ledger::raft::{NodeId, TypeConfig};
 use fleetq_proto::v1::raft_client::RaftClient;
-use fleetq_proto::v1::RaftPayload;
 use openraft::error::{
     InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
 };
@@ -84,10 +83,7 @@ impl PeerClient {
         };
         let json =
             serde_json::to_vec(request).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        let mut req = tonic::Request::new(RaftPayload {
-            json,
-            error: String::new(),
-        });
+        let mut req = tonic::Request::new(crate::raft_service::payload(json));
         req.set_timeout(ttl);
         let call = async {
             match rpc {
@@ -115,6 +111,14 @@ impl PeerClient {
         };
         if !reply.error.is_empty() {
             return Err(RPCError::Network(NetworkError::new(&Message(reply.error))));
+        }
+        if let Err(e) = crate::raft_service::newer_format(
+            reply.format,
+            &format!("{rpc} reply from node {}", self.target),
+        ) {
+            return Err(RPCError::Network(NetworkError::new(&Message(
+                e.to_string(),
+            ))));
         }
         let result: Result<Resp, RaftError<NodeId, E>> = serde_json::from_slice(&reply.json)
             .map_err(|e| RPCError::Network(NetworkError::new(&e)))?;

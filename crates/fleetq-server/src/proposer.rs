@@ -10,7 +10,6 @@ use fleetq_ledger::raft::{NodeId, Raft};
 use fleetq_ledger::store::LedgerHandle;
 use fleetq_ledger::{Command, Outcome, Request, Response};
 use fleetq_proto::v1::raft_client::RaftClient;
-use fleetq_proto::v1::RaftPayload;
 use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use serde::{Deserialize, Serialize};
 
@@ -321,10 +320,7 @@ impl Proposer {
             serde_json::to_vec(&request).map_err(|e| ForwardFailure::NotSent(e.to_string()))?;
         let is_write = matches!(request, Forwarded::Propose(_));
         let mut client = RaftClient::new(channel);
-        let mut req = tonic::Request::new(RaftPayload {
-            json,
-            error: String::new(),
-        });
+        let mut req = tonic::Request::new(crate::raft_service::payload(json));
         req.set_timeout(self.deadline);
         match tokio::time::timeout(self.deadline, client.forward(req)).await {
             Err(_) => Err(ForwardFailure::Unknown(format!(

@@ -65,20 +65,42 @@ impl RaftService {
     }
 }
 
-fn decode<T: DeserializeOwned>(payload: &RaftPayload) -> Result<T, Status> {
+fn decode<T: DeserializeOwned>(payload: &RaftPayload, rpc: &str) -> Result<T, Status> {
+    newer_format(payload.format, rpc).map_err(|e| {
+        tracing::error!("refused: {e}");
+        Status::failed_precondition(e.to_string())
+    })?;
     serde_json::from_slice(&payload.json)
         .map_err(|e| Status::invalid_argument(format!("json: not a valid request: {e}")))
 }
 
+/// A peer's format newer than this build reads (0: a build before formats).
+pub(crate) fn newer_format(
+    format: u32,
+    what: &str,
+) -> Result<(), fleetq_ledger::format::NewerFormat> {
+    if format > fleetq_ledger::format::FORMAT {
+        return Err(fleetq_ledger::format::NewerFormat {
+            what: what.to_string(),
+            format,
+        });
+    }
+    Ok(())
+}
+
 fn encode<T: Serialize>(value: &T) -> Result<Response<RaftPayload>, Status> {
     serde_json::to_vec(value)
-        .map(|json| {
-            Response::new(RaftPayload {
-                json,
-                error: String::new(),
-            })
-        })
+        .map(|json| Response::new(payload(json)))
         .map_err(|e| Status::internal(e.to_string()))
+}
+
+/// A payload of this build's format.
+pub(crate) fn payload(json: Vec<u8>) -> RaftPayload {
+    RaftPayload {
+        json,
+        error: String::new(),
+        format: fleetq_ledger::format::FORMAT,
+    }
 }
 
 #[tonic::async_trait]
@@ -88,14 +110,14 @@ impl raft_server::Raft for RaftService {
         request: Request<RaftPayload>,
     ) -> Result<Response<RaftPayload>, Status> {
         let caller = self.check(&request, "AppendEntries")?;
-        let req: AppendEntriesRequest<TypeConfig> = decode(request.get_ref())?;
+        let req: AppendEntriesRequest<TypeConfig> = decode(request.get_ref(), "AppendEntries")?;
         self.same_sender(caller, req.vote.leader_id().node_id, "AppendEntries")?;
         encode(&self.raft.append_entries(req).await)
     }
 
     async fn vote(&self, request: Request<RaftPayload>) -> Result<Response<RaftPayload>, Status> {
         let caller = self.check(&request, "Vote")?;
-        let req: VoteRequest<u64> = decode(request.get_ref())?;
+        let req: VoteRequest<u64> = decode(request.get_ref(), "Vote")?;
         self.same_sender(caller, req.vote.leader_id().node_id, "Vote")?;
         encode(&self.raft.vote(req).await)
     }
@@ -105,7 +127,7 @@ impl raft_server::Raft for RaftService {
         request: Request<RaftPayload>,
     ) -> Result<Response<RaftPayload>, Status> {
         let caller = self.check(&request, "InstallSnapshot")?;
-        let req: InstallSnapshotRequest<TypeConfig> = decode(request.get_ref())?;
+        let req: InstallSnapshotRequest<TypeConfig> = decode(request.get_ref(), "InstallSnapshot")?;
         self.same_sender(caller, req.vote.leader_id().node_id, "InstallSnapshot")?;
         encode(&self.raft.install_snapshot(req).await)
     }
@@ -115,7 +137,7 @@ impl raft_server::Raft for RaftService {
         request: Request<RaftPayload>,
     ) -> Result<Response<RaftPayload>, Status> {
         self.check(&request, "Forward")?;
-        let req: Forwarded = decode(request.get_ref())?;
+        let req: Forwarded = decode(request.get_ref(), "Forward")?;
         let reply = match req {
             Forwarded::Propose(Command::SubmitWorkloads {
                 submissions,

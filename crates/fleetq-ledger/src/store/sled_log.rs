@@ -278,6 +278,16 @@ impl SledLogStore {
     }
 }
 
+/// A stored entry, refused (not misread) when a newer build wrote it:
+/// the error names the entry and says to run the newer build.
+fn decode_entry(key: &[u8], bytes: &[u8]) -> Result<Entry, StorageError> {
+    let index = <[u8; 8]>::try_from(key)
+        .map(u64::from_be_bytes)
+        .unwrap_or(0);
+    crate::format::decode(bytes, || format!("log entry {index}"))
+        .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, e))
+}
+
 fn key(index: u64) -> [u8; 8] {
     index.to_be_bytes()
 }
@@ -306,10 +316,8 @@ impl RaftLogReader<TypeConfig> for SledLogStore {
         }
         let mut out = Vec::new();
         for item in self.logs.range(bounds(&range)) {
-            let (_, v) = item.map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, e))?;
-            let entry: Entry = serde_json::from_slice(&v)
-                .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, e))?;
-            out.push(entry);
+            let (k, v) = item.map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, e))?;
+            out.push(decode_entry(&k, &v)?);
         }
         Ok(out)
     }
@@ -326,11 +334,7 @@ impl RaftLogStorage<TypeConfig> for SledLogStore {
             .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, e))?
         {
             None => None,
-            Some((_, v)) => {
-                let entry: Entry = serde_json::from_slice(&v)
-                    .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Read, e))?;
-                Some(entry.log_id)
-            }
+            Some((k, v)) => Some(decode_entry(&k, &v)?.log_id),
         };
         Ok(LogState {
             last_purged_log_id: last_purged,
@@ -377,7 +381,7 @@ impl RaftLogStorage<TypeConfig> for SledLogStore {
         let mut batch = sled::Batch::default();
         let mut appended = Vec::new();
         for entry in entries {
-            let bytes = serde_json::to_vec(&entry)
+            let bytes = crate::format::encode(&entry)
                 .map_err(|e| io_error(ErrorSubject::Logs, ErrorVerb::Write, e))?;
             let len = bytes.len();
             batch.insert(&key(entry.log_id.index), bytes);
