@@ -8,14 +8,17 @@ mod fake_kube;
 use std::future::Future;
 use std::time::Duration;
 
-use fake_kube::{node, FakeKube};
+use fake_kube::{node, pod, FakeKube, Options};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
-use kube::runtime::watcher;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{
+    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, VersionMatch, WatchEvent,
+    WatchParams,
+};
+use kube::runtime::{reflector, watcher};
 use kube::{Client, ResourceExt};
-use serde_json::json;
+use serde_json::{json, Value};
 
 /// Runs `test` with a kube client configured the way the agent will be: from
 /// a kubeconfig file written by the fake.
@@ -118,9 +121,30 @@ fn a_created_job_reads_back_with_server_set_fields() {
             (400, "BadRequest")
         );
 
+        // A create in a namespace that does not exist is refused by the
+        // NamespaceLifecycle admission plugin: 404 with the namespace named
+        // (Namespaces: "namespaces \"x\" not found").
+        let other: Api<Job> = Api::namespaced(client.clone(), "other");
+        let no_namespace = api_error(
+            other
+                .create(&PostParams::default(), &job("b"))
+                .await
+                .expect_err("no namespace other"),
+        );
+        assert_eq!(
+            (no_namespace.code, no_namespace.reason.as_str()),
+            (404, "NotFound")
+        );
+        assert_eq!(no_namespace.message, "namespaces \"other\" not found");
+        let details = no_namespace.details.expect("details");
+        assert_eq!(
+            (details.kind.as_str(), details.name.as_str()),
+            ("namespaces", "other")
+        );
+        fake.put_namespace("other");
+
         // Listing across namespaces and within one; pages of one item
         // exercise the continue token.
-        let other: Api<Job> = Api::namespaced(client.clone(), "other");
         other
             .create(&PostParams::default(), &job("b"))
             .await
@@ -438,8 +462,29 @@ fn bad_requests_get_status_answers() {
                 400,
             ),
             ("GET", "/api/v1/nodes?limit=%ZZ", "", 400),
-            ("GET", "/api/v1/pods", "", 404),
+            ("GET", "/api/v1/services", "", 404),
             ("PATCH", "/api/v1/nodes/n1", "{}", 405),
+            // JSON patch (and apply) are not served: 415.
+            (
+                "PATCH",
+                "/apis/batch/v1/namespaces/default/jobs/x",
+                "[]",
+                415,
+            ),
+            // A field of the wrong type fails decoding (400), before any
+            // validation.
+            (
+                "POST",
+                "/apis/batch/v1/namespaces/default/jobs",
+                r#"{"metadata":{"name":"x"},"spec":{"parallelism":"many"}}"#,
+                400,
+            ),
+            (
+                "POST",
+                "/apis/batch/v1/namespaces/default/jobs",
+                r#"{"metadata":{"name":"x"},"spec":{"template":{"spec":{"restartPolicy":"Never","containers":[{"name":"m","image":"i","resources":{"limits":{"cpu":"lots"}}}]}}}}"#,
+                400,
+            ),
         ];
         for (method, uri, body, code) in cases {
             let status = api_error(
@@ -485,4 +530,725 @@ fn bad_requests_get_status_answers() {
             .expect("create");
         assert_eq!(made.name_any().len(), "gen-".len() + 5);
     });
+}
+
+// ---------------------------------------------------------------------------
+// What the API server refuses
+// ---------------------------------------------------------------------------
+
+/// A Job like [`job`] whose one container has these requests and limits.
+fn job_with_resources(name: &str, requests: Value, limits: Value) -> Value {
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": { "name": name },
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{
+                        "name": "main",
+                        "image": "busybox",
+                        "resources": { "requests": requests, "limits": limits },
+                    }],
+                },
+            },
+        },
+    })
+}
+
+/// Creates `job` (raw JSON, so that what the typed client would not let
+/// through can be sent) and returns the refusal.
+async fn refused(jobs: &Api<Job>, job: Value) -> Box<kube::core::Status> {
+    let name = job["metadata"]["name"].clone();
+    let job: Job = serde_json::from_value(job).expect("a Job the client can send");
+    match jobs.create(&PostParams::default(), &job).await {
+        Ok(_) => panic!("{name} was accepted"),
+        Err(e) => api_error(e),
+    }
+}
+
+/// The (field, message) of every cause of a 422.
+fn causes(status: &kube::core::Status) -> Vec<(String, String)> {
+    status
+        .details
+        .iter()
+        .flat_map(|d| d.causes.iter())
+        .map(|c| (c.field.clone(), c.message.clone()))
+        .collect()
+}
+
+/// Asserts a 422 Invalid whose causes include `field` with a message
+/// containing `says`, and whose message names the field too.
+fn assert_invalid(status: &kube::core::Status, field: &str, says: &str) {
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (422, "Invalid"),
+        "{status:?}"
+    );
+    let all = causes(status);
+    assert!(
+        all.iter().any(|(f, m)| f == field && m.contains(says)),
+        "no cause {field}: ...{says}... in {all:#?}"
+    );
+    assert!(
+        status.message.contains(&format!("{field}: ")),
+        "{}",
+        status.message
+    );
+}
+
+/// Container resources, as ValidateResourceRequirements checks them
+/// (Resource Management for Pods and Containers: "Extended resources":
+/// only whole numbers, never overcommitted, so a request needs an equal
+/// limit; a resource name without a domain must be one of Kubernetes' own).
+#[test]
+fn container_resources_are_validated_like_the_api_server_does() {
+    let fake = &FakeKube::start();
+    with_client(fake, |client| async move {
+        let jobs: Api<Job> = Api::default_namespaced(client);
+        let containers = "spec.template.spec.containers[0].resources";
+
+        // fleetq's own gpu.memory is no Kubernetes resource.
+        let e = refused(
+            &jobs,
+            job_with_resources(
+                "mem",
+                json!({"gpu.memory": "80", "nvidia.com/gpu": "1"}),
+                json!({"nvidia.com/gpu": "1"}),
+            ),
+        )
+        .await;
+        let field = format!("{containers}.requests[gpu.memory]");
+        assert_invalid(&e, &field, "must be a standard resource for containers");
+        assert!(
+            e.message.starts_with("Job.batch \"mem\" is invalid: "),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.details.as_ref().map(|d| d.kind.as_str()), Some("Job"));
+
+        // An extended resource requested without a limit.
+        let e = refused(
+            &jobs,
+            job_with_resources("nolimit", json!({"nvidia.com/gpu": "4"}), json!({})),
+        )
+        .await;
+        assert_invalid(
+            &e,
+            &format!("{containers}.limits"),
+            "Required value: Limit must be set for non overcommitable resources",
+        );
+
+        // ...with a request other than its limit.
+        let e = refused(
+            &jobs,
+            job_with_resources(
+                "unequal",
+                json!({"nvidia.com/gpu": "2"}),
+                json!({"nvidia.com/gpu": "4"}),
+            ),
+        )
+        .await;
+        assert_invalid(
+            &e,
+            &format!("{containers}.requests[nvidia.com/gpu]"),
+            "must be equal to nvidia.com/gpu limit of 4",
+        );
+
+        // ...not a whole number.
+        let e = refused(
+            &jobs,
+            job_with_resources("half", json!({}), json!({"nvidia.com/gpu": "500m"})),
+        )
+        .await;
+        assert_invalid(
+            &e,
+            &format!("{containers}.limits[nvidia.com/gpu]"),
+            "Invalid value: \"500m\": must be an integer",
+        );
+
+        // A bare name that is not a standard container resource, and a
+        // name that is no qualified name.
+        let e = refused(
+            &jobs,
+            job_with_resources("gpu", json!({}), json!({"gpu": "1", "a/b/c": "1"})),
+        )
+        .await;
+        assert_invalid(
+            &e,
+            &format!("{containers}.limits[gpu]"),
+            "must be a standard resource for containers",
+        );
+        assert_invalid(
+            &e,
+            &format!("{containers}.limits[a/b/c]"),
+            "a qualified name must consist of",
+        );
+
+        // What a real server takes: a limit alone, equal amounts written
+        // differently, native resources requested below their limit or
+        // without one.
+        for (name, requests, limits) in [
+            ("limit-only", json!({}), json!({"nvidia.com/gpu": "4"})),
+            (
+                "same-amount",
+                json!({"nvidia.com/gpu": "4000m", "nvidia.com/mig-1g.10gb": "1"}),
+                json!({"nvidia.com/gpu": "4", "nvidia.com/mig-1g.10gb": "1"}),
+            ),
+            (
+                "native",
+                json!({"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "1G"}),
+                json!({"memory": "2Gi"}),
+            ),
+        ] {
+            let job: Job =
+                serde_json::from_value(job_with_resources(name, requests, limits)).expect("a Job");
+            jobs.create(&PostParams::default(), &job)
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    });
+    assert!(fake
+        .refusals()
+        .iter()
+        .all(|(method, _, code, _)| method == "POST" && *code == 422));
+    assert_eq!(fake.refusals().len(), 5);
+}
+
+/// Object names, labels and annotations (Object Names and IDs: DNS
+/// subdomain names; Labels and Selectors: "Syntax and character set";
+/// Annotations: at most 256 KiB together), restart policy and node
+/// affinity of a Job's pods (Jobs: "Pod Template"; Assigning Pods to
+/// Nodes: "Node affinity").
+#[test]
+fn names_labels_annotations_and_pod_template_are_validated() {
+    let fake = &FakeKube::start();
+    with_client(fake, |client| async move {
+        let jobs: Api<Job> = Api::default_namespaced(client);
+        let with = |patch: Value| {
+            let mut j = serde_json::to_value(job("ok")).expect("json");
+            merge(&mut j, &patch);
+            j
+        };
+
+        let e = refused(&jobs, with(json!({"metadata": {"name": "Train_LLaMA"}}))).await;
+        assert_invalid(&e, "metadata.name", "a lowercase RFC 1123 subdomain");
+
+        // A Job name of 64 characters is a valid subdomain, but the
+        // job-name label the server puts on its pods is not a valid label
+        // value: real clusters refuse such a Job.
+        let long = "a".repeat(64);
+        let e = refused(&jobs, with(json!({"metadata": {"name": long}}))).await;
+        assert_invalid(
+            &e,
+            "spec.template.metadata.labels",
+            "must be no more than 63 characters",
+        );
+
+        let e = refused(
+            &jobs,
+            with(json!({"metadata": {"labels": {
+                "fleetq.dev/workload": "has space",
+                "a/b/c": "x",
+                "fleetq.dev/cluster": "x".repeat(64),
+            }}})),
+        )
+        .await;
+        assert_invalid(&e, "metadata.labels", "Invalid value: \"has space\"");
+        assert_invalid(&e, "metadata.labels", "Invalid value: \"a/b/c\"");
+        assert_invalid(&e, "metadata.labels", "must be no more than 63 characters");
+
+        let e = refused(
+            &jobs,
+            with(json!({"metadata": {"annotations": {"big": "x".repeat(256 * 1024)}}})),
+        )
+        .await;
+        assert_invalid(
+            &e,
+            "metadata.annotations",
+            "Too long: may not be more than 262144 bytes",
+        );
+
+        let e = refused(
+            &jobs,
+            with(json!({"spec": {"template": {"spec": {"restartPolicy": "Always"}}}})),
+        )
+        .await;
+        assert_invalid(
+            &e,
+            "spec.template.spec.restartPolicy",
+            "Unsupported value: \"Always\"",
+        );
+
+        let affinity = "spec.template.spec.affinity.nodeAffinity.\
+                        requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+        let e = refused(
+            &jobs,
+            with(
+                json!({"spec": {"template": {"spec": {"affinity": {"nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
+                        "matchExpressions": [
+                            {"key": "nvidia.com/gpu.product", "operator": "In", "values": []},
+                            {"key": "nvidia.com/gpu.product", "operator": "In",
+                             "values": ["NVIDIA H100 80GB HBM3"]},
+                        ]
+                    }]}
+                }}}}}}),
+            ),
+        )
+        .await;
+        assert_invalid(
+            &e,
+            &format!("{affinity}[0].matchExpressions[0].values"),
+            "must be specified when `operator` is 'In' or 'NotIn'",
+        );
+        assert_invalid(
+            &e,
+            &format!("{affinity}[0].matchExpressions[1].values[0]"),
+            "a valid label must be an empty string",
+        );
+
+        // Several errors are listed together, as errors.NewInvalid does.
+        let e = refused(
+            &jobs,
+            with(
+                json!({"metadata": {"name": "Bad"}, "spec": {"template": {"spec": {
+                "restartPolicy": "Always"}}}}),
+            ),
+        )
+        .await;
+        assert!(e.message.contains(": [metadata.name: "), "{}", e.message);
+        assert_eq!(causes(&e).len(), 2, "{e:?}");
+    });
+}
+
+fn merge(target: &mut Value, patch: &Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(t.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+/// A Job's selector is generated on create, and its selector and pod
+/// template cannot change afterwards (Jobs: "Specifying your own Pod
+/// selector"; batch/v1 JobSpec: "template ... immutable"; "Mutable
+/// Scheduling Directives" for a suspended Job that never started).
+#[test]
+fn a_jobs_selector_and_template_are_immutable() {
+    let fake = &FakeKube::start();
+    with_client(fake, |client| async move {
+        let jobs: Api<Job> = Api::default_namespaced(client);
+        let created = jobs
+            .create(&PostParams::default(), &job("a"))
+            .await
+            .expect("create");
+        let uid = created.uid().expect("uid");
+        let v = serde_json::to_value(&created).expect("json");
+        assert_eq!(
+            v["spec"]["selector"],
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}})
+        );
+        let labels = &v["spec"]["template"]["metadata"]["labels"];
+        assert_eq!(labels["batch.kubernetes.io/job-name"], "a");
+        assert_eq!(labels["controller-uid"], json!(uid));
+        assert_eq!(
+            (
+                v["spec"]["parallelism"].as_i64(),
+                v["spec"]["completions"].as_i64()
+            ),
+            (Some(1), Some(1))
+        );
+        assert_eq!(v["spec"]["backoffLimit"], 6);
+        // The Job's labels default to its template's when it has none.
+        assert_eq!(v["metadata"]["labels"]["fleetq.io/workload"], "a");
+
+        // Update (PUT) with another image: the template is immutable.
+        let mut changed = created.clone();
+        changed
+            .spec
+            .as_mut()
+            .and_then(|s| s.template.spec.as_mut())
+            .expect("pod spec")
+            .containers[0]
+            .image = Some("busybox:2".into());
+        let e = api_error(
+            jobs.replace("a", &PostParams::default(), &changed)
+                .await
+                .expect_err("template is immutable"),
+        );
+        assert_invalid(&e, "spec.template", "field is immutable");
+
+        // A merge patch of the selector: immutable too.
+        let e = api_error(
+            jobs.patch(
+                "a",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"selector": {"matchLabels": {"x": "y"}}}})),
+            )
+            .await
+            .expect_err("selector is immutable"),
+        );
+        assert_invalid(&e, "spec.selector", "field is immutable");
+
+        // Mutable fields change, and the generation follows the spec.
+        let patched = jobs
+            .patch(
+                "a",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"spec": {"parallelism": 0}, "metadata": {"labels": {"l": "v"}}}),
+                ),
+            )
+            .await
+            .expect("parallelism is mutable");
+        assert_eq!(patched.spec.as_ref().and_then(|s| s.parallelism), Some(0));
+        assert_eq!(patched.metadata.generation, Some(2));
+
+        // A stale resourceVersion is a conflict.
+        let mut stale = created.clone();
+        stale.metadata.labels = Some([("l".to_string(), "w".to_string())].into());
+        let e = api_error(
+            jobs.replace("a", &PostParams::default(), &stale)
+                .await
+                .expect_err("stale"),
+        );
+        assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+
+        // A suspended Job that never started may still move its pods.
+        let mut suspended = job("s");
+        suspended.spec.as_mut().expect("spec").suspend = Some(true);
+        jobs.create(&PostParams::default(), &suspended)
+            .await
+            .expect("create s");
+        jobs.patch(
+            "s",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"template": {"spec": {"nodeSelector": {"pool": "b"}}}}})),
+        )
+        .await
+        .expect("scheduling directives of a suspended Job are mutable");
+        let e = api_error(
+            jobs.patch(
+                "s",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"spec": {"template": {"spec": {"restartPolicy": "OnFailure"}}}}),
+                ),
+            )
+            .await
+            .expect_err("the rest is not"),
+        );
+        assert_invalid(&e, "spec.template", "field is immutable");
+
+        // A selector copied from another Job (without manualSelector) is not
+        // the generated one: refused, which is why an executor drops it.
+        let mut copied = serde_json::to_value(job("copy")).expect("json");
+        copied["spec"]["selector"] =
+            json!({"matchLabels": {"batch.kubernetes.io/controller-uid": "old-uid"}});
+        let e = refused(&jobs, copied).await;
+        assert_invalid(&e, "spec.selector", "`selector` not auto-generated");
+    });
+}
+
+// ---------------------------------------------------------------------------
+// History, selectors and controllers
+// ---------------------------------------------------------------------------
+
+/// API concepts, "Efficient detection of changes": a watch from a
+/// resourceVersion the server no longer has history for fails with 410
+/// Gone (a Status of reason Expired, sent as an ERROR event by the watch
+/// cache); "Resource versions": an exact list, or a continue token, that
+/// old is 410 too. Within the history an exact list is the state then.
+#[test]
+fn old_resource_versions_are_gone() {
+    let fake = &FakeKube::start_with(Options { event_window: 3 });
+    fake.put_node(node("n1", &[], &[]));
+    fake.put_node(node("n2", &[], &[]));
+    with_client(fake, |client| async move {
+        let nodes: Api<Node> = Api::all(client);
+        let first = nodes.list(&ListParams::default()).await.expect("list");
+        let rv = first.metadata.resource_version.clone().expect("rv");
+        fake.put_node(node("n1", &[("changed", "yes")], &[]));
+
+        // Exact, within the window: n1 without its new label.
+        let exact = nodes
+            .list(&ListParams::default().at(&rv).matching(VersionMatch::Exact))
+            .await
+            .expect("exact list");
+        assert_eq!(
+            exact.metadata.resource_version.as_deref(),
+            Some(rv.as_str())
+        );
+        let n1 = exact
+            .items
+            .iter()
+            .find(|n| n.name_any() == "n1")
+            .expect("n1");
+        assert!(n1.labels().get("changed").is_none());
+
+        let page = nodes
+            .list(&ListParams::default().limit(1))
+            .await
+            .expect("page");
+        let token = page.metadata.continue_.clone().expect("token");
+        for i in 3..=6 {
+            fake.put_node(node(&format!("n{i}"), &[], &[]));
+        }
+
+        let mut stream = nodes
+            .watch(&WatchParams::default().timeout(5), &rv)
+            .await
+            .expect("the watch starts (200)")
+            .boxed();
+        match next(&mut stream).await.expect("an event") {
+            WatchEvent::Error(status) => {
+                assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
+                assert!(status.message.starts_with("too old resource version"));
+            }
+            other => panic!("expected a 410 ERROR event, got {other:?}"),
+        }
+        assert!(stream.next().await.is_none(), "the watch ends after it");
+
+        let gone = api_error(
+            nodes
+                .list(&ListParams::default().at(&rv).matching(VersionMatch::Exact))
+                .await
+                .expect_err("too old"),
+        );
+        assert_eq!((gone.code, gone.reason.as_str()), (410, "Expired"));
+        let gone = api_error(
+            nodes
+                .list(&ListParams::default().limit(1).continue_token(&token))
+                .await
+                .expect_err("expired continue"),
+        );
+        assert_eq!((gone.code, gone.reason.as_str()), (410, "Expired"));
+
+        // compact() forgets everything: the latest version still works.
+        fake.compact();
+        let latest = nodes.list(&ListParams::default()).await.expect("list");
+        let now = latest.metadata.resource_version.expect("rv");
+        let mut quiet = nodes
+            .watch(&WatchParams::default().timeout(1), &now)
+            .await
+            .expect("watch")
+            .boxed();
+        assert!(quiet.next().await.is_none(), "no events, no error");
+    });
+}
+
+/// kube's watcher re-lists after a 410 (kube::runtime::watcher: an ERROR
+/// event with code 410 resets it to a fresh list), which is the path an
+/// agent takes after an API server restart when history has moved on.
+#[test]
+fn a_watcher_relists_after_410_and_its_store_drops_what_went() {
+    let fake = &FakeKube::start_with(Options { event_window: 4 });
+    with_client(fake, |client| async move {
+        let jobs: Api<Job> = Api::default_namespaced(client);
+        for name in ["a", "b"] {
+            jobs.create(&PostParams::default(), &job(name))
+                .await
+                .expect("create");
+        }
+        let (reader, writer) = reflector::store::<Job>();
+        let mut events =
+            reflector(writer, watcher(jobs.clone(), watcher::Config::default())).boxed();
+        loop {
+            if let Ok(watcher::Event::InitDone) = next(&mut events).await {
+                break;
+            }
+        }
+        let names = |reader: &reflector::Store<Job>| {
+            let mut n: Vec<String> = reader.state().iter().map(|j| j.name_any()).collect();
+            n.sort();
+            n
+        };
+        assert_eq!(names(&reader), ["a", "b"]);
+
+        fake.pause_watches();
+        jobs.delete("a", &DeleteParams::background())
+            .await
+            .expect("delete a");
+        for name in ["c", "d", "e", "f", "g"] {
+            jobs.create(&PostParams::default(), &job(name))
+                .await
+                .expect("create");
+        }
+        fake.resume_watches();
+
+        let mut saw_gone = false;
+        loop {
+            match next(&mut events).await {
+                Err(watcher::Error::WatchError(status)) if status.code == 410 => saw_gone = true,
+                Ok(watcher::Event::InitDone) => break,
+                Ok(watcher::Event::Apply(j) | watcher::Event::Delete(j)) => {
+                    panic!(
+                        "a live event for {} after the history was lost",
+                        j.name_any()
+                    )
+                }
+                _ => {}
+            }
+        }
+        assert!(saw_gone, "the reconnect got 410");
+        assert_eq!(names(&reader), ["b", "c", "d", "e", "f", "g"]);
+    });
+}
+
+/// A watch with a selector sees an object that stops matching as DELETED
+/// and one that starts to match as ADDED (the watch cache compares the
+/// object before and after each change: apiserver's cacheWatcher
+/// convertToWatchEvent), for label and field selectors alike; pods are
+/// selected by spec.nodeName and status.phase, as kubectl describe node
+/// does for the pods that hold a node's resources.
+#[test]
+fn selector_watches_see_objects_enter_and_leave() {
+    let fake = &FakeKube::start();
+    fake.put_node(node("n1", &[("pool", "a")], &[]));
+    fake.put_pod(pod("default", "p1", "n1", &[], &[("nvidia.com/gpu", "4")]));
+    let mut finished = pod("default", "p2", "n1", &[], &[]);
+    finished["status"]["phase"] = json!("Succeeded");
+    fake.put_pod(finished);
+    fake.put_pod(pod("default", "elsewhere", "n2", &[], &[]));
+    with_client(fake, |client| async move {
+        let pods: Api<Pod> = Api::all(client.clone());
+        let holding = "spec.nodeName=n1,status.phase!=Succeeded,status.phase!=Failed";
+        let listed = pods
+            .list(&ListParams::default().fields(holding))
+            .await
+            .expect("list");
+        let names: Vec<String> = listed.iter().map(|p| p.name_any()).collect();
+        assert_eq!(names, ["p1"]);
+        // Requests default from limits on a Pod.
+        let requests = listed.items[0].spec.as_ref().expect("spec").containers[0]
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.clone())
+            .expect("requests");
+        assert_eq!(requests["nvidia.com/gpu"].0, "4");
+        let bad = api_error(
+            pods.list(&ListParams::default().fields("spec.nodeSelector=x"))
+                .await
+                .expect_err("unsupported field"),
+        );
+        assert_eq!(bad.code, 400);
+
+        let rv = listed.metadata.resource_version.expect("rv");
+        let mut stream = pods
+            .watch(&WatchParams::default().fields(holding).timeout(5), &rv)
+            .await
+            .expect("watch")
+            .boxed();
+        fake.set_pod_phase("default", "p1", "Succeeded");
+        fake.set_pod_phase("default", "p2", "Running");
+        fake.set_pod_phase("default", "elsewhere", "Failed");
+        match next(&mut stream).await.expect("event") {
+            WatchEvent::Deleted(p) => {
+                assert_eq!(p.name_any(), "p1");
+                // The object as it was, at the change's resourceVersion.
+                let phase = p.status.and_then(|s| s.phase);
+                assert_eq!(phase.as_deref(), Some("Running"));
+            }
+            other => panic!("expected DELETED p1, got {other:?}"),
+        }
+        match next(&mut stream).await.expect("event") {
+            WatchEvent::Added(p) => assert_eq!(p.name_any(), "p2"),
+            other => panic!("expected ADDED p2, got {other:?}"),
+        }
+
+        let nodes: Api<Node> = Api::all(client);
+        let rv = nodes
+            .list(&ListParams::default())
+            .await
+            .expect("list")
+            .metadata
+            .resource_version
+            .expect("rv");
+        let mut stream = nodes
+            .watch(&WatchParams::default().labels("pool=a").timeout(5), &rv)
+            .await
+            .expect("watch")
+            .boxed();
+        fake.put_node(node("n1", &[("pool", "b")], &[]));
+        fake.put_node(node("n1", &[("pool", "a")], &[]));
+        assert!(matches!(
+            next(&mut stream).await,
+            Ok(WatchEvent::Deleted(_))
+        ));
+        assert!(matches!(next(&mut stream).await, Ok(WatchEvent::Added(_))));
+
+        // A created Pod is validated like a Job's pods.
+        let bad: Pod =
+            serde_json::from_value(pod("default", "bad", "n1", &[], &[("gpu.memory", "80")]))
+                .expect("a pod");
+        let e = api_error(
+            Api::<Pod>::default_namespaced(pods.into_client())
+                .create(&PostParams::default(), &bad)
+                .await
+                .expect_err("refused"),
+        );
+        assert_invalid(
+            &e,
+            "spec.containers[0].resources.limits[gpu.memory]",
+            "must be a standard resource for containers",
+        );
+    });
+}
+
+/// Automatic Cleanup for Finished Jobs: the TTL-after-finished controller
+/// deletes a Job (and so its pods) ttlSecondsAfterFinished after it
+/// finished; a Job without one stays.
+#[test]
+fn a_finished_job_is_deleted_after_its_ttl() {
+    let fake = &FakeKube::start();
+    fake.put_node(node("n1", &[], &[]));
+    with_client(fake, |client| async move {
+        let jobs: Api<Job> = Api::default_namespaced(client);
+        for (name, ttl) in [("short", Some(1)), ("kept", None)] {
+            let mut j = job(name);
+            j.spec.as_mut().expect("spec").ttl_seconds_after_finished = ttl;
+            jobs.create(&PostParams::default(), &j)
+                .await
+                .expect("create");
+            let pods = fake.start_job_pods("default", name, "n1");
+            assert_eq!(pods.len(), 1);
+        }
+        let done = json!({"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]});
+        let finished_at = std::time::Instant::now();
+        fake.set_job_status("default", "short", done.clone());
+        fake.set_job_status("default", "kept", done);
+        loop {
+            if jobs.get_opt("short").await.expect("get").is_none() {
+                break;
+            }
+            assert!(
+                finished_at.elapsed() < Duration::from_secs(5),
+                "never deleted"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            finished_at.elapsed() >= Duration::from_secs(1),
+            "deleted before its TTL"
+        );
+        assert!(jobs.get_opt("kept").await.expect("get").is_some());
+    });
+    let pods: Vec<String> = fake
+        .pods()
+        .iter()
+        .map(|p| {
+            p["metadata"]["labels"]["job-name"]
+                .as_str()
+                .unwrap_or("?")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(pods, ["kept"], "the short Job's pod went with it");
+    // The controller deletes in the foreground, as the real one does.
+    assert!(fake.deletes().is_empty(), "no client deleted anything");
 }

@@ -1,39 +1,74 @@
 //! A fake Kubernetes API server for end-to-end tests of the kube-rs client.
 //!
-//! The agent talks to a cluster through kube's typed `Api<Node>` / `Api<Job>`
-//! calls and kube-runtime's `watcher`. A real cluster (or kind) is too slow and
-//! too heavy for `cargo test`, and mocking at the Rust level would skip exactly
-//! the parts that break in practice: URLs, query parameters, status codes,
-//! `Status` bodies and the watch stream's framing and resourceVersion
-//! bookkeeping. So this fake speaks the wire protocol itself, over plain
-//! HTTP/1.1 on loopback, for the two resources the agent uses, and lets a test
-//! play the rest of the cluster: the node inventory ([`FakeKube::put_node`]),
-//! the Job controller ([`FakeKube::set_job_status`]) and the garbage collector
-//! (the delayed removal after a foreground delete).
+//! The agent talks to a cluster through kube's typed `Api<Node>`,
+//! `Api<Pod>` and `Api<Job>` calls and kube-runtime's `watcher`. A real
+//! cluster (or kind) is too slow and too heavy for `cargo test` (and cannot
+//! be installed on the machines this is built on), and mocking at the Rust
+//! level would skip exactly the parts that break in practice: URLs, query
+//! parameters, status codes, `Status` bodies, the watch stream's framing
+//! and resourceVersion bookkeeping, and what the API server refuses. So
+//! this fake speaks the wire protocol itself, over plain HTTP/1.1 on
+//! loopback, for the resources the agent uses, and lets a test play the
+//! rest of the cluster: the node inventory ([`FakeKube::put_node`]), the
+//! kubelet and scheduler ([`FakeKube::put_pod`], [`FakeKube::start_job_pods`],
+//! [`FakeKube::set_pod_phase`]) and the Job controller
+//! ([`FakeKube::set_job_status`]). The garbage collector (the delayed
+//! removal after a foreground delete, and of a Job's pods) and the
+//! TTL-after-finished controller run inside the fake.
 //!
-//! Where the real API server's behaviour matters to a client it is copied:
-//! one global, monotonically increasing resourceVersion; 201/409/404 with
-//! `Status` bodies; an immediate delete answers with a `Status` of
-//! `Success` (so kube returns `Either::Right`) while a foreground delete
-//! answers with the terminating object (`Either::Left`); watches replay from
-//! a resourceVersion. Where it does not matter to this project it is left out:
-//! no admission defaulting of Job specs, no validation of spec contents, no
-//! PATCH/PUT, no finalizers other than `foregroundDeletion`, and every list
-//! is served at the latest resourceVersion whatever `resourceVersionMatch`
-//! asks for (the event log is never compacted, so no watch ever gets 410).
+//! Where the real API server's behaviour matters to a client it is copied
+//! (each point is checked by `tests/fake_kube_selftest.rs`, which names the
+//! Kubernetes documentation it mirrors):
+//!
+//! * one global, monotonically increasing resourceVersion; 201/404/409 with
+//!   `Status` bodies; an immediate delete answers with a `Status` of
+//!   `Success` (kube's `Either::Right`) while a foreground delete answers
+//!   with the terminating object (`Either::Left`);
+//! * decoding through the typed objects, so a wrongly typed field is a 400
+//!   and an unknown field is dropped (fieldValidation=Warn, the default);
+//! * validation of what is stored, for the fields fleetq writes, with 422
+//!   Invalid and the field named in the message and in `details.causes`:
+//!   object names, label and annotation syntax and sizes, container
+//!   resource names, extended resources (whole numbers, request equal to
+//!   limit, no request without a limit), a Job's restart policy, selector
+//!   and node affinity, and the immutability of a Job's `spec.selector` and
+//!   `spec.template` on update and patch;
+//! * the defaulting that changes what a client reads back: a Job's
+//!   generated selector and controller labels, parallelism, completions and
+//!   backoffLimit; a Pod's requests from its limits and its phase;
+//! * a create in a namespace that does not exist is 404 `namespaces "x" not
+//!   found`;
+//! * a bounded event history (`Options::event_window`, [`FakeKube::compact`]):
+//!   a watch from a resourceVersion older than it gets a 410 `Expired` ERROR
+//!   event (as the watch cache answers), a list with
+//!   `resourceVersionMatch=Exact` or a continue token that old gets HTTP 410,
+//!   so clients' re-list paths run;
+//! * watches with a label or field selector get DELETED when an object stops
+//!   matching and ADDED when it starts to;
+//! * field selectors the real server supports for nodes, pods and Jobs
+//!   (any other field is a 400, as there);
+//! * `ttlSecondsAfterFinished`: a finished Job is deleted (foreground) that
+//!   long after the fake saw it finish.
+//!
+//! Where it does not matter to this project it is left out: no admission
+//! plugins, no PodSpec defaults beyond the ones above, no JSON patch or
+//! server-side apply (415), strategic merge patches are applied as JSON
+//! merge patches (lists are replaced, not merged by key), no status
+//! subresource, no bookmarks, no finalizers other than `foregroundDeletion`,
+//! and Namespaces are only a set the test fills ([`FakeKube::put_namespace`]).
 //!
 //! Tests are synchronous, so the server runs on its own single-threaded tokio
 //! runtime on a background thread, and the test-side methods only take a lock.
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -50,7 +85,41 @@ use tokio::sync::{mpsc, oneshot, watch};
 /// MODIFIED before the DELETED, short enough not to slow tests down.
 const FOREGROUND_GC_DELAY: Duration = Duration::from_millis(300);
 
-/// A fake API server serving Nodes and batch/v1 Jobs on 127.0.0.1.
+/// Events kept by default: far more than any test makes, so only a test
+/// that asks for a small window (or calls [`FakeKube::compact`]) sees 410.
+pub const DEFAULT_EVENT_WINDOW: usize = 100_000;
+
+/// The namespaces every cluster starts with.
+const INITIAL_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Labels the Job controller's selector uses (batch/v1, Kubernetes 1.27+
+/// sets both the legacy and the prefixed ones).
+const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
+const JOB_NAME: &str = "batch.kubernetes.io/job-name";
+const LEGACY_CONTROLLER_UID: &str = "controller-uid";
+const LEGACY_JOB_NAME: &str = "job-name";
+
+/// How a fake is set up.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How many events the history keeps (the watch cache's window, or
+    /// etcd's compaction): a watch or exact list from a resourceVersion
+    /// older than the oldest kept event gets 410 Expired.
+    pub event_window: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            event_window: DEFAULT_EVENT_WINDOW,
+        }
+    }
+}
+
+/// A write the fake refused: (method, path, HTTP code, Status message).
+pub type Refusal = (String, String, u16, String);
+
+/// A fake API server serving Nodes, Pods and batch/v1 Jobs on 127.0.0.1.
 ///
 /// Dropping it stops the server and closes every connection, so clients
 /// still watching see their streams end.
@@ -62,11 +131,16 @@ pub struct FakeKube {
 }
 
 impl FakeKube {
+    /// Starts serving on 127.0.0.1:<ephemeral> with the default options.
+    pub fn start() -> FakeKube {
+        FakeKube::start_with(Options::default())
+    }
+
     /// Starts serving on 127.0.0.1:<ephemeral>.
     ///
     /// The socket is bound before this returns, so a client may connect at
     /// once; connections queue in the backlog until the server thread runs.
-    pub fn start() -> FakeKube {
+    pub fn start_with(options: Options) -> FakeKube {
         let listener =
             std::net::TcpListener::bind("127.0.0.1:0").expect("fake kube: bind a loopback port");
         let addr = listener.local_addr().expect("fake kube: local address");
@@ -74,9 +148,16 @@ impl FakeKube {
             .set_nonblocking(true)
             .expect("fake kube: non-blocking listener");
         let (changed, _) = watch::channel(0);
+        let (paused, _) = watch::channel(false);
+        let store = Store {
+            window: options.event_window.max(1),
+            namespaces: INITIAL_NAMESPACES.iter().map(|n| n.to_string()).collect(),
+            ..Store::default()
+        };
         let shared = Arc::new(Shared {
-            store: Mutex::new(Store::default()),
+            store: Mutex::new(store),
             changed,
+            paused,
         });
         let (stop, stopped) = oneshot::channel();
         let server_shared = shared.clone();
@@ -90,6 +171,7 @@ impl FakeKube {
                 runtime.block_on(async move {
                     let listener = tokio::net::TcpListener::from_std(listener)
                         .expect("fake kube: register the listener with tokio");
+                    tokio::spawn(ttl_after_finished(server_shared.clone()));
                     serve(listener, server_shared, stopped).await;
                 });
                 // Dropping the runtime here cancels every connection task and
@@ -141,81 +223,144 @@ impl FakeKube {
         path
     }
 
+    /// Adds a namespace (the fake starts with default, kube-system,
+    /// kube-public and kube-node-lease).
+    pub fn put_namespace(&self, name: &str) {
+        self.shared.commit(|store| {
+            store.namespaces.insert(name.to_string());
+        });
+    }
+
     /// Adds or replaces a Node (a full v1 Node object as JSON; metadata.name
     /// is the key). Emits ADDED or MODIFIED to watchers.
     ///
     /// A replaced Node keeps its uid and creationTimestamp, as an update on a
     /// real cluster would.
-    pub fn put_node(&self, mut node: Value) {
-        let name = node["metadata"]["name"]
+    pub fn put_node(&self, node: Value) {
+        self.shared
+            .commit(|store| store.put(Kind::Node, None, node))
+            .unwrap_or_else(|e| panic!("put_node: {}", e.message));
+    }
+
+    /// Adds or replaces a Pod (a v1 Pod as JSON, `metadata.namespace`
+    /// defaulting to "default"), the way the kubelet and scheduler would
+    /// leave it: its `spec.nodeName` and `status` are kept as given (phase
+    /// Pending when there is none). It is defaulted and validated like a
+    /// created Pod, so a test cannot plant a pod a real cluster would not
+    /// hold; panics with the API server's message if it is invalid or its
+    /// namespace does not exist.
+    pub fn put_pod(&self, mut pod: Value) {
+        let namespace = pod["metadata"]["namespace"]
             .as_str()
-            .filter(|n| !n.is_empty())
-            .map(str::to_owned)
-            .expect("put_node: the Node needs a metadata.name");
-        let obj = node
-            .as_object_mut()
-            .expect("put_node: the Node must be a JSON object");
+            .unwrap_or("default")
+            .to_string();
+        pod["metadata"]["namespace"] = json!(namespace);
+        self.shared
+            .commit(|store| store.put(Kind::Pod, Some(&namespace), pod))
+            .unwrap_or_else(|e| panic!("put_pod: {}", e.message));
+    }
+
+    /// Sets `status.phase` of Pod ns/name (emits MODIFIED); panics if there
+    /// is no such Pod. This is the test playing the kubelet.
+    pub fn set_pod_phase(&self, namespace: &str, name: &str, phase: &str) {
         self.shared.commit(|store| {
+            let i = store
+                .position(Kind::Pod, Some(namespace), name)
+                .unwrap_or_else(|| panic!("set_pod_phase: no Pod {namespace}/{name}"));
+            let previous = store.pods[i].object.clone();
             let rv = store.next_rv();
-            let existing = store.position(Kind::Node, None, &name);
-            let previous = existing.map(|i| store.nodes[i].object.clone());
-            obj.insert("apiVersion".into(), json!("v1"));
-            obj.insert("kind".into(), json!("Node"));
-            let meta = metadata_mut(obj).expect("put_node: metadata must be an object");
-            for key in ["uid", "creationTimestamp"] {
-                let kept = previous.as_ref().map(|p| p["metadata"][key].clone());
-                match kept {
-                    Some(v) if !v.is_null() => {
-                        meta.insert(key.into(), v);
-                    }
-                    _ => {
-                        if !meta.contains_key(key) {
-                            let fresh = if key == "uid" {
-                                json!(uid(rv))
-                            } else {
-                                json!(rfc3339(SystemTime::now()))
-                            };
-                            meta.insert(key.into(), fresh);
-                        }
-                    }
-                }
-            }
-            meta.remove("namespace");
-            meta.insert("resourceVersion".into(), json!(rv.to_string()));
-            let object = Value::Object(obj.clone());
-            match existing {
-                Some(i) => {
-                    store.nodes[i].object = object.clone();
-                    store.log_event(rv, Kind::Node, "MODIFIED", object);
-                }
-                None => {
-                    let seq = store.next_seq();
-                    store.nodes.push(Entry {
-                        seq,
-                        object: object.clone(),
-                    });
-                    store.log_event(rv, Kind::Node, "ADDED", object);
-                }
-            }
+            let seq = store.pods[i].seq;
+            let object = &mut store.pods[i].object;
+            object["status"]["phase"] = json!(phase);
+            object["metadata"]["resourceVersion"] = json!(rv.to_string());
+            let object = object.clone();
+            store.log_event(rv, Kind::Pod, seq, Some(object), Some(previous));
         });
+    }
+
+    /// Removes Pod ns/name at once (emits DELETED); panics if there is none.
+    pub fn delete_pod(&self, namespace: &str, name: &str) {
+        self.shared.commit(|store| {
+            let i = store
+                .position(Kind::Pod, Some(namespace), name)
+                .unwrap_or_else(|| panic!("delete_pod: no Pod {namespace}/{name}"));
+            store.remove_at(Kind::Pod, i);
+        });
+    }
+
+    /// Plays the Job controller and the scheduler for Job ns/name: makes
+    /// its `parallelism` pods from its template (its labels, an owner
+    /// reference to the Job), bound to `node_name` and Running, and returns
+    /// their names. They go when the Job goes (unless it is orphaned).
+    /// Panics if there is no such Job.
+    pub fn start_job_pods(&self, namespace: &str, name: &str, node_name: &str) -> Vec<String> {
+        let job = {
+            let store = self.shared.lock();
+            let i = store
+                .position(Kind::Job, Some(namespace), name)
+                .unwrap_or_else(|| panic!("start_job_pods: no Job {namespace}/{name}"));
+            store.jobs[i].object.clone()
+        };
+        let count = job["spec"]["parallelism"].as_u64().unwrap_or(1);
+        let template = &job["spec"]["template"];
+        let mut names = Vec::new();
+        for i in 0..count {
+            let pod_name = format!("{name}-{}", random_suffix(i + 1));
+            let mut metadata = template["metadata"].clone();
+            if !metadata.is_object() {
+                metadata = json!({});
+            }
+            metadata["name"] = json!(pod_name);
+            metadata["namespace"] = json!(namespace);
+            metadata["ownerReferences"] = json!([{
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "name": name,
+                "uid": job["metadata"]["uid"],
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }]);
+            let mut spec = template["spec"].clone();
+            spec["nodeName"] = json!(node_name);
+            self.put_pod(json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": metadata,
+                "spec": spec,
+                "status": { "phase": "Running" },
+            }));
+            names.push(pod_name);
+        }
+        names
     }
 
     /// Replaces the `status` of Job ns/name (emits MODIFIED); panics if there
     /// is no such Job.
     ///
     /// This is the test playing the Job controller, which is why it bumps the
-    /// resourceVersion but not `metadata.generation`.
+    /// resourceVersion but not `metadata.generation`. A status with a
+    /// `Complete` or `Failed` condition starts the Job's
+    /// `ttlSecondsAfterFinished`, if it has one.
     pub fn set_job_status(&self, namespace: &str, name: &str, status: Value) {
         self.shared.commit(|store| {
             let i = store
                 .position(Kind::Job, Some(namespace), name)
                 .unwrap_or_else(|| panic!("set_job_status: no Job {namespace}/{name}"));
+            let previous = store.jobs[i].object.clone();
             let rv = store.next_rv();
-            let object = &mut store.jobs[i].object;
+            let finished = job_finished(&status);
+            let entry = &mut store.jobs[i];
+            entry.finished_at = match (finished, entry.finished_at) {
+                (false, _) => None,
+                (true, Some(at)) => Some(at),
+                (true, None) => Some(Instant::now()),
+            };
+            let seq = entry.seq;
+            let object = &mut entry.object;
             object["status"] = status;
             object["metadata"]["resourceVersion"] = json!(rv.to_string());
             let object = object.clone();
-            store.log_event(rv, Kind::Job, "MODIFIED", object);
+            store.log_event(rv, Kind::Job, seq, Some(object), Some(previous));
         });
     }
 
@@ -223,6 +368,12 @@ impl FakeKube {
     pub fn jobs(&self) -> Vec<Value> {
         let store = self.shared.lock();
         store.jobs.iter().map(|e| e.object.clone()).collect()
+    }
+
+    /// Every Pod currently stored, in creation order.
+    pub fn pods(&self) -> Vec<Value> {
+        let store = self.shared.lock();
+        store.pods.iter().map(|e| e.object.clone()).collect()
     }
 
     /// Every DELETE request received for a Job: (namespace, name, the
@@ -234,6 +385,34 @@ impl FakeKube {
     /// body that is not JSON at all is rejected without being recorded.
     pub fn deletes(&self) -> Vec<(String, String, Value)> {
         self.shared.lock().deletes.clone()
+    }
+
+    /// Every write (POST, PUT, PATCH, DELETE) the fake answered with an
+    /// error, in order: what a real API server would have refused of what
+    /// the client sent.
+    pub fn refusals(&self) -> Vec<Refusal> {
+        self.shared.lock().refusals.clone()
+    }
+
+    /// Forgets the whole event history, as etcd's compaction does: from now
+    /// on a watch from any earlier resourceVersion gets 410 Expired.
+    pub fn compact(&self) {
+        self.shared.commit(|store| {
+            store.log.clear();
+            store.compacted = store.rv;
+        });
+    }
+
+    /// Ends every open watch, and holds new watch requests until
+    /// [`FakeKube::resume_watches`] (an API server restarting). Writes made
+    /// meanwhile are what a reconnecting client has missed.
+    pub fn pause_watches(&self) {
+        self.shared.paused.send_replace(true);
+    }
+
+    /// Lets held and new watch requests through again.
+    pub fn resume_watches(&self) {
+        self.shared.paused.send_replace(false);
     }
 }
 
@@ -285,21 +464,66 @@ pub fn node(name: &str, labels: &[(&str, &str)], allocatable: &[(&str, &str)]) -
     })
 }
 
+/// A Running Pod JSON in `namespace`, bound to `node_name`, with one
+/// container whose limits are `limits` (requests default to them, as the
+/// API server does) and the given labels.
+pub fn pod(
+    namespace: &str,
+    name: &str,
+    node_name: &str,
+    labels: &[(&str, &str)],
+    limits: &[(&str, &str)],
+) -> Value {
+    let labels: Map<String, Value> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    let limits: Map<String, Value> = limits
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": { "name": name, "namespace": namespace, "labels": labels },
+        "spec": {
+            "nodeName": node_name,
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "main",
+                "image": "busybox",
+                "resources": { "limits": limits },
+            }],
+        },
+        "status": { "phase": "Running" },
+    })
+}
+
+/// Whether a Job status carries a true `Complete` or `Failed` condition.
+fn job_finished(status: &Value) -> bool {
+    status["conditions"].as_array().is_some_and(|conditions| {
+        conditions.iter().any(|c| {
+            matches!(c["type"].as_str(), Some("Complete" | "Failed")) && c["status"] == "True"
+        })
+    })
+}
+
 // ---------------------------------------------------------------------------
 // State
 // ---------------------------------------------------------------------------
 
-/// The two resources the fake serves.
+/// The resources the fake serves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Node,
+    Pod,
     Job,
 }
 
 impl Kind {
     fn api_version(self) -> &'static str {
         match self {
-            Kind::Node => "v1",
+            Kind::Node | Kind::Pod => "v1",
             Kind::Job => "batch/v1",
         }
     }
@@ -307,6 +531,7 @@ impl Kind {
     fn kind(self) -> &'static str {
         match self {
             Kind::Node => "Node",
+            Kind::Pod => "Pod",
             Kind::Job => "Job",
         }
     }
@@ -314,6 +539,7 @@ impl Kind {
     fn list_kind(self) -> &'static str {
         match self {
             Kind::Node => "NodeList",
+            Kind::Pod => "PodList",
             Kind::Job => "JobList",
         }
     }
@@ -322,15 +548,20 @@ impl Kind {
     fn plural(self) -> &'static str {
         match self {
             Kind::Node => "nodes",
+            Kind::Pod => "pods",
             Kind::Job => "jobs",
         }
     }
 
     fn group(self) -> &'static str {
         match self {
-            Kind::Node => "",
+            Kind::Node | Kind::Pod => "",
             Kind::Job => "batch",
         }
+    }
+
+    fn namespaced(self) -> bool {
+        !matches!(self, Kind::Node)
     }
 
     /// "nodes" or "jobs.batch", the way the API server names a resource in
@@ -341,6 +572,14 @@ impl Kind {
             group => format!("{}.{group}", self.plural()),
         }
     }
+
+    /// "Pod" or "Job.batch": the qualified kind of a 422's message.
+    fn qualified_kind(self) -> String {
+        match self.group() {
+            "" => self.kind().to_string(),
+            group => format!("{}.{group}", self.kind()),
+        }
+    }
 }
 
 /// A stored object and its creation sequence number; the sequence number
@@ -349,15 +588,44 @@ impl Kind {
 struct Entry {
     seq: u64,
     object: Value,
+    /// When the fake first saw this Job finished (for its TTL).
+    finished_at: Option<Instant>,
 }
 
-/// One watch event as it was emitted; the log is what lets a watch resume
-/// from any resourceVersion.
+/// One change as it was committed; the log is what lets a watch resume
+/// from a resourceVersion, and an exact list go back to one.
 struct LoggedEvent {
     rv: u64,
     kind: Kind,
-    kind_of_event: &'static str,
-    object: Value,
+    seq: u64,
+    /// The object after the change; None when it was deleted.
+    current: Option<Value>,
+    /// The object before the change; None when it was created.
+    previous: Option<Value>,
+}
+
+impl LoggedEvent {
+    /// The watch event a watcher with `filter` gets for this change, if
+    /// any. Like the watch cache, it compares the object before and after:
+    /// an object that starts to match is ADDED, one that stops matching is
+    /// DELETED (with its previous content at this resourceVersion).
+    fn as_seen_by(&self, filter: &Filter) -> Option<(&'static str, Value)> {
+        if self.kind != filter.kind {
+            return None;
+        }
+        let now = self.current.as_ref().filter(|o| filter.matches(o));
+        let before = self.previous.as_ref().filter(|o| filter.matches(o));
+        match (now, before) {
+            (Some(o), None) => Some(("ADDED", o.clone())),
+            (Some(o), Some(_)) => Some(("MODIFIED", o.clone())),
+            (None, Some(o)) => {
+                let mut o = o.clone();
+                o["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+                Some(("DELETED", o))
+            }
+            (None, None) => None,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -367,9 +635,16 @@ struct Store {
     rv: u64,
     seq: u64,
     nodes: Vec<Entry>,
+    pods: Vec<Entry>,
     jobs: Vec<Entry>,
-    log: Vec<LoggedEvent>,
+    namespaces: BTreeSet<String>,
+    log: VecDeque<LoggedEvent>,
+    /// How many events `log` keeps.
+    window: usize,
+    /// Every event at or below this resourceVersion is gone from `log`.
+    compacted: u64,
     deletes: Vec<(String, String, Value)>,
+    refusals: Vec<Refusal>,
 }
 
 impl Store {
@@ -386,7 +661,16 @@ impl Store {
     fn entries(&self, kind: Kind) -> &Vec<Entry> {
         match kind {
             Kind::Node => &self.nodes,
+            Kind::Pod => &self.pods,
             Kind::Job => &self.jobs,
+        }
+    }
+
+    fn entries_mut(&mut self, kind: Kind) -> &mut Vec<Entry> {
+        match kind {
+            Kind::Node => &mut self.nodes,
+            Kind::Pod => &mut self.pods,
+            Kind::Job => &mut self.jobs,
         }
     }
 
@@ -397,25 +681,178 @@ impl Store {
         })
     }
 
-    fn log_event(&mut self, rv: u64, kind: Kind, kind_of_event: &'static str, object: Value) {
-        self.log.push(LoggedEvent {
+    fn log_event(
+        &mut self,
+        rv: u64,
+        kind: Kind,
+        seq: u64,
+        current: Option<Value>,
+        previous: Option<Value>,
+    ) {
+        self.log.push_back(LoggedEvent {
             rv,
             kind,
-            kind_of_event,
-            object,
+            seq,
+            current,
+            previous,
         });
+        while self.log.len() > self.window {
+            if let Some(dropped) = self.log.pop_front() {
+                self.compacted = dropped.rv;
+            }
+        }
     }
 
-    /// Watch lines for the logged events after `after` that pass `filter`,
-    /// and the resourceVersion the watcher has now seen up to.
-    fn events_after(&self, after: u64, filter: &Filter) -> (Vec<Bytes>, u64) {
+    /// The 410 a watch or list from `rv` gets once history before it is
+    /// gone, in the watch cache's words.
+    fn too_old(&self, rv: u64) -> ApiError {
+        ApiError {
+            code: 410,
+            reason: "Expired",
+            message: format!("too old resource version: {rv} ({})", self.compacted),
+            details: None,
+        }
+    }
+
+    /// Watch lines for the logged events after `after` as a watcher with
+    /// `filter` sees them, and the resourceVersion it has now seen up to;
+    /// 410 when events after `after` are no longer kept.
+    fn events_after(&self, after: u64, filter: &Filter) -> Result<(Vec<Bytes>, u64), ApiError> {
+        if after < self.compacted {
+            return Err(self.too_old(after));
+        }
         let start = self.log.partition_point(|e| e.rv <= after);
-        let lines = self.log[start..]
-            .iter()
-            .filter(|e| e.kind == filter.kind && filter.matches(&e.object))
-            .map(|e| watch_line(e.kind_of_event, &e.object))
+        let lines = self
+            .log
+            .range(start..)
+            .filter_map(|e| e.as_seen_by(filter))
+            .map(|(kind_of_event, object)| watch_line(kind_of_event, &object))
             .collect();
-        (lines, self.rv.max(after))
+        Ok((lines, self.rv.max(after)))
+    }
+
+    /// Every object of `kind` as it was at resourceVersion `rv` (by
+    /// creation sequence), undoing the logged changes after it.
+    fn state_at(&self, kind: Kind, rv: u64) -> Result<BTreeMap<u64, Value>, ApiError> {
+        if rv < self.compacted {
+            return Err(self.too_old(rv));
+        }
+        let mut objects: BTreeMap<u64, Value> = self
+            .entries(kind)
+            .iter()
+            .map(|e| (e.seq, e.object.clone()))
+            .collect();
+        for event in self.log.iter().rev().take_while(|e| e.rv > rv) {
+            if event.kind != kind {
+                continue;
+            }
+            match &event.previous {
+                Some(before) => objects.insert(event.seq, before.clone()),
+                None => objects.remove(&event.seq),
+            };
+        }
+        Ok(objects)
+    }
+
+    /// Adds or replaces an object the way the test, playing a controller,
+    /// writes it: Nodes as given; Pods decoded, defaulted and validated as
+    /// the API server would (keeping the given status).
+    fn put(&mut self, kind: Kind, namespace: Option<&str>, object: Value) -> Result<(), ApiError> {
+        if let Some(ns) = namespace {
+            if !self.namespaces.contains(ns) {
+                return Err(ApiError::namespace_not_found(ns));
+            }
+        }
+        let mut object = match kind {
+            Kind::Pod => decode(kind, object)?,
+            _ => object,
+        };
+        let name = object["metadata"]["name"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| ApiError::bad_request("the object needs a metadata.name"))?;
+        if kind == Kind::Pod {
+            default_pod(&mut object);
+            let errors = validate_pod(&object);
+            if !errors.is_empty() {
+                return Err(ApiError::invalid(kind, &name, errors));
+            }
+        }
+        let obj = object
+            .as_object_mut()
+            .ok_or_else(|| ApiError::bad_request("the object must be a JSON object"))?;
+        let rv = self.next_rv();
+        let existing = self.position(kind, namespace, &name);
+        let previous = existing.map(|i| self.entries(kind)[i].object.clone());
+        obj.insert("apiVersion".into(), json!(kind.api_version()));
+        obj.insert("kind".into(), json!(kind.kind()));
+        let meta = metadata_mut(obj).map_err(ApiError::bad_request)?;
+        for key in ["uid", "creationTimestamp"] {
+            let kept = previous.as_ref().map(|p| p["metadata"][key].clone());
+            match kept {
+                Some(v) if !v.is_null() => {
+                    meta.insert(key.into(), v);
+                }
+                _ => {
+                    if !meta.contains_key(key) {
+                        let fresh = if key == "uid" {
+                            json!(uid(rv))
+                        } else {
+                            json!(rfc3339(SystemTime::now()))
+                        };
+                        meta.insert(key.into(), fresh);
+                    }
+                }
+            }
+        }
+        match namespace {
+            Some(ns) => meta.insert("namespace".into(), json!(ns)),
+            None => meta.remove("namespace"),
+        };
+        meta.insert("resourceVersion".into(), json!(rv.to_string()));
+        let object = Value::Object(obj.clone());
+        match existing {
+            Some(i) => {
+                let seq = self.entries(kind)[i].seq;
+                self.entries_mut(kind)[i].object = object.clone();
+                self.log_event(rv, kind, seq, Some(object), previous);
+            }
+            None => {
+                let seq = self.next_seq();
+                self.entries_mut(kind).push(Entry {
+                    seq,
+                    object: object.clone(),
+                    finished_at: None,
+                });
+                self.log_event(rv, kind, seq, Some(object), None);
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the object at `i` of `kind` (emits DELETED) and returns it
+    /// with the deletion's resourceVersion.
+    fn remove_at(&mut self, kind: Kind, i: usize) -> Value {
+        let rv = self.next_rv();
+        let entry = self.entries_mut(kind).remove(i);
+        let previous = entry.object.clone();
+        let mut object = entry.object;
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        self.log_event(rv, kind, entry.seq, None, Some(previous));
+        object
+    }
+
+    /// The garbage collector's cascade: removes every Pod whose owner
+    /// references name `owner_uid`.
+    fn remove_dependents(&mut self, owner_uid: &Value) {
+        while let Some(i) = self.pods.iter().position(|p| {
+            p.object["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|refs| refs.iter().any(|r| r["uid"] == *owner_uid))
+        }) {
+            self.remove_at(Kind::Pod, i);
+        }
     }
 }
 
@@ -424,6 +861,8 @@ struct Shared {
     /// Carries the latest resourceVersion; watch streams wait on it instead
     /// of polling.
     changed: watch::Sender<u64>,
+    /// True while watches are paused ([`FakeKube::pause_watches`]).
+    paused: watch::Sender<bool>,
 }
 
 impl Shared {
@@ -509,12 +948,31 @@ impl ApiError {
         }
     }
 
-    fn invalid(kind: Kind, name: &str, message: impl Into<String>) -> ApiError {
+    /// 422 Invalid, as `errors.NewInvalid` builds it: every field error in
+    /// the message and as a cause naming its field.
+    fn invalid(kind: Kind, name: &str, errors: Vec<FieldError>) -> ApiError {
+        let causes: Vec<Value> = errors
+            .iter()
+            .map(|e| json!({ "reason": e.reason(), "message": e.body(), "field": e.field }))
+            .collect();
+        let listed: Vec<String> = errors.iter().map(FieldError::to_string).collect();
+        let aggregate = match listed.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let mut details = json!({ "name": name, "kind": kind.kind(), "causes": causes });
+        if !kind.group().is_empty() {
+            details["group"] = json!(kind.group());
+        }
         ApiError {
             code: 422,
             reason: "Invalid",
-            message: message.into(),
-            details: Some(details(kind, name)),
+            message: format!(
+                "{} {} is invalid: {aggregate}",
+                kind.qualified_kind(),
+                go_quote(name)
+            ),
+            details: Some(details),
         }
     }
 
@@ -524,6 +982,17 @@ impl ApiError {
             reason: "NotFound",
             message: format!("{} \"{name}\" not found", kind.qualified()),
             details: Some(details(kind, name)),
+        }
+    }
+
+    /// What the NamespaceLifecycle admission plugin answers to a create in
+    /// a namespace that does not exist.
+    fn namespace_not_found(namespace: &str) -> ApiError {
+        ApiError {
+            code: 404,
+            reason: "NotFound",
+            message: format!("namespaces \"{namespace}\" not found"),
+            details: Some(json!({ "name": namespace, "kind": "namespaces" })),
         }
     }
 
@@ -553,9 +1022,36 @@ impl ApiError {
             code: 405,
             reason: "MethodNotAllowed",
             message: "the server does not allow this method on the requested resource \
-                      (the fake serves GET, list/watch, POST of Jobs and DELETE of Jobs only)"
+                      (the fake serves GET and list/watch of nodes, pods and Jobs; POST and \
+                      DELETE of pods and Jobs; PUT and PATCH of Jobs)"
                 .into(),
             details: None,
+        }
+    }
+
+    fn unsupported_media_type(content_type: &str) -> ApiError {
+        ApiError {
+            code: 415,
+            reason: "UnsupportedMediaType",
+            message: format!(
+                "the body of the request was in an unknown format - accepted media types \
+                 include: application/merge-patch+json, application/strategic-merge-patch+json \
+                 (the fake has no JSON patch or apply); got {content_type:?}"
+            ),
+            details: None,
+        }
+    }
+
+    /// A resourceVersion the server has not reached yet.
+    fn too_large(rv: u64, current: u64) -> ApiError {
+        ApiError {
+            code: 504,
+            reason: "Timeout",
+            message: format!("Too large resource version: {rv}, current: {current}"),
+            details: Some(json!({
+                "causes": [{ "reason": "ResourceVersionTooLarge", "message": "Too large resource version" }],
+                "retryAfterSeconds": 1,
+            })),
         }
     }
 
@@ -568,7 +1064,7 @@ impl ApiError {
         }
     }
 
-    fn into_response(self) -> Response<Body> {
+    fn status(&self) -> Value {
         let mut status = json!({
             "kind": "Status",
             "apiVersion": "v1",
@@ -578,11 +1074,15 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
-        if let Some(details) = self.details {
-            status["details"] = details;
+        if let Some(details) = &self.details {
+            status["details"] = details.clone();
         }
+        status
+    }
+
+    fn into_response(self) -> Response<Body> {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        json_response(code, &status)
+        json_response(code, &self.status())
     }
 }
 
@@ -608,7 +1108,7 @@ fn json_response(code: StatusCode, value: &Value) -> Response<Body> {
 enum Route {
     Version,
     /// A collection; `namespace` is None for cluster-wide (all Nodes, or
-    /// Jobs across namespaces).
+    /// Pods or Jobs across namespaces).
     Collection {
         kind: Kind,
         namespace: Option<String>,
@@ -629,45 +1129,57 @@ fn route(path: &str) -> Result<Route, ApiError> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(ApiError::bad_request)?;
     let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
-    let owned = |s: &str| s.to_string();
+    let collection = |kind, namespace: Option<&str>| {
+        Ok(Route::Collection {
+            kind,
+            namespace: namespace.map(str::to_owned),
+        })
+    };
+    let item = |kind, namespace: Option<&str>, name: &str| {
+        Ok(Route::Item {
+            kind,
+            namespace: namespace.map(str::to_owned),
+            name: name.to_string(),
+        })
+    };
     match segments.as_slice() {
         ["version"] => Ok(Route::Version),
-        ["api", "v1", "nodes"] => Ok(Route::Collection {
-            kind: Kind::Node,
-            namespace: None,
-        }),
-        ["api", "v1", "nodes", name] if !name.is_empty() => Ok(Route::Item {
-            kind: Kind::Node,
-            namespace: None,
-            name: owned(name),
-        }),
-        ["apis", "batch", "v1", "jobs"] => Ok(Route::Collection {
-            kind: Kind::Job,
-            namespace: None,
-        }),
+        ["api", "v1", "nodes"] => collection(Kind::Node, None),
+        ["api", "v1", "nodes", name] if !name.is_empty() => item(Kind::Node, None, name),
+        ["api", "v1", "pods"] => collection(Kind::Pod, None),
+        ["api", "v1", "namespaces", ns, "pods"] if !ns.is_empty() => {
+            collection(Kind::Pod, Some(ns))
+        }
+        ["api", "v1", "namespaces", ns, "pods", name] if !ns.is_empty() && !name.is_empty() => {
+            item(Kind::Pod, Some(ns), name)
+        }
+        ["apis", "batch", "v1", "jobs"] => collection(Kind::Job, None),
         ["apis", "batch", "v1", "namespaces", ns, "jobs"] if !ns.is_empty() => {
-            Ok(Route::Collection {
-                kind: Kind::Job,
-                namespace: Some(owned(ns)),
-            })
+            collection(Kind::Job, Some(ns))
         }
         ["apis", "batch", "v1", "namespaces", ns, "jobs", name]
             if !ns.is_empty() && !name.is_empty() =>
         {
-            Ok(Route::Item {
-                kind: Kind::Job,
-                namespace: Some(owned(ns)),
-                name: owned(name),
-            })
+            item(Kind::Job, Some(ns), name)
         }
         _ => Err(ApiError::unknown_path(path)),
     }
 }
 
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
-    match dispatch(shared, req).await {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    match dispatch(shared.clone(), req).await {
         Ok(response) => response,
-        Err(e) => e.into_response(),
+        Err(e) => {
+            if method != Method::GET {
+                shared
+                    .lock()
+                    .refusals
+                    .push((method.to_string(), path, e.code, e.message.clone()));
+            }
+            e.into_response()
+        }
     }
 }
 
@@ -675,6 +1187,12 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
     let route = route(req.uri().path())?;
     let query = parse_query(req.uri().query().unwrap_or("")).map_err(ApiError::bad_request)?;
     let method = req.method().clone();
+    let content_type = req
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     let body = req
         .into_body()
         .collect()
@@ -686,18 +1204,18 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
         (Route::Collection { kind, namespace }, Method::GET) => {
             let filter = Filter::from_query(kind, namespace, &query)?;
             if is_watch(&query)? {
-                watch_collection(shared, filter, &query)
+                watch_collection(shared, filter, &query).await
             } else {
                 list(&shared, &filter, &query)
             }
         }
         (
             Route::Collection {
-                kind: Kind::Job,
+                kind: kind @ (Kind::Job | Kind::Pod),
                 namespace: Some(namespace),
             },
             Method::POST,
-        ) => create_job(&shared, &namespace, &query, &body),
+        ) => create(&shared, kind, &namespace, &query, &body),
         (
             Route::Item {
                 kind,
@@ -712,8 +1230,24 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
                 namespace: Some(namespace),
                 name,
             },
+            Method::PUT,
+        ) => update_job(&shared, &namespace, &name, &query, &body),
+        (
+            Route::Item {
+                kind: Kind::Job,
+                namespace: Some(namespace),
+                name,
+            },
+            Method::PATCH,
+        ) => patch_job(&shared, &namespace, &name, &content_type, &query, &body),
+        (
+            Route::Item {
+                kind: kind @ (Kind::Job | Kind::Pod),
+                namespace: Some(namespace),
+                name,
+            },
             Method::DELETE,
-        ) => delete_job(&shared, &namespace, &name, &query, &body),
+        ) => delete(&shared, kind, &namespace, &name, &query, &body),
         _ => Err(ApiError::method_not_allowed()),
     }
 }
@@ -748,10 +1282,12 @@ fn get(
     ))
 }
 
-/// Lists at the latest resourceVersion. `limit`/`continue` are honoured
-/// (the watcher asks for pages of 500); `resourceVersion` and
-/// `resourceVersionMatch` are accepted and ignored, which is a valid answer
-/// to "any" and "not older than" since nothing here is ever stale.
+/// Lists, following the API's resourceVersion semantics: unset, "0" or
+/// `resourceVersionMatch=NotOlderThan` get the latest state (a version the
+/// server has not reached is 504); `resourceVersionMatch=Exact` gets the
+/// state at that version, 410 Expired once it is older than the kept
+/// history. `limit`/`continue` page through one consistent snapshot: the
+/// continue token carries its resourceVersion, and expires the same way.
 fn list(
     shared: &Shared,
     filter: &Filter,
@@ -765,25 +1301,77 @@ fn list(
             Err(_) => return Err(ApiError::bad_request(format!("invalid limit {s:?}"))),
         },
     };
-    let after = match query.get("continue").map(String::as_str) {
-        None | Some("") => 0,
-        Some(s) => s
-            .parse::<u64>()
-            .map_err(|_| ApiError::bad_request(format!("invalid continue token {s:?}")))?,
+    let rv = match query.get("resourceVersion").map(String::as_str) {
+        None | Some("") => None,
+        Some(s) => Some(s.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!("invalid resourceVersion {s:?} for a list"))
+        })?),
     };
+    let exact = match query.get("resourceVersionMatch").map(String::as_str) {
+        None | Some("") | Some("NotOlderThan") => false,
+        Some("Exact") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "resourceVersionMatch: Unsupported value: {other:?}: supported values: \"Exact\", \"NotOlderThan\""
+            )))
+        }
+    };
+    if exact && rv.is_none_or(|rv| rv == 0) {
+        return Err(ApiError::bad_request(
+            "resourceVersionMatch \"Exact\" is forbidden for resourceVersion \"0\" or unset",
+        ));
+    }
     let store = shared.lock();
-    let matching: Vec<&Entry> = store
-        .entries(filter.kind)
-        .iter()
-        .filter(|e| e.seq > after && filter.matches(&e.object))
+    let (snapshot, after) = match query.get("continue").map(String::as_str) {
+        None | Some("") => {
+            let at = match rv {
+                Some(rv) if rv > store.rv => return Err(ApiError::too_large(rv, store.rv)),
+                Some(rv) if exact => rv,
+                _ => store.rv,
+            };
+            (at, 0)
+        }
+        Some(token) => {
+            let parsed = token
+                .split_once(':')
+                .and_then(|(rv, seq)| Some((rv.parse::<u64>().ok()?, seq.parse::<u64>().ok()?)));
+            let (at, seq) = parsed.ok_or_else(|| {
+                ApiError::bad_request(format!("continue key is not valid: {token:?}"))
+            })?;
+            if at < store.compacted {
+                return Err(ApiError {
+                    code: 410,
+                    reason: "Expired",
+                    message: "The provided continue parameter is too old to display a \
+                              consistent list result. You can start a new list without the \
+                              continue parameter."
+                        .into(),
+                    details: None,
+                });
+            }
+            (at, seq)
+        }
+    };
+    let objects: Vec<(u64, Value)> = if snapshot == store.rv {
+        store
+            .entries(filter.kind)
+            .iter()
+            .map(|e| (e.seq, e.object.clone()))
+            .collect()
+    } else {
+        store.state_at(filter.kind, snapshot)?.into_iter().collect()
+    };
+    let matching: Vec<(u64, Value)> = objects
+        .into_iter()
+        .filter(|(seq, object)| *seq > after && filter.matches(object))
         .collect();
     let take = limit.unwrap_or(matching.len()).min(matching.len());
-    let items: Vec<Value> = matching[..take].iter().map(|e| e.object.clone()).collect();
-    let mut metadata = json!({ "resourceVersion": store.rv.to_string() });
+    let mut metadata = json!({ "resourceVersion": snapshot.to_string() });
     if take < matching.len() {
-        metadata["continue"] = json!(matching[take - 1].seq.to_string());
+        metadata["continue"] = json!(format!("{snapshot}:{}", matching[take - 1].0));
         metadata["remainingItemCount"] = json!(matching.len() - take);
     }
+    let items: Vec<Value> = matching.into_iter().take(take).map(|(_, o)| o).collect();
     let list = json!({
         "apiVersion": filter.kind.api_version(),
         "kind": filter.kind.list_kind(),
@@ -793,33 +1381,91 @@ fn list(
     Ok(json_response(StatusCode::OK, &list))
 }
 
-fn create_job(
-    shared: &Shared,
-    namespace: &str,
-    query: &BTreeMap<String, String>,
-    body: &[u8],
-) -> Result<Response<Body>, ApiError> {
-    let mut job: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad_request(format!("the request body is not a JSON Job: {e}")))?;
-    let obj = job
+/// Decodes a request body as the API server's JSON serializer would into
+/// `kind`'s typed object: a body that is not a JSON object, a wrong
+/// apiVersion or kind, or a field of the wrong type is a 400; fields the
+/// type does not have are dropped (fieldValidation=Warn, the default).
+fn decode(kind: Kind, mut value: Value) -> Result<Value, ApiError> {
+    let obj = value
         .as_object_mut()
         .ok_or_else(|| ApiError::bad_request("the request body is not a JSON object"))?;
-    for (field, expected) in [("apiVersion", "batch/v1"), ("kind", "Job")] {
+    for (field, expected) in [("apiVersion", kind.api_version()), ("kind", kind.kind())] {
         match obj.get(field) {
             None => {}
             Some(Value::String(s)) if s == expected => {}
             Some(other) => {
                 return Err(ApiError::bad_request(format!(
-                    "{field} is {other}, expected {expected:?} when creating a Job"
+                    "{field} is {other}, expected {expected:?} for a {}",
+                    kind.kind()
                 )))
             }
         }
         obj.insert(field.into(), json!(expected));
     }
-    if !matches!(obj.get("spec"), None | Some(Value::Object(_))) {
-        return Err(ApiError::bad_request("spec must be an object"));
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    let typed = match kind {
+        Kind::Job => serde_json::from_value::<Job>(value).and_then(serde_json::to_value),
+        Kind::Pod => serde_json::from_value::<Pod>(value).and_then(serde_json::to_value),
+        Kind::Node => serde_json::from_value::<Node>(value).and_then(serde_json::to_value),
+    };
+    let decoded = typed.map_err(|e| {
+        ApiError::bad_request(format!(
+            "{} in version \"v1\" cannot be handled as a {}: {e}",
+            kind.kind(),
+            kind.kind()
+        ))
+    })?;
+    // Quantities are parsed while decoding, so a malformed one is a 400
+    // too.
+    let pod_spec = match kind {
+        Kind::Job => &decoded["spec"]["template"]["spec"],
+        _ => &decoded["spec"],
+    };
+    for key in ["containers", "initContainers"] {
+        for container in pod_spec[key].as_array().into_iter().flatten() {
+            for section in ["requests", "limits"] {
+                let amounts = container["resources"][section].as_object();
+                for (name, q) in amounts.into_iter().flatten() {
+                    let text = q.as_str().unwrap_or_default();
+                    if milli(text).is_none() {
+                        return Err(ApiError::bad_request(format!(
+                            "{} in version \"v1\" cannot be handled as a {}: quantities must \
+                             match the regular expression \
+                             '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' \
+                             (resources.{section}[{name}]: {text:?})",
+                            kind.kind(),
+                            kind.kind()
+                        )));
+                    }
+                }
+            }
+        }
     }
+    Ok(decoded)
+}
+
+/// POST of a Pod or Job, in the API server's order: decode (400),
+/// namespace lifecycle (404), name generation, defaulting, validation
+/// (422), then storage (409).
+fn create(
+    shared: &Shared,
+    kind: Kind,
+    namespace: &str,
+    query: &BTreeMap<String, String>,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the request body is not a JSON {}: {e}",
+            kind.kind()
+        ))
+    })?;
+    let mut object = decode(kind, value)?;
     let dry_run = query.contains_key("dryRun");
+    let obj = object
+        .as_object_mut()
+        .ok_or_else(|| ApiError::bad_request("the request body is not a JSON object"))?;
     let meta = metadata_mut(obj).map_err(ApiError::bad_request)?;
     match meta.get("namespace") {
         None | Some(Value::Null) => {}
@@ -829,24 +1475,16 @@ fn create_job(
         )),
     }
     meta.insert("namespace".into(), json!(namespace));
-    let given_name = match meta.get("name") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.is_empty() => None,
-        Some(Value::String(s)) => Some(s.clone()),
-        Some(_) => return Err(ApiError::bad_request("metadata.name must be a string")),
-    };
+    let given_name = meta
+        .get("name")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned);
     let generate_name = meta
         .get("generateName")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .map(str::to_owned);
-    if given_name.is_none() && generate_name.is_none() {
-        return Err(ApiError::invalid(
-            Kind::Job,
-            "",
-            "Job.batch \"\" is invalid: metadata.name: Required value: name or generateName is required",
-        ));
-    }
     for server_owned in [
         "uid",
         "resourceVersion",
@@ -858,47 +1496,259 @@ fn create_job(
         meta.remove(server_owned);
     }
 
-    let job = shared.commit(|store| {
-        let name = match &given_name {
-            Some(name) => name.clone(),
-            None => format!(
-                "{}{}",
-                generate_name.as_deref().unwrap_or_default(),
-                random_suffix(store.seq + 1)
-            ),
-        };
-        if store.position(Kind::Job, Some(namespace), &name).is_some() {
-            return Err(ApiError::already_exists(Kind::Job, &name));
+    let created = shared.commit(|store| {
+        if !store.namespaces.contains(namespace) {
+            return Err(ApiError::namespace_not_found(namespace));
         }
-        let (rv, seq) = if dry_run {
-            (store.rv, store.seq)
-        } else {
-            (store.next_rv(), store.next_seq())
+        let name = match (&given_name, &generate_name) {
+            (Some(name), _) => name.clone(),
+            (None, Some(prefix)) => format!("{prefix}{}", random_suffix(store.seq + 1)),
+            (None, None) => String::new(),
         };
-        let mut job = job.clone();
-        let meta = &mut job["metadata"];
+        let rv = store.rv + 1;
+        let mut object = object.clone();
+        let meta = &mut object["metadata"];
         meta["name"] = json!(name);
         meta["uid"] = json!(uid(rv));
-        meta["resourceVersion"] = json!(rv.to_string());
         meta["creationTimestamp"] = json!(rfc3339(SystemTime::now()));
-        meta["generation"] = json!(1);
-        // The API server resets status on create; only the controller
-        // (here: set_job_status) writes it.
-        job["status"] = json!({});
-        if !dry_run {
-            store.jobs.push(Entry {
-                seq,
-                object: job.clone(),
-            });
-            store.log_event(rv, Kind::Job, "ADDED", job.clone());
+        match kind {
+            Kind::Job => {
+                meta["generation"] = json!(1);
+                default_job(&mut object);
+                generate_selector(&mut object);
+                // The API server resets status on create; only the
+                // controller (here: set_job_status) writes it.
+                object["status"] = json!({});
+            }
+            _ => {
+                default_pod(&mut object);
+                object["status"] = json!({ "phase": "Pending" });
+            }
         }
-        Ok(job)
+        let errors = match kind {
+            Kind::Job => validate_job(&object),
+            _ => validate_pod(&object),
+        };
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(kind, &name, errors));
+        }
+        if store.position(kind, Some(namespace), &name).is_some() {
+            return Err(ApiError::already_exists(kind, &name));
+        }
+        if !dry_run {
+            let rv = store.next_rv();
+            let seq = store.next_seq();
+            object["metadata"]["resourceVersion"] = json!(rv.to_string());
+            store.entries_mut(kind).push(Entry {
+                seq,
+                object: object.clone(),
+                finished_at: None,
+            });
+            store.log_event(rv, kind, seq, Some(object.clone()), None);
+        } else {
+            object["metadata"]["resourceVersion"] = json!(store.rv.to_string());
+        }
+        Ok(object)
     })?;
-    Ok(json_response(StatusCode::CREATED, &job))
+    Ok(json_response(StatusCode::CREATED, &created))
 }
 
-fn delete_job(
+/// PUT of a Job: the whole object, applied over the stored one under the
+/// update rules (server-owned metadata and status kept, optimistic
+/// concurrency on resourceVersion, immutable fields checked).
+fn update_job(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+    query: &BTreeMap<String, String>,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the request body is not a JSON Job: {e}")))?;
+    let new = decode(Kind::Job, value)?;
+    match new["metadata"]["name"].as_str() {
+        Some(n) if n == name => {}
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                other.unwrap_or_default()
+            )))
+        }
+    }
+    match new["metadata"]["namespace"].as_str() {
+        None | Some("") => {}
+        Some(ns) if ns == namespace => {}
+        Some(_) => return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        )),
+    }
+    let dry_run = query.contains_key("dryRun");
+    let updated = shared.commit(|store| {
+        let i = store
+            .position(Kind::Job, Some(namespace), name)
+            .ok_or_else(|| ApiError::not_found(Kind::Job, name))?;
+        let old = store.jobs[i].object.clone();
+        check_preconditions(name, &old, &new)?;
+        store.update_job_at(i, old, new, dry_run)
+    })?;
+    Ok(json_response(StatusCode::OK, &updated))
+}
+
+/// PATCH of a Job: a JSON merge patch (RFC 7386), or a strategic merge
+/// patch applied as one (the fake has no patch strategies: lists are
+/// replaced), then the same rules as an update.
+fn patch_job(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+    content_type: &str,
+    query: &BTreeMap<String, String>,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let media = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if !matches!(
+        media.as_str(),
+        "application/merge-patch+json" | "application/strategic-merge-patch+json"
+    ) {
+        return Err(ApiError::unsupported_media_type(content_type));
+    }
+    let patch: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the patch is not JSON: {e}")))?;
+    if !patch.is_object() {
+        return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+    }
+    let dry_run = query.contains_key("dryRun");
+    let updated = shared.commit(|store| {
+        let i = store
+            .position(Kind::Job, Some(namespace), name)
+            .ok_or_else(|| ApiError::not_found(Kind::Job, name))?;
+        let old = store.jobs[i].object.clone();
+        let mut patched = old.clone();
+        merge_patch(&mut patched, &patch);
+        // A resourceVersion or uid in the patch is a precondition.
+        let mut preconditions = json!({ "metadata": {} });
+        for key in ["resourceVersion", "uid"] {
+            if let Some(v) = patch["metadata"].get(key) {
+                preconditions["metadata"][key] = v.clone();
+            }
+        }
+        check_preconditions(name, &old, &preconditions)?;
+        let new = decode(Kind::Job, patched)?;
+        store.update_job_at(i, old, new, dry_run)
+    })?;
+    Ok(json_response(StatusCode::OK, &updated))
+}
+
+/// Optimistic concurrency: a resourceVersion or uid the client sent must
+/// be the stored one.
+fn check_preconditions(name: &str, old: &Value, new: &Value) -> Result<(), ApiError> {
+    let sent_rv = new["metadata"]["resourceVersion"].as_str().unwrap_or("");
+    if !sent_rv.is_empty() && Some(sent_rv) != old["metadata"]["resourceVersion"].as_str() {
+        return Err(ApiError::conflict(
+            Kind::Job,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again".into(),
+        ));
+    }
+    let sent_uid = new["metadata"]["uid"].as_str().unwrap_or("");
+    let stored_uid = old["metadata"]["uid"].as_str().unwrap_or("");
+    if !sent_uid.is_empty() && sent_uid != stored_uid {
+        return Err(ApiError::conflict(
+            Kind::Job,
+            name,
+            format!("Precondition failed: UID in precondition: {sent_uid}, UID in object meta: {stored_uid}"),
+        ));
+    }
+    Ok(())
+}
+
+impl Store {
+    /// The common end of PUT and PATCH of the Job at `i`.
+    fn update_job_at(
+        &mut self,
+        i: usize,
+        old: Value,
+        mut new: Value,
+        dry_run: bool,
+    ) -> Result<Value, ApiError> {
+        for key in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "resourceVersion",
+        ] {
+            match old["metadata"].get(key) {
+                Some(v) => new["metadata"][key] = v.clone(),
+                None => {
+                    if let Some(m) = new["metadata"].as_object_mut() {
+                        m.remove(key);
+                    }
+                }
+            }
+        }
+        // The main resource ignores status; it is the status
+        // subresource's (the controller's).
+        new["status"] = old["status"].clone();
+        default_job(&mut new);
+        let name = old["metadata"]["name"].as_str().unwrap_or_default();
+        let mut errors = validate_job(&new);
+        errors.extend(validate_job_update(&old, &new));
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(Kind::Job, name, errors));
+        }
+        if new == old {
+            // A no-op update writes nothing and keeps the resourceVersion.
+            return Ok(old);
+        }
+        if new["spec"] != old["spec"] {
+            let generation = old["metadata"]["generation"].as_u64().unwrap_or(1);
+            new["metadata"]["generation"] = json!(generation + 1);
+        }
+        if dry_run {
+            return Ok(new);
+        }
+        let rv = self.next_rv();
+        new["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let seq = self.jobs[i].seq;
+        self.jobs[i].object = new.clone();
+        self.log_event(rv, Kind::Job, seq, Some(new.clone()), Some(old));
+        Ok(new)
+    }
+}
+
+/// RFC 7386: objects merge key by key, null removes, anything else
+/// replaces.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    if let Value::Object(target) = target {
+        for (key, value) in patch {
+            if value.is_null() {
+                target.remove(key);
+            } else {
+                merge_patch(target.entry(key.clone()).or_insert(Value::Null), value);
+            }
+        }
+    }
+}
+
+fn delete(
     shared: &Arc<Shared>,
+    kind: Kind,
     namespace: &str,
     name: &str,
     query: &BTreeMap<String, String>,
@@ -920,13 +1770,13 @@ fn delete_job(
             _ => {}
         }
     }
-    shared.commit(|store| {
-        store
+    if kind == Kind::Job {
+        shared
+            .lock()
             .deletes
-            .push((namespace.to_string(), name.to_string(), options.clone()))
-    });
+            .push((namespace.to_string(), name.to_string(), options.clone()));
+    }
 
-    let invalid = |message: String| ApiError::invalid(Kind::Job, name, message);
     if !matches!(options, Value::Null | Value::Object(_)) {
         return Err(ApiError::bad_request(
             "the request body is not a JSON DeleteOptions object",
@@ -941,14 +1791,22 @@ fn delete_job(
             )))
         }
     }
-    let foreground = match options.get("propagationPolicy") {
-        None | Some(Value::Null) => false,
-        Some(Value::String(p)) if p == "Foreground" => true,
-        Some(Value::String(p)) if p == "Background" || p == "Orphan" => false,
+    let policy = match options.get("propagationPolicy") {
+        None | Some(Value::Null) => "Background",
+        Some(Value::String(p)) if matches!(p.as_str(), "Foreground" | "Background" | "Orphan") => {
+            p.as_str()
+        }
         Some(other) => {
-            return Err(invalid(format!(
-                "propagationPolicy: Unsupported value: {other}: supported values: \"Foreground\", \"Background\", \"Orphan\""
-            )))
+            return Err(ApiError::invalid(
+                kind,
+                name,
+                vec![FieldError::new(
+                    "propagationPolicy",
+                    ErrorType::NotSupported,
+                    Some(other),
+                    "supported values: \"Foreground\", \"Background\", \"Orphan\"",
+                )],
+            ))
         }
     };
     let dry_run = query.contains_key("dryRun")
@@ -970,14 +1828,14 @@ fn delete_job(
 
     let outcome = shared.commit(|store| {
         let i = store
-            .position(Kind::Job, Some(namespace), name)
-            .ok_or_else(|| ApiError::not_found(Kind::Job, name))?;
-        let current = &store.jobs[i].object;
+            .position(kind, Some(namespace), name)
+            .ok_or_else(|| ApiError::not_found(kind, name))?;
+        let current = &store.entries(kind)[i].object;
         for (field, wanted) in [("uid", &want_uid), ("resourceVersion", &want_rv)] {
             let actual = current["metadata"][field].as_str().unwrap_or_default();
             if let Some(wanted) = wanted.as_deref().filter(|w| *w != actual) {
                 return Err(ApiError::conflict(
-                    Kind::Job,
+                    kind,
                     name,
                     format!(
                         "Precondition failed: {field} in precondition: {wanted}, {field} in object meta: {actual}"
@@ -985,55 +1843,35 @@ fn delete_job(
                 ));
             }
         }
-        // A Job already being deleted stays as it is: repeating the delete
-        // just reports the terminating object, as the API server does.
+        // An object already being deleted stays as it is: repeating the
+        // delete just reports the terminating object, as the API server
+        // does.
         if dry_run || !current["metadata"]["deletionTimestamp"].is_null() {
             return Ok(Deleted::Pending(current.clone()));
         }
-        let rv = store.next_rv();
-        if foreground {
-            let job = &mut store.jobs[i].object;
-            let meta = &mut job["metadata"];
-            meta["resourceVersion"] = json!(rv.to_string());
-            meta["deletionTimestamp"] = json!(rfc3339(SystemTime::now()));
-            meta["deletionGracePeriodSeconds"] = json!(0);
-            let mut finalizers: Vec<Value> = meta["finalizers"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            if !finalizers.iter().any(|f| f == "foregroundDeletion") {
-                finalizers.push(json!("foregroundDeletion"));
-            }
-            meta["finalizers"] = Value::Array(finalizers);
-            let job = job.clone();
-            store.log_event(rv, Kind::Job, "MODIFIED", job.clone());
-            Ok(Deleted::Foreground(job))
+        if kind == Kind::Job && policy == "Foreground" {
+            Ok(Deleted::Foreground(store.mark_foreground(i)))
         } else {
-            let mut job = store.jobs.remove(i).object;
-            job["metadata"]["resourceVersion"] = json!(rv.to_string());
-            store.log_event(rv, Kind::Job, "DELETED", job.clone());
-            Ok(Deleted::Now(job))
+            let object = store.remove_at(kind, i);
+            if policy != "Orphan" {
+                store.remove_dependents(&object["metadata"]["uid"]);
+            }
+            Ok(Deleted::Now(object))
         }
     })?;
 
     match outcome {
-        Deleted::Pending(job) => Ok(json_response(StatusCode::OK, &job)),
+        Deleted::Pending(object) => Ok(json_response(StatusCode::OK, &object)),
         Deleted::Foreground(job) => {
-            let uid = job["metadata"]["uid"].clone();
-            let shared = shared.clone();
-            let (namespace, name) = (namespace.to_string(), name.to_string());
-            tokio::spawn(async move {
-                tokio::time::sleep(FOREGROUND_GC_DELAY).await;
-                collect_garbage(&shared, &namespace, &name, &uid);
-            });
+            spawn_garbage_collection(shared, &job);
             Ok(json_response(StatusCode::OK, &job))
         }
-        Deleted::Now(job) => {
+        Deleted::Now(object) => {
             // The Job registry does not set ReturnDeletedObject, so an
             // immediate delete answers with a Success Status, which kube
             // reports as `Either::Right`.
-            let mut details = details(Kind::Job, name);
-            details["uid"] = job["metadata"]["uid"].clone();
+            let mut details = details(kind, name);
+            details["uid"] = object["metadata"]["uid"].clone();
             let status = json!({
                 "kind": "Status",
                 "apiVersion": "v1",
@@ -1047,7 +1885,7 @@ fn delete_job(
 }
 
 enum Deleted {
-    /// Nothing changed (a dry run, or the Job was already terminating).
+    /// Nothing changed (a dry run, or the object was already terminating).
     Pending(Value),
     /// Marked for foreground deletion; removal follows later.
     Foreground(Value),
@@ -1055,23 +1893,1027 @@ enum Deleted {
     Now(Value),
 }
 
-/// The garbage collector's half of a foreground delete: once the (imagined)
-/// pods are gone, the Job goes. The uid check keeps a Job recreated under
-/// the same name in the meantime from being removed in its place.
-fn collect_garbage(shared: &Shared, namespace: &str, name: &str, uid: &Value) {
-    shared.commit(|store| {
-        let Some(i) = store.position(Kind::Job, Some(namespace), name) else {
-            return;
-        };
-        if store.jobs[i].object["metadata"]["uid"] != *uid {
-            return;
+impl Store {
+    /// Marks the Job at `i` for foreground deletion (deletionTimestamp and
+    /// the foregroundDeletion finalizer; emits MODIFIED) and returns it.
+    fn mark_foreground(&mut self, i: usize) -> Value {
+        let rv = self.next_rv();
+        let entry = &mut self.jobs[i];
+        let previous = entry.object.clone();
+        let seq = entry.seq;
+        let meta = &mut entry.object["metadata"];
+        meta["resourceVersion"] = json!(rv.to_string());
+        meta["deletionTimestamp"] = json!(rfc3339(SystemTime::now()));
+        meta["deletionGracePeriodSeconds"] = json!(0);
+        let mut finalizers: Vec<Value> = meta["finalizers"].as_array().cloned().unwrap_or_default();
+        if !finalizers.iter().any(|f| f == "foregroundDeletion") {
+            finalizers.push(json!("foregroundDeletion"));
         }
-        let rv = store.next_rv();
-        let mut job = store.jobs.remove(i).object;
-        job["metadata"]["resourceVersion"] = json!(rv.to_string());
-        job["metadata"]["finalizers"] = json!([]);
-        store.log_event(rv, Kind::Job, "DELETED", job);
+        meta["finalizers"] = Value::Array(finalizers);
+        let job = entry.object.clone();
+        self.log_event(rv, Kind::Job, seq, Some(job.clone()), Some(previous));
+        job
+    }
+}
+
+/// The garbage collector's half of a foreground delete, after a delay:
+/// the Job's pods go, then (its finalizer removed) the Job. The uid check
+/// keeps a Job recreated under the same name in the meantime from being
+/// removed in its place.
+fn spawn_garbage_collection(shared: &Arc<Shared>, job: &Value) {
+    let uid = job["metadata"]["uid"].clone();
+    let namespace = job["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let name = job["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(FOREGROUND_GC_DELAY).await;
+        shared.commit(|store| {
+            store.remove_dependents(&uid);
+            let Some(i) = store.position(Kind::Job, Some(&namespace), &name) else {
+                return;
+            };
+            if store.jobs[i].object["metadata"]["uid"] != uid {
+                return;
+            }
+            store.jobs[i].object["metadata"]["finalizers"] = json!([]);
+            store.remove_at(Kind::Job, i);
+        });
     });
+}
+
+/// The TTL-after-finished controller: deletes (foreground, with a uid
+/// precondition) every Job whose `ttlSecondsAfterFinished` has passed
+/// since the fake saw it finish.
+async fn ttl_after_finished(shared: Arc<Shared>) {
+    let mut changes = shared.changed.subscribe();
+    loop {
+        let (expired, next) = {
+            let store = shared.lock();
+            let now = std::time::Instant::now();
+            let mut expired = Vec::new();
+            let mut next: Option<std::time::Instant> = None;
+            for (i, entry) in store.jobs.iter().enumerate() {
+                let (Some(at), Some(ttl)) = (
+                    entry.finished_at,
+                    entry.object["spec"]["ttlSecondsAfterFinished"].as_u64(),
+                ) else {
+                    continue;
+                };
+                if !entry.object["metadata"]["deletionTimestamp"].is_null() {
+                    continue;
+                }
+                let due = at + Duration::from_secs(ttl);
+                if due <= now {
+                    expired.push((i, entry.object["metadata"]["uid"].clone()));
+                } else if next.is_none_or(|n| due < n) {
+                    next = Some(due);
+                }
+            }
+            (expired, next)
+        };
+        if !expired.is_empty() {
+            for (i, uid) in expired {
+                let job = shared.commit(|store| {
+                    (store.jobs.get(i)?.object["metadata"]["uid"] == uid)
+                        .then(|| store.mark_foreground(i))
+                });
+                if let Some(job) = job {
+                    spawn_garbage_collection(&shared, &job);
+                }
+            }
+            continue;
+        }
+        let sleep = async {
+            match next {
+                Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = sleep => {}
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Defaulting and validation
+// ---------------------------------------------------------------------------
+//
+// What follows copies the API server's rules for the fields fleetq writes
+// (k8s.io/kubernetes pkg/apis/core/validation and pkg/apis/batch/validation,
+// apimachinery's util/validation), with its messages, so a refusal here
+// reads like one from a cluster.
+
+/// The kinds of `field.Error`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ErrorType {
+    Invalid,
+    Required,
+    Forbidden,
+    TooLong,
+    NotSupported,
+    Duplicate,
+}
+
+/// One `field.Error`: the field's path, what is wrong, the offending value
+/// (already formatted as Go's `%q`/`%v` would) and a detail.
+#[derive(Clone, Debug)]
+struct FieldError {
+    field: String,
+    kind: ErrorType,
+    value: Option<String>,
+    detail: String,
+}
+
+impl FieldError {
+    fn new(
+        field: impl Into<String>,
+        kind: ErrorType,
+        value: Option<&Value>,
+        detail: impl Into<String>,
+    ) -> FieldError {
+        FieldError {
+            field: field.into(),
+            kind,
+            value: value.map(go_value),
+            detail: detail.into(),
+        }
+    }
+
+    fn invalid(field: impl Into<String>, value: &str, detail: impl Into<String>) -> FieldError {
+        FieldError::new(field, ErrorType::Invalid, Some(&json!(value)), detail)
+    }
+
+    fn required(field: impl Into<String>, detail: impl Into<String>) -> FieldError {
+        FieldError::new(field, ErrorType::Required, None, detail)
+    }
+
+    /// `StatusCause.reason`.
+    fn reason(&self) -> &'static str {
+        match self.kind {
+            ErrorType::Invalid => "FieldValueInvalid",
+            ErrorType::Required => "FieldValueRequired",
+            ErrorType::Forbidden => "FieldValueForbidden",
+            ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::NotSupported => "FieldValueNotSupported",
+            ErrorType::Duplicate => "FieldValueDuplicate",
+        }
+    }
+
+    /// `field.Error.ErrorBody()`: the message without the field.
+    fn body(&self) -> String {
+        let head = match self.kind {
+            ErrorType::Invalid => "Invalid value",
+            ErrorType::Required => "Required value",
+            ErrorType::Forbidden => "Forbidden",
+            ErrorType::TooLong => "Too long",
+            ErrorType::NotSupported => "Unsupported value",
+            ErrorType::Duplicate => "Duplicate value",
+        };
+        let mut body = match (self.kind, &self.value) {
+            (ErrorType::Required | ErrorType::Forbidden | ErrorType::TooLong, _) | (_, None) => {
+                head.to_string()
+            }
+            (_, Some(value)) => format!("{head}: {value}"),
+        };
+        if !self.detail.is_empty() {
+            body.push_str(": ");
+            body.push_str(&self.detail);
+        }
+        body
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.body())
+    }
+}
+
+/// A value as a Go error message prints it: strings quoted, numbers and
+/// booleans bare, anything else as compact JSON.
+fn go_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => go_quote(s),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn go_quote(s: &str) -> String {
+    Value::String(s.to_string()).to_string()
+}
+
+const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case \
+    alphanumeric characters or '-', and must start and end with an alphanumeric character \
+    (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
+    alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character \
+    (e.g. 'example.com', regex used for validation is \
+    '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and \
+    must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or \
+    '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric \
+    characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. \
+    'MyValue',  or 'my_value',  or '12345', regex used for validation is \
+    '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
+/// `TotalAnnotationSizeLimitB`: keys and values of all annotations together.
+const ANNOTATIONS_MAX_BYTES: usize = 256 * 1024;
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`
+fn is_dns_label_shaped(s: &str) -> bool {
+    let b = s.as_bytes();
+    let edge = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.first().is_some_and(edge)
+        && b.last().is_some_and(edge)
+        && b.iter().all(|c| edge(c) || *c == b'-')
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`
+fn is_qualified_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// `IsDNS1123Label`.
+fn dns1123_label(s: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if s.len() > 63 {
+        errors.push("must be no more than 63 characters".to_string());
+    }
+    if !is_dns_label_shaped(s) {
+        errors.push(DNS1123_LABEL_MSG.to_string());
+    }
+    errors
+}
+
+/// `IsDNS1123Subdomain`.
+fn dns1123_subdomain(s: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if s.len() > 253 {
+        errors.push("must be no more than 253 characters".to_string());
+    }
+    if !s.split('.').all(is_dns_label_shaped) {
+        errors.push(DNS1123_SUBDOMAIN_MSG.to_string());
+    }
+    errors
+}
+
+/// `IsQualifiedName`: label keys, annotation keys, resource names.
+fn qualified_name(s: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    let parts: Vec<&str> = s.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errors.push("prefix part must be non-empty".to_string());
+            } else {
+                for e in dns1123_subdomain(prefix) {
+                    errors.push(format!("prefix part {e}"));
+                }
+            }
+            *name
+        }
+        _ => {
+            return vec![format!(
+                "a qualified name {QUALIFIED_NAME_MSG} with an optional DNS subdomain prefix \
+                 and '/' (e.g. 'example.com/MyName')"
+            )]
+        }
+    };
+    if name.is_empty() {
+        errors.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        errors.push("name part must be no more than 63 characters".to_string());
+    }
+    if !is_qualified_name_part(name) {
+        errors.push(format!("name part {QUALIFIED_NAME_MSG}"));
+    }
+    errors
+}
+
+/// `IsValidLabelValue`.
+fn label_value_errors(s: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if s.len() > 63 {
+        errors.push("must be no more than 63 characters".to_string());
+    }
+    if !s.is_empty() && !is_qualified_name_part(s) {
+        errors.push(LABEL_VALUE_MSG.to_string());
+    }
+    errors
+}
+
+/// `ValidateLabels` (also used for a pod's nodeSelector).
+fn validate_labels(labels: &Value, path: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for (key, value) in labels.as_object().into_iter().flatten() {
+        for e in qualified_name(key) {
+            errors.push(FieldError::invalid(path, key, e));
+        }
+        let value = value.as_str().unwrap_or_default();
+        for e in label_value_errors(value) {
+            errors.push(FieldError::invalid(path, value, e));
+        }
+    }
+    errors
+}
+
+/// `ValidateAnnotations`: qualified keys (compared in lower case), and at
+/// most 256 KiB of keys and values together.
+fn validate_annotations(annotations: &Value, path: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let mut total = 0usize;
+    for (key, value) in annotations.as_object().into_iter().flatten() {
+        for e in qualified_name(&key.to_ascii_lowercase()) {
+            errors.push(FieldError::invalid(path, key, e));
+        }
+        total += key.len() + value.as_str().map_or(0, str::len);
+    }
+    if total > ANNOTATIONS_MAX_BYTES {
+        errors.push(FieldError::new(
+            path,
+            ErrorType::TooLong,
+            None,
+            format!("may not be more than {ANNOTATIONS_MAX_BYTES} bytes"),
+        ));
+    }
+    errors
+}
+
+/// `ValidateObjectMeta` for a namespaced object whose name must be a DNS
+/// subdomain (Jobs, Pods).
+fn validate_object_meta(meta: &Value, path: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let name = meta["name"].as_str().unwrap_or_default();
+    if name.is_empty() {
+        errors.push(FieldError::required(
+            format!("{path}.name"),
+            "name or generateName is required",
+        ));
+    } else {
+        for e in dns1123_subdomain(name) {
+            errors.push(FieldError::invalid(format!("{path}.name"), name, e));
+        }
+    }
+    errors.extend(validate_labels(&meta["labels"], &format!("{path}.labels")));
+    errors.extend(validate_annotations(
+        &meta["annotations"],
+        &format!("{path}.annotations"),
+    ));
+    errors
+}
+
+/// A quantity in thousandths, rounded up to 1m as Kubernetes rounds finer
+/// amounts; None when it is not a quantity.
+fn milli(q: &str) -> Option<i128> {
+    let (negative, rest) = match q.as_bytes().first() {
+        Some(b'-') => (true, &q[1..]),
+        Some(b'+') => (false, &q[1..]),
+        _ => (false, q),
+    };
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
+    let (number, suffix) = rest.split_at(end);
+    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+    if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
+        return None;
+    }
+    let (pow10, pow2): (i32, u32) = match suffix {
+        "" => (0, 0),
+        "n" => (-9, 0),
+        "u" => (-6, 0),
+        "m" => (-3, 0),
+        "k" => (3, 0),
+        "M" => (6, 0),
+        "G" => (9, 0),
+        "T" => (12, 0),
+        "P" => (15, 0),
+        "E" => (18, 0),
+        "Ki" => (0, 10),
+        "Mi" => (0, 20),
+        "Gi" => (0, 30),
+        "Ti" => (0, 40),
+        "Pi" => (0, 50),
+        "Ei" => (0, 60),
+        s if s.starts_with(['e', 'E']) => (s[1..].parse::<i32>().ok()?, 0),
+        _ => return None,
+    };
+    let digits = format!("{int}{frac}");
+    let digits = digits.trim_start_matches('0');
+    if digits.len() > 30 {
+        return None;
+    }
+    let mantissa: i128 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().ok()?
+    };
+    let scaled = mantissa.checked_mul(1i128.checked_shl(pow2)?)?;
+    let exp = pow10 + 3 - frac.len() as i32;
+    let value = if exp >= 0 {
+        scaled.checked_mul(10i128.checked_pow(exp.try_into().ok()?)?)?
+    } else {
+        let divisor = 10i128
+            .checked_pow((-exp).try_into().ok()?)
+            .unwrap_or(i128::MAX);
+        (scaled + divisor - 1) / divisor
+    };
+    Some(if negative { -value } else { value })
+}
+
+/// `IsNativeResource`: no domain, or a kubernetes.io one.
+fn is_native_resource(name: &str) -> bool {
+    !name.contains('/') || name.contains("kubernetes.io/")
+}
+
+/// `IsExtendedResourceName`: a domain outside kubernetes.io, and usable in
+/// a ResourceQuota as `requests.<name>`.
+fn is_extended_resource(name: &str) -> bool {
+    !is_native_resource(name)
+        && !name.starts_with("requests.")
+        && qualified_name(&format!("requests.{name}")).is_empty()
+}
+
+fn is_hugepages(name: &str) -> bool {
+    name.starts_with("hugepages-")
+}
+
+/// `IsStandardResourceName`.
+fn is_standard_resource(name: &str) -> bool {
+    const STANDARD: [&str; 22] = [
+        "cpu",
+        "memory",
+        "ephemeral-storage",
+        "requests.cpu",
+        "requests.memory",
+        "requests.ephemeral-storage",
+        "limits.cpu",
+        "limits.memory",
+        "limits.ephemeral-storage",
+        "pods",
+        "services",
+        "replicationcontrollers",
+        "resourcequotas",
+        "secrets",
+        "configmaps",
+        "persistentvolumeclaims",
+        "storage",
+        "requests.storage",
+        "services.nodeports",
+        "services.loadbalancers",
+        "count/pods",
+        "attachable-volumes-",
+    ];
+    STANDARD.contains(&name) || is_hugepages(name) || name.starts_with("requests.hugepages-")
+}
+
+/// `IsStandardContainerResourceName`.
+fn is_standard_container_resource(name: &str) -> bool {
+    matches!(name, "cpu" | "memory" | "ephemeral-storage") || is_hugepages(name)
+}
+
+/// `IsOvercommitAllowed`: only native, non-hugepages resources may request
+/// less than their limit.
+fn overcommit_allowed(name: &str) -> bool {
+    is_native_resource(name) && !is_hugepages(name)
+}
+
+/// `validateContainerResourceName`.
+fn container_resource_name(name: &str, field: &str) -> Vec<FieldError> {
+    let mut errors: Vec<FieldError> = qualified_name(name)
+        .into_iter()
+        .map(|e| FieldError::invalid(field, name, e))
+        .collect();
+    if !errors.is_empty() {
+        return errors;
+    }
+    if !name.contains('/') {
+        if !is_standard_resource(name) {
+            errors.push(FieldError::invalid(
+                field,
+                name,
+                "must be a standard resource type or fully qualified",
+            ));
+        }
+        if !is_standard_container_resource(name) {
+            errors.push(FieldError::invalid(
+                field,
+                name,
+                "must be a standard resource for containers",
+            ));
+        }
+    } else if !is_native_resource(name) && !is_extended_resource(name) {
+        errors.push(FieldError::invalid(
+            field,
+            name,
+            "doesn't follow extended resource name standard",
+        ));
+    }
+    errors
+}
+
+/// `ValidateResourceQuantityValue`: non-negative, and whole for extended
+/// resources.
+fn quantity_errors(name: &str, quantity: &str, field: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let Some(m) = milli(quantity) else {
+        return errors; // a 400 at decoding already
+    };
+    if m < 0 {
+        errors.push(FieldError::invalid(
+            field,
+            quantity,
+            "must be greater than or equal to 0",
+        ));
+    }
+    if is_extended_resource(name) && m % 1000 != 0 {
+        errors.push(FieldError::invalid(field, quantity, "must be an integer"));
+    }
+    errors
+}
+
+/// `ValidateResourceRequirements` of one container.
+fn validate_resources(resources: &Value, path: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let limits = resources["limits"].as_object().cloned().unwrap_or_default();
+    let requests = resources["requests"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    for (name, quantity) in &limits {
+        let field = format!("{path}.limits[{name}]");
+        let quantity = quantity.as_str().unwrap_or_default();
+        errors.extend(container_resource_name(name, &field));
+        errors.extend(quantity_errors(name, quantity, &field));
+    }
+    for (name, quantity) in &requests {
+        let field = format!("{path}.requests[{name}]");
+        let quantity = quantity.as_str().unwrap_or_default();
+        errors.extend(container_resource_name(name, &field));
+        errors.extend(quantity_errors(name, quantity, &field));
+        match limits.get(name).and_then(Value::as_str) {
+            Some(limit) => {
+                let (q, l) = (milli(quantity), milli(limit));
+                if !overcommit_allowed(name) && q != l {
+                    errors.push(FieldError::invalid(
+                        &field,
+                        quantity,
+                        format!("must be equal to {name} limit of {limit}"),
+                    ));
+                } else if q > l {
+                    errors.push(FieldError::invalid(
+                        &field,
+                        quantity,
+                        format!("must be less than or equal to {name} limit of {limit}"),
+                    ));
+                }
+            }
+            None if !overcommit_allowed(name) => errors.push(FieldError::required(
+                format!("{path}.limits"),
+                "Limit must be set for non overcommitable resources",
+            )),
+            None => {}
+        }
+    }
+    errors
+}
+
+/// `ValidateNodeSelector` (required node affinity).
+fn validate_node_selector(selector: &Value, path: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let terms_path = format!("{path}.nodeSelectorTerms");
+    let terms = selector["nodeSelectorTerms"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if terms.is_empty() {
+        return vec![FieldError::required(
+            terms_path,
+            "must have at least one node selector term",
+        )];
+    }
+    for (i, term) in terms.iter().enumerate() {
+        for (j, rq) in term["matchExpressions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let rq_path = format!("{terms_path}[{i}].matchExpressions[{j}]");
+            let values = rq["values"].as_array().cloned().unwrap_or_default();
+            let operator = rq["operator"].as_str().unwrap_or_default();
+            match operator {
+                "In" | "NotIn" if values.is_empty() => errors.push(FieldError::required(
+                    format!("{rq_path}.values"),
+                    "must be specified when `operator` is 'In' or 'NotIn'",
+                )),
+                "Exists" | "DoesNotExist" if !values.is_empty() => errors.push(FieldError::new(
+                    format!("{rq_path}.values"),
+                    ErrorType::Forbidden,
+                    None,
+                    "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                )),
+                "Gt" | "Lt" if values.len() != 1 => errors.push(FieldError::required(
+                    format!("{rq_path}.values"),
+                    "must be specified single value when `operator` is 'Lt' or 'Gt'",
+                )),
+                "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt" => {}
+                other => errors.push(FieldError::invalid(
+                    format!("{rq_path}.operator"),
+                    other,
+                    "not a valid selector operator",
+                )),
+            }
+            let key = rq["key"].as_str().unwrap_or_default();
+            for e in qualified_name(key) {
+                errors.push(FieldError::invalid(format!("{rq_path}.key"), key, e));
+            }
+            for (k, value) in values.iter().enumerate() {
+                let value = value.as_str().unwrap_or_default();
+                for e in label_value_errors(value) {
+                    errors.push(FieldError::invalid(
+                        format!("{rq_path}.values[{k}]"),
+                        value,
+                        e,
+                    ));
+                }
+            }
+        }
+    }
+    errors
+}
+
+/// `ValidatePodSpec`, for the fields fleetq writes: containers (names,
+/// images, env names, resources), restart policy, node selector and
+/// required node affinity. A Job's pods may only restart OnFailure or
+/// Never.
+fn validate_pod_spec(spec: &Value, path: &str, in_job: bool) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let policy = spec["restartPolicy"].as_str();
+    let allowed: &[&str] = if in_job {
+        &["OnFailure", "Never"]
+    } else {
+        &["Always", "OnFailure", "Never"]
+    };
+    let supported = allowed
+        .iter()
+        .map(|p| go_quote(p))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match policy {
+        None | Some("") if in_job => errors.push(FieldError::required(
+            format!("{path}.restartPolicy"),
+            format!("valid values: {supported}"),
+        )),
+        None | Some("") => {}
+        Some(p) if allowed.contains(&p) => {}
+        Some(p) => errors.push(FieldError::new(
+            format!("{path}.restartPolicy"),
+            ErrorType::NotSupported,
+            Some(&json!(p)),
+            format!("supported values: {supported}"),
+        )),
+    }
+    if spec["containers"].as_array().is_none_or(Vec::is_empty) {
+        errors.push(FieldError::required(format!("{path}.containers"), ""));
+    }
+    let mut names = BTreeSet::new();
+    for key in ["initContainers", "containers"] {
+        for (i, c) in spec[key].as_array().into_iter().flatten().enumerate() {
+            let c_path = format!("{path}.{key}[{i}]");
+            let name = c["name"].as_str().unwrap_or_default();
+            if name.is_empty() {
+                errors.push(FieldError::required(format!("{c_path}.name"), ""));
+            } else {
+                for e in dns1123_label(name) {
+                    errors.push(FieldError::invalid(format!("{c_path}.name"), name, e));
+                }
+                if !names.insert(name.to_string()) {
+                    errors.push(FieldError::new(
+                        format!("{c_path}.name"),
+                        ErrorType::Duplicate,
+                        Some(&json!(name)),
+                        "",
+                    ));
+                }
+            }
+            if c["image"].as_str().is_none_or(str::is_empty) {
+                errors.push(FieldError::required(format!("{c_path}.image"), ""));
+            }
+            for (j, env) in c["env"].as_array().into_iter().flatten().enumerate() {
+                let env_name = env["name"].as_str().unwrap_or_default();
+                let field = format!("{c_path}.env[{j}].name");
+                if env_name.is_empty() {
+                    errors.push(FieldError::required(field, ""));
+                } else if !env_name
+                    .bytes()
+                    .all(|b| (b' '..=b'~').contains(&b) && b != b'=')
+                {
+                    // RelaxedEnvironmentVariableValidation, on by default
+                    // since 1.32.
+                    errors.push(FieldError::invalid(
+                        field,
+                        env_name,
+                        "a valid environment variable name must consist only of printable \
+                         ASCII characters other than '='",
+                    ));
+                }
+            }
+            errors.extend(validate_resources(
+                &c["resources"],
+                &format!("{c_path}.resources"),
+            ));
+        }
+    }
+    errors.extend(validate_labels(
+        &spec["nodeSelector"],
+        &format!("{path}.nodeSelector"),
+    ));
+    let required =
+        &spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+    if !required.is_null() {
+        errors.extend(validate_node_selector(
+            required,
+            &format!("{path}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"),
+        ));
+    }
+    errors
+}
+
+fn validate_pod(pod: &Value) -> Vec<FieldError> {
+    let mut errors = validate_object_meta(&pod["metadata"], "metadata");
+    errors.extend(validate_pod_spec(&pod["spec"], "spec", false));
+    errors
+}
+
+/// A non-negative integer field, if set.
+fn non_negative(value: &Value, field: String) -> Option<FieldError> {
+    match value.as_i64() {
+        Some(n) if n < 0 => Some(FieldError::new(
+            field,
+            ErrorType::Invalid,
+            Some(value),
+            "must be greater than or equal to 0",
+        )),
+        _ => None,
+    }
+}
+
+/// `ValidateJob`: metadata, the generated (or manual) selector and the
+/// labels it selects, counts, and the pod template.
+fn validate_job(job: &Value) -> Vec<FieldError> {
+    let mut errors = validate_object_meta(&job["metadata"], "metadata");
+    let spec = &job["spec"];
+    for field in [
+        "parallelism",
+        "completions",
+        "backoffLimit",
+        "activeDeadlineSeconds",
+        "ttlSecondsAfterFinished",
+    ] {
+        errors.extend(non_negative(&spec[field], format!("spec.{field}")));
+    }
+    let template_labels = &spec["template"]["metadata"]["labels"];
+    let selector = &spec["selector"];
+    if spec["manualSelector"] != json!(true) {
+        // validateGeneratedSelector
+        let uid = &job["metadata"]["uid"];
+        let name = &job["metadata"]["name"];
+        for (label, want) in [
+            (LEGACY_CONTROLLER_UID, uid),
+            (CONTROLLER_UID, uid),
+            (LEGACY_JOB_NAME, name),
+            (JOB_NAME, name),
+        ] {
+            if template_labels[label] != *want {
+                errors.push(FieldError::new(
+                    "spec.template.metadata.labels",
+                    ErrorType::Invalid,
+                    Some(template_labels),
+                    format!("`{label}` must be {}", go_value(want)),
+                ));
+            }
+        }
+        let generated = json!({ "matchLabels": { CONTROLLER_UID: uid } });
+        if selector.is_null() {
+            errors.push(FieldError::required(
+                "spec.selector",
+                "This field should be autogenerated.",
+            ));
+        } else if *selector != generated {
+            errors.push(FieldError::new(
+                "spec.selector",
+                ErrorType::Invalid,
+                Some(selector),
+                "`selector` not auto-generated",
+            ));
+        }
+    } else if selector.is_null() {
+        errors.push(FieldError::required("spec.selector", ""));
+    }
+    if let Some(match_labels) = selector["matchLabels"].as_object() {
+        let selects = match_labels
+            .iter()
+            .all(|(k, v)| template_labels.get(k) == Some(v));
+        if !selects {
+            errors.push(FieldError::new(
+                "spec.template.metadata.labels",
+                ErrorType::Invalid,
+                Some(template_labels),
+                "`selector` does not match template `labels`",
+            ));
+        }
+    }
+    errors.extend(validate_labels(
+        template_labels,
+        "spec.template.metadata.labels",
+    ));
+    errors.extend(validate_annotations(
+        &spec["template"]["metadata"]["annotations"],
+        "spec.template.metadata.annotations",
+    ));
+    errors.extend(validate_pod_spec(
+        &spec["template"]["spec"],
+        "spec.template.spec",
+        true,
+    ));
+    errors
+}
+
+/// The pod template without what a suspended Job that never started may
+/// still change (JobMutableSchedulingDirectives, GA in 1.27).
+fn without_scheduling_directives(template: &Value) -> Value {
+    let mut t = template.clone();
+    if let Some(spec) = t["spec"].as_object_mut() {
+        for key in ["nodeSelector", "affinity", "tolerations", "schedulingGates"] {
+            spec.remove(key);
+        }
+    }
+    if let Some(meta) = t["metadata"].as_object_mut() {
+        meta.remove("labels");
+        meta.remove("annotations");
+    }
+    t
+}
+
+/// `ValidateJobSpecUpdate`: the selector, the pod template (but for the
+/// scheduling directives of a suspended Job that never started), the
+/// completion mode and (outside elastic indexed Jobs) completions are
+/// immutable.
+fn validate_job_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let immutable = |field: &str, value: &Value| {
+        FieldError::new(field, ErrorType::Invalid, Some(value), "field is immutable")
+    };
+    let (old_spec, new_spec) = (&old["spec"], &new["spec"]);
+    if old_spec["selector"] != new_spec["selector"] {
+        errors.push(immutable("spec.selector", &new_spec["selector"]));
+    }
+    let never_started = old_spec["suspend"] == json!(true) && old["status"]["startTime"].is_null();
+    let template_changed = if never_started {
+        without_scheduling_directives(&old_spec["template"])
+            != without_scheduling_directives(&new_spec["template"])
+    } else {
+        old_spec["template"] != new_spec["template"]
+    };
+    if template_changed {
+        errors.push(immutable("spec.template", &new_spec["template"]));
+    }
+    if old_spec["completionMode"] != new_spec["completionMode"] {
+        errors.push(immutable(
+            "spec.completionMode",
+            &new_spec["completionMode"],
+        ));
+    }
+    let elastic = new_spec["completionMode"] == "Indexed"
+        && new_spec["completions"] == new_spec["parallelism"];
+    if old_spec["completions"] != new_spec["completions"] && !elastic {
+        errors.push(immutable("spec.completions", &new_spec["completions"]));
+    }
+    errors
+}
+
+/// batch/v1 `SetDefaults_Job`: counts, backoff, completion mode, suspend,
+/// pod replacement, and the Job's labels from its template's when it has
+/// none.
+fn default_job(job: &mut Value) {
+    if !job["spec"].is_object() {
+        job["spec"] = json!({});
+    }
+    let template_labels = job["spec"]["template"]["metadata"]["labels"].clone();
+    let labels = &job["metadata"]["labels"];
+    if labels.as_object().is_none_or(Map::is_empty)
+        && template_labels.as_object().is_some_and(|l| !l.is_empty())
+    {
+        job["metadata"]["labels"] = template_labels;
+    }
+    let spec = &mut job["spec"];
+    if spec["completions"].is_null() && spec["parallelism"].is_null() {
+        spec["completions"] = json!(1);
+    }
+    if spec["parallelism"].is_null() {
+        spec["parallelism"] = json!(1);
+    }
+    if spec["backoffLimit"].is_null() && spec["backoffLimitPerIndex"].is_null() {
+        spec["backoffLimit"] = json!(6);
+    }
+    for (field, default) in [
+        ("completionMode", json!("NonIndexed")),
+        ("suspend", json!(false)),
+        ("podReplacementPolicy", json!("TerminatingOrFailed")),
+    ] {
+        if spec[field].is_null() {
+            spec[field] = default;
+        }
+    }
+}
+
+/// The Job strategy's `generateSelector` on create (unless
+/// `manualSelector`): the controller labels added to the template where
+/// absent, and the selector on the controller uid. A selector or labels a
+/// client copied from another Job are kept, and so fail validation.
+fn generate_selector(job: &mut Value) {
+    if job["spec"]["manualSelector"] == json!(true) {
+        return;
+    }
+    let uid = job["metadata"]["uid"].clone();
+    let name = job["metadata"]["name"].clone();
+    let template = &mut job["spec"]["template"];
+    if !template.is_object() {
+        *template = json!({});
+    }
+    if !template["metadata"].is_object() {
+        template["metadata"] = json!({});
+    }
+    if !template["metadata"]["labels"].is_object() {
+        template["metadata"]["labels"] = json!({});
+    }
+    if let Some(labels) = template["metadata"]["labels"].as_object_mut() {
+        for (label, value) in [
+            (LEGACY_JOB_NAME, &name),
+            (JOB_NAME, &name),
+            (LEGACY_CONTROLLER_UID, &uid),
+            (CONTROLLER_UID, &uid),
+        ] {
+            labels.entry(label).or_insert_with(|| value.clone());
+        }
+    }
+    let selector = &mut job["spec"]["selector"];
+    if !selector.is_object() {
+        *selector = json!({});
+    }
+    if !selector["matchLabels"].is_object() {
+        selector["matchLabels"] = json!({});
+    }
+    if let Some(match_labels) = selector["matchLabels"].as_object_mut() {
+        match_labels.entry(CONTROLLER_UID).or_insert(uid);
+    }
+}
+
+/// core/v1 `SetDefaults_Pod`: each container's missing requests from its
+/// limits (for Pods only, not pod templates), restart policy Always, and
+/// phase Pending when the test gave no status.
+fn default_pod(pod: &mut Value) {
+    for key in ["initContainers", "containers"] {
+        let Some(containers) = pod["spec"][key].as_array_mut() else {
+            continue;
+        };
+        for c in containers {
+            let limits = c["resources"]["limits"].as_object().cloned();
+            for (name, q) in limits.into_iter().flatten() {
+                if c["resources"]["requests"][&name].is_null() {
+                    c["resources"]["requests"][&name] = q;
+                }
+            }
+        }
+    }
+    if pod["spec"]["restartPolicy"].is_null() {
+        pod["spec"]["restartPolicy"] = json!("Always");
+    }
+    if pod["status"]["phase"].is_null() {
+        pod["status"]["phase"] = json!("Pending");
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1092,7 +2934,10 @@ fn is_watch(query: &BTreeMap<String, String>) -> Result<bool, ApiError> {
 ///
 /// * `resourceVersion=N` (N > 0): replays every logged event after N, then
 ///   follows. This is what kube's watcher sends after its initial list, and
-///   when it reconnects.
+///   when it reconnects. When events after N are no longer kept, the
+///   stream is one ERROR event with a 410 Expired Status, as the watch
+///   cache answers (over a 200: kube's watcher then re-lists; an HTTP 410
+///   would make it retry the same version forever).
 /// * no `resourceVersion`, or `"0"`: synthetic ADDED events for the current
 ///   state, then follows, like the API server's "start at most recent".
 /// * `sendInitialEvents=true` (kube's streaming-list mode): the same
@@ -1101,9 +2946,13 @@ fn is_watch(query: &BTreeMap<String, String>) -> Result<bool, ApiError> {
 ///   state is complete.
 /// * `timeoutSeconds`: the response ends after that long and the client is
 ///   expected to reconnect, as with the real server.
-/// * `allowWatchBookmarks` is accepted and ignored: bookmarks only save a
-///   client work when the server's history is bounded, and ours is not.
-fn watch_collection(
+/// * `allowWatchBookmarks` is accepted and ignored: the fake sends no
+///   periodic bookmarks, so a watcher whose objects do not change while
+///   more than the window of other changes happen gets 410 on reconnect.
+///
+/// While watches are paused ([`FakeKube::pause_watches`]) the request waits
+/// before it reads anything.
+async fn watch_collection(
     shared: Arc<Shared>,
     filter: Filter,
     query: &BTreeMap<String, String>,
@@ -1123,23 +2972,31 @@ fn watch_collection(
             )))
         }
     };
-    let deadline = match query.get("timeoutSeconds").map(String::as_str) {
+    let timeout = match query.get("timeoutSeconds").map(String::as_str) {
         None | Some("") | Some("0") => None,
-        Some(s) => {
-            let secs = s
-                .parse::<u64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {s:?}")))?;
-            Some(tokio::time::Instant::now() + Duration::from_secs(secs))
-        }
+        Some(s) => Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!("invalid timeoutSeconds {s:?}"))
+        })?)),
     };
+
+    let mut paused = shared.paused.subscribe();
+    while *paused.borrow_and_update() {
+        if paused.changed().await.is_err() {
+            break;
+        }
+    }
+    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
 
     // Subscribe before reading the log: anything committed after this point
     // wakes the stream, anything before it is in what we read below.
     let changes = shared.changed.subscribe();
-    let (first, cursor) = {
+    let (first, cursor, ended) = {
         let store = shared.lock();
         match since {
-            Some(rv) if !initial_events => store.events_after(rv, &filter),
+            Some(rv) if !initial_events => match store.events_after(rv, &filter) {
+                Ok((lines, cursor)) => (lines, cursor, false),
+                Err(gone) => (vec![watch_line("ERROR", &gone.status())], store.rv, true),
+            },
             _ => {
                 let mut lines: Vec<Bytes> = store
                     .entries(filter.kind)
@@ -1158,15 +3015,22 @@ fn watch_collection(
                     });
                     lines.push(watch_line("BOOKMARK", &bookmark));
                 }
-                (lines, store.rv)
+                (lines, store.rv, false)
             }
         }
     };
 
     let (tx, mut rx) = mpsc::channel::<Bytes>(64);
-    tokio::spawn(stream_events(
-        shared, filter, first, cursor, changes, tx, deadline,
-    ));
+    if ended {
+        for line in first {
+            let _ = tx.try_send(line);
+        }
+        drop(tx);
+    } else {
+        tokio::spawn(stream_events(
+            shared, filter, first, cursor, changes, paused, tx, deadline,
+        ));
+    }
     let frames = futures::stream::poll_fn(move |cx| {
         rx.poll_recv(cx)
             .map(|line| line.map(|l| Ok::<_, Infallible>(Frame::data(l))))
@@ -1179,13 +3043,18 @@ fn watch_collection(
 }
 
 /// Feeds one watch response until the client goes away, the deadline
-/// passes or the server stops; dropping `tx` ends the chunked body.
+/// passes, watches are paused or the server stops; dropping `tx` ends the
+/// chunked body. A watcher that falls behind the kept history (its next
+/// events were dropped before it read them) gets the 410 ERROR event and
+/// its stream ends, as the API server ends a watch it cannot continue.
+#[allow(clippy::too_many_arguments)]
 async fn stream_events(
     shared: Arc<Shared>,
     filter: Filter,
     first: Vec<Bytes>,
     mut cursor: u64,
     mut changes: watch::Receiver<u64>,
+    mut paused: watch::Receiver<bool>,
     tx: mpsc::Sender<Bytes>,
     deadline: Option<tokio::time::Instant>,
 ) {
@@ -1193,6 +3062,16 @@ async fn stream_events(
         match deadline {
             Some(at) => tokio::time::sleep_until(at).await,
             None => std::future::pending().await,
+        }
+    };
+    let until_paused = async {
+        loop {
+            if *paused.borrow_and_update() {
+                return;
+            }
+            if paused.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
         }
     };
     let feed = async {
@@ -1210,20 +3089,31 @@ async fn stream_events(
                     }
                 }
             }
-            let lines = {
+            let next = {
                 let store = shared.lock();
-                let (lines, seen) = store.events_after(cursor, &filter);
-                cursor = seen;
-                lines
+                store.events_after(cursor, &filter)
             };
-            for line in lines {
-                if tx.send(line).await.is_err() {
+            match next {
+                Ok((lines, seen)) => {
+                    cursor = seen;
+                    for line in lines {
+                        if tx.send(line).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Err(gone) => {
+                    let _ = tx.send(watch_line("ERROR", &gone.status())).await;
                     return;
                 }
             }
         }
     };
+    // Biased, so a stream polled after pause_watches() ends before it
+    // sends anything committed after the pause.
     tokio::select! {
+        biased;
+        _ = until_paused => {}
         _ = until_deadline => {}
         _ = feed => {}
     }
@@ -1282,10 +3172,9 @@ impl Filter {
         })
     }
 
-    /// Evaluated against the object as it is in the event, so a watch with a
-    /// selector sees only events whose object matches at that moment (the
-    /// real server also sends a DELETED when an object stops matching; the
-    /// fake does not).
+    /// Whether `object` (as it is at one moment) is selected. A watch
+    /// compares an event's object before and after
+    /// ([`LoggedEvent::as_seen_by`]).
     fn matches(&self, object: &Value) -> bool {
         let meta = &object["metadata"];
         if let Some(ns) = &self.namespace {
@@ -1397,7 +3286,19 @@ fn parse_field_selector(kind: Kind, selector: &str) -> Result<Vec<FieldTerm>, St
         return Ok(Vec::new());
     }
     let supported: &[&'static str] = match kind {
-        Kind::Node => &["metadata.name", "spec.unschedulable"],
+        Kind::Node => &["metadata.name", "metadata.namespace", "spec.unschedulable"],
+        Kind::Pod => &[
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
         Kind::Job => &["metadata.name", "metadata.namespace", "status.successful"],
     };
     selector
@@ -1439,7 +3340,7 @@ fn field_value(object: &Value, path: &str) -> String {
         (_, Value::String(s)) => s.clone(),
         (_, Value::Bool(b)) => b.to_string(),
         (_, Value::Number(n)) => n.to_string(),
-        ("spec.unschedulable", _) => "false".into(),
+        ("spec.unschedulable" | "spec.hostNetwork", _) => "false".into(),
         ("status.successful", _) => "0".into(),
         _ => String::new(),
     }
