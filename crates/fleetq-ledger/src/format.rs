@@ -10,10 +10,12 @@
 //! failing on a variant it does not know.
 //!
 //! The rule for changing [`FORMAT`] (docs/operating.md, "Upgrades"): bump
-//! it when a build writes something the previous release cannot read (a
-//! new command, object kind or field that changes meaning), and keep
-//! reading every older format. Adding an optional field that older builds
-//! may ignore needs no bump.
+//! it when a build writes something a build of the current format would
+//! misread: a new command or object kind (refused), and also a new field
+//! (an older build would drop it, and its replica's state would then
+//! differ from the others'). Keep reading every older format. The
+//! release before formats checks none, so while it still runs, what only
+//! the newer build has must not be used (the runbook says which).
 
 use std::fmt;
 
