@@ -491,6 +491,134 @@ fn dev_metrics_agree_with_the_ledger_on_every_replica() {
         ),
         Some(1.0)
     );
+    // Kueue's counters, queue status and hierarchy, LocalQueue and cohort
+    // subtree series (metrics.rs): the same run, from the same ledger.
+    for (q, admitted) in [("team-a", 4.0), ("team-b", 1.0)] {
+        let l = [("cluster_queue", q)];
+        assert_eq!(get(m, "kueue_admitted_workloads_total", &l), Some(admitted));
+        assert_eq!(
+            get(m, "kueue_quota_reserved_workloads_total", &l),
+            Some(admitted)
+        );
+        assert_eq!(
+            get(m, "kueue_quota_reserved_wait_time_seconds_count", &l),
+            Some(admitted)
+        );
+        assert_eq!(
+            get(m, "kueue_admission_checks_wait_time_seconds_sum", &l),
+            Some(0.0)
+        );
+        for (status, value) in [("active", 1.0), ("pending", 0.0), ("terminating", 0.0)] {
+            assert_eq!(
+                get(m, "kueue_cluster_queue_status", &[l[0], ("status", status)]),
+                Some(value),
+                "{q} {status}"
+            );
+        }
+        assert_eq!(
+            get(
+                m,
+                "kueue_cluster_queue_info",
+                &[
+                    l[0],
+                    ("parent_cohort", "research"),
+                    ("root_cohort", "research")
+                ]
+            ),
+            Some(1.0)
+        );
+    }
+    assert_eq!(
+        get(
+            m,
+            "kueue_reserving_active_workloads",
+            &[("cluster_queue", "team-a")]
+        ),
+        Some(3.0)
+    );
+    // quick finished (and is kept for --finished-retention).
+    assert_eq!(
+        get(
+            m,
+            "kueue_finished_workloads",
+            &[("cluster_queue", "team-a")]
+        ),
+        Some(1.0)
+    );
+    // a4 waits with 8 GPUs.
+    assert_eq!(
+        get(
+            m,
+            "kueue_cluster_queue_resource_pending",
+            &[("cluster_queue", "team-a"), ("resource", "nvidia.com/gpu")]
+        ),
+        Some(8.0)
+    );
+    let lq = [("name", "team-a"), ("namespace", "default")];
+    for (series, extra, value) in [
+        ("kueue_local_queue_status", Some(("active", "True")), 1.0),
+        ("kueue_local_queue_status", Some(("active", "False")), 0.0),
+        (
+            "kueue_local_queue_pending_workloads",
+            Some(("status", "inadmissible")),
+            1.0,
+        ),
+        (
+            "kueue_local_queue_pending_workloads",
+            Some(("status", "active")),
+            0.0,
+        ),
+        ("kueue_local_queue_admitted_active_workloads", None, 3.0),
+        ("kueue_local_queue_reserving_active_workloads", None, 3.0),
+        ("kueue_local_queue_finished_workloads", None, 1.0),
+        (
+            "kueue_local_queue_resource_usage",
+            Some(("flavor", "h100-80gb")),
+            12.0,
+        ),
+    ] {
+        let mut labels = lq.to_vec();
+        labels.extend(extra);
+        if series.ends_with("resource_usage") {
+            labels.push(("resource", "nvidia.com/gpu"));
+        }
+        assert_eq!(get(m, series, &labels), Some(value), "{series} {labels:?}");
+    }
+    let research = [
+        ("cohort", "research"),
+        ("flavor", "h100-80gb"),
+        ("resource", "nvidia.com/gpu"),
+    ];
+    assert_eq!(get(m, "kueue_cohort_subtree_quota", &research), Some(16.0));
+    assert_eq!(
+        get(m, "kueue_cohort_subtree_resource_reservations", &research),
+        Some(14.0)
+    );
+    assert_eq!(
+        get(
+            m,
+            "kueue_cohort_subtree_admitted_workloads_total",
+            &[("cohort", "research")]
+        ),
+        Some(5.0)
+    );
+    assert_eq!(
+        get(
+            m,
+            "kueue_cohort_subtree_admitted_active_workloads",
+            &[("cohort", "research")]
+        ),
+        Some(4.0)
+    );
+    assert!(
+        m.keys().any(|(name, labels)| name == "kueue_build_info"
+            && labels
+                .get("git_version")
+                .is_some_and(|v| v.starts_with('v'))
+            && labels.get("compiler").map(String::as_str) == Some("rustc")),
+        "kueue_build_info is served"
+    );
+
     let allocated: f64 = ["dev-east", "dev-west"]
         .iter()
         .filter_map(|c| {

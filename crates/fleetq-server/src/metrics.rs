@@ -53,6 +53,35 @@
 //!   duration is the cycle's (or the plan's) computation, without the Raft
 //!   commit (that is `fleetq_raft_append_latency_seconds`).
 //! - Resource values are in Kueue's units: counts, cores, bytes.
+//! - Labels: Kueue v0.14's. Kueue main adds `replica_role` (leader,
+//!   follower) to every series; fleetq's ledger series are the same on
+//!   every replica, so they have none. Kueue's `priority_class` on the
+//!   admission counters and histograms is missing: apply() keeps them per
+//!   ClusterQueue only (`fleetq_ledger::Counters`).
+//! - `kueue_admitted_workloads_total` and `kueue_quota_reserved_workloads_total`
+//!   are the count of `kueue_admission_wait_time_seconds` (Kueue counts and
+//!   observes in one call), and `kueue_quota_reserved_wait_time_seconds` is
+//!   the same histogram: a reservation is an admission.
+//!   `kueue_admission_checks_wait_time_seconds` observes 0 for every
+//!   admission (no checks to wait for).
+//! - `kueue_cluster_queue_status`: `pending` while the queue's stopPolicy
+//!   is Hold (Kueue's other causes, missing flavors or admission checks,
+//!   cannot occur: validation refuses them), `active` otherwise; never
+//!   `terminating` (a ClusterQueue is deleted only once nothing holds its
+//!   quota). `kueue_local_queue_status{active}`: False while the
+//!   LocalQueue or its ClusterQueue is stopped.
+//! - `kueue_finished_workloads` / `kueue_local_queue_finished_workloads`:
+//!   finished workloads the ledger still keeps (until
+//!   `--finished-retention`), by the queues their LocalQueue names now.
+//! - `kueue_cohort_subtree_admitted_workloads_total`: the sum of
+//!   `kueue_admitted_workloads_total` over the ClusterQueues now in the
+//!   subtree, so it drops (a counter reset) when a queue leaves it.
+//! - `kueue_build_info`: `git_version` is fleetq's version, `compiler`
+//!   `rustc`, `go_version` empty; `git_commit` and `build_date` come from
+//!   `FLEETQ_GIT_COMMIT` and `FLEETQ_BUILD_DATE` at build time, else
+//!   `unknown`.
+//!
+//! docs/metrics.md lists Kueue's series fleetq does not report, and why.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -61,6 +90,7 @@ use std::time::Duration;
 use fleetq_ledger::raft::Raft;
 use fleetq_ledger::store::LedgerHandle;
 use fleetq_ledger::{Counters, Ledger, WorkloadState};
+use fleetq_model::cluster_queue::StopPolicy;
 use fleetq_model::Timestamp;
 use fleetq_scheduler::quota::NodeKind;
 use fleetq_scheduler::{fair, ReasonKind};
@@ -198,6 +228,45 @@ impl ServerMetrics {
             self.append_latency.clone(),
         );
         registry.register_collector(Box::new(BackupAge(self.backups.clone())));
+        registry.register_collector(Box::new(BuildInfo));
+    }
+}
+
+/// `kueue_build_info`: 1, labelled with what this binary is.
+#[derive(Debug)]
+struct BuildInfo;
+
+/// Go's name for this platform (`linux/amd64`), as Kueue reports it.
+fn platform() -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        other => other,
+    };
+    format!("{}/{arch}", std::env::consts::OS)
+}
+
+impl Collector for BuildInfo {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let version = concat!("v", env!("CARGO_PKG_VERSION"));
+        let platform = platform();
+        gauges(
+            &mut encoder,
+            "kueue_build_info",
+            "fleetq build information: 1, labelled by git version, git commit, build date, go version (empty: fleetq is not Go), compiler and platform",
+            std::iter::once((
+                vec![
+                    ("git_version", version),
+                    ("git_commit", option_env!("FLEETQ_GIT_COMMIT").unwrap_or("unknown")),
+                    ("build_date", option_env!("FLEETQ_BUILD_DATE").unwrap_or("unknown")),
+                    ("go_version", ""),
+                    ("compiler", "rustc"),
+                    ("platform", platform.as_str()),
+                ],
+                1.0,
+            )),
+        )
     }
 }
 
@@ -396,11 +465,54 @@ pub struct ClusterQueueSample {
     pub name: String,
     /// Its cohort, "" if none (Kueue's `cohort` label).
     pub cohort: String,
+    /// The root of its cohort tree, "" if it has no cohort.
+    pub root_cohort: String,
+    /// Kueue's `cluster_queue_status`: `active`, or `pending` while stopped.
+    pub status: &'static str,
     pub pending_active: u64,
     pub pending_inadmissible: u64,
     pub admitted_active: u64,
+    /// Finished workloads the ledger still keeps.
+    pub finished: u64,
     pub weighted_share: f64,
     pub quota: Vec<QuotaSample>,
+    /// What its pending workloads request in all, per resource, in Kueue's
+    /// units (every pod of every pod set, before flavors are assigned).
+    pub pending_resources: BTreeMap<String, f64>,
+}
+
+/// A LocalQueue's series (Kueue's `local_queue_*`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LocalQueueSample {
+    pub namespace: String,
+    pub name: String,
+    /// Kueue's `local_queue_status` `active`: `True`, or `False` while it
+    /// or its ClusterQueue is stopped.
+    pub active: &'static str,
+    pub pending_active: u64,
+    pub pending_inadmissible: u64,
+    pub admitted_active: u64,
+    pub finished: u64,
+    /// (flavor, resource) -> quota its admitted workloads hold.
+    pub usage: BTreeMap<(String, String), f64>,
+}
+
+/// A cohort's series (Kueue's `cohort_*`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CohortSample {
+    pub name: String,
+    /// Its parent, "" for a root.
+    pub parent: String,
+    /// The root of its tree (itself for a root).
+    pub root: String,
+    pub weighted_share: f64,
+    /// (flavor, resource, nominal quota of the subtree, quota reserved by
+    /// the ClusterQueues in it).
+    pub subtree: Vec<(String, String, f64, f64)>,
+    /// Admitted workloads of the ClusterQueues in its subtree.
+    pub admitted_active: u64,
+    /// Their admissions so far (`kueue_admitted_workloads_total` summed).
+    pub admitted_total: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -414,7 +526,8 @@ pub struct ClusterSample {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LedgerSample {
     pub cluster_queues: Vec<ClusterQueueSample>,
-    pub cohorts: Vec<(String, f64)>,
+    pub local_queues: Vec<LocalQueueSample>,
+    pub cohorts: Vec<CohortSample>,
     pub clusters: Vec<ClusterSample>,
     /// (ClusterQueue, cluster) -> reservations older than the threshold
     /// that their agent has not reported running; every pair of a
@@ -454,6 +567,15 @@ pub fn holds_back(kind: ReasonKind) -> bool {
     }
 }
 
+/// The name of the root of `node`'s cohort tree (`node` itself for a root).
+fn root_of(tree: &fleetq_scheduler::quota::QuotaTree, node: usize) -> String {
+    let mut node = node;
+    while let Some(parent) = tree.nodes[node].parent {
+        node = parent;
+    }
+    tree.nodes[node].name.clone()
+}
+
 impl LedgerSample {
     /// Reads what a scrape reports from `ledger`; `now` is this node's
     /// clock (the canary needs wall time: a quiet ledger's stamps stand
@@ -465,18 +587,62 @@ impl LedgerSample {
         let usage = snapshot.usage();
 
         let mut pending: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        let mut lq_pending: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        let mut pending_resources: BTreeMap<&str, BTreeMap<String, u64>> = BTreeMap::new();
         for p in snapshot.pending() {
             let held = ledger
                 .workload(p.id)
                 .and_then(|r| ledger.reason_of(r))
                 .is_some_and(|r| holds_back(r.kind));
-            let e = pending.entry(p.cluster_queue.as_str()).or_default();
-            if held {
-                e.1 += 1;
-            } else {
-                e.0 += 1;
+            for e in [
+                pending.entry(p.cluster_queue.as_str()).or_default(),
+                lq_pending.entry(p.local_queue.as_str()).or_default(),
+            ] {
+                if held {
+                    e.1 += 1;
+                } else {
+                    e.0 += 1;
+                }
+            }
+            let requested = pending_resources
+                .entry(p.cluster_queue.as_str())
+                .or_default();
+            for ps in &p.workload.spec.pod_sets {
+                for (resource, per_pod) in &ps.requests {
+                    let total = per_pod.saturating_mul(u64::from(ps.count)).milli();
+                    let e = requested.entry(resource.clone()).or_default();
+                    *e = e.saturating_add(total);
+                }
             }
         }
+        // Finished workloads still kept, by the queues their LocalQueue
+        // names now (a finished record holds no reservation).
+        let by_queue: BTreeMap<(&str, &str), (&str, &str)> = state
+            .config
+            .local_queues
+            .iter()
+            .map(|(key, lq)| {
+                (
+                    (lq.namespace.as_str(), lq.name.as_str()),
+                    (key.as_str(), lq.spec.cluster_queue.as_str()),
+                )
+            })
+            .collect();
+        let mut finished: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut lq_finished: BTreeMap<&str, u64> = BTreeMap::new();
+        for (_, id) in ledger.finished().ended_by(Timestamp(u64::MAX)) {
+            let Some(record) = ledger.workload(id) else {
+                continue;
+            };
+            let w = &record.workload;
+            let queue = (w.namespace.as_str(), w.spec.queue_name.as_str());
+            if let Some((lq, cq)) = by_queue.get(&queue) {
+                *finished.entry(cq).or_default() += 1;
+                *lq_finished.entry(lq).or_default() += 1;
+            }
+        }
+        let mut lq_admitted: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut lq_usage: BTreeMap<&str, BTreeMap<(String, String), u64>> = BTreeMap::new();
         let mut admitted: BTreeMap<&str, u64> = BTreeMap::new();
         let mut reserved_not_running: BTreeMap<(String, String), u64> = BTreeMap::new();
         for cq in state.config.cluster_queues.keys() {
@@ -488,6 +654,16 @@ impl LedgerSample {
             *admitted
                 .entry(a.pending.cluster_queue.as_str())
                 .or_default() += 1;
+            *lq_admitted
+                .entry(a.pending.local_queue.as_str())
+                .or_default() += 1;
+            let usage = lq_usage.entry(a.pending.local_queue.as_str()).or_default();
+            for (fr, q) in &a.assignment.usage {
+                let e = usage
+                    .entry((fr.flavor.clone(), fr.resource.clone()))
+                    .or_default();
+                *e = e.saturating_add(q.milli());
+            }
             let Some(record) = ledger.workload(a.pending.id) else {
                 continue;
             };
@@ -523,12 +699,23 @@ impl LedgerSample {
                 });
             }
             let (active, inadmissible) = pending.get(name.as_str()).copied().unwrap_or_default();
+            let stopped = cq.spec.stop_policy != StopPolicy::None;
             cluster_queues.push(ClusterQueueSample {
                 name: name.clone(),
                 cohort: cq.spec.cohort.clone().unwrap_or_default(),
+                root_cohort: tree.nodes[node]
+                    .parent
+                    .map(|p| root_of(tree, p))
+                    .unwrap_or_default(),
+                status: if stopped { "pending" } else { "active" },
                 pending_active: active,
                 pending_inadmissible: inadmissible,
                 admitted_active: admitted.get(name.as_str()).copied().unwrap_or(0),
+                finished: finished.get(name.as_str()).copied().unwrap_or(0),
+                pending_resources: pending_resources
+                    .get(name.as_str())
+                    .map(|r| r.iter().map(|(k, v)| (k.clone(), units(*v))).collect())
+                    .unwrap_or_default(),
                 weighted_share: kueue_share(fair::dominant_resource_share(
                     tree,
                     usage,
@@ -539,6 +726,42 @@ impl LedgerSample {
             });
         }
 
+        let local_queues = state
+            .config
+            .local_queues
+            .iter()
+            .map(|(key, lq)| {
+                let stopped = lq.spec.stop_policy != StopPolicy::None
+                    || state
+                        .config
+                        .cluster_queues
+                        .get(&lq.spec.cluster_queue)
+                        .is_none_or(|cq| cq.spec.stop_policy != StopPolicy::None);
+                let (active, inadmissible) =
+                    lq_pending.get(key.as_str()).copied().unwrap_or_default();
+                LocalQueueSample {
+                    namespace: lq.namespace.clone(),
+                    name: lq.name.clone(),
+                    active: if stopped { "False" } else { "True" },
+                    pending_active: active,
+                    pending_inadmissible: inadmissible,
+                    admitted_active: lq_admitted.get(key.as_str()).copied().unwrap_or(0),
+                    finished: lq_finished.get(key.as_str()).copied().unwrap_or(0),
+                    usage: lq_usage
+                        .get(key.as_str())
+                        .map(|u| u.iter().map(|(k, v)| (k.clone(), units(*v))).collect())
+                        .unwrap_or_default(),
+                }
+            })
+            .collect();
+
+        let admissions = |cq: &str| {
+            ledger
+                .counters()
+                .admission_wait
+                .get(cq)
+                .map_or(0, |h| h.count)
+        };
         let cohorts = tree
             .nodes
             .iter()
@@ -558,7 +781,43 @@ impl LedgerSample {
                     // A root has nobody to borrow from.
                     0
                 };
-                (n.name.clone(), kueue_share(share))
+                let queues = tree.cluster_queues_under(id);
+                let subtree = tree
+                    .cells
+                    .iter()
+                    .enumerate()
+                    .filter(|(fr, _)| {
+                        n.subtree_quota[*fr] > 0
+                            || queues.iter().any(|&q| tree.nodes[q].limits[*fr].is_some())
+                    })
+                    .map(|(fr, cell)| {
+                        let reserved = queues
+                            .iter()
+                            .fold(0u64, |sum, &q| sum.saturating_add(usage.get(q, fr)));
+                        (
+                            cell.flavor.clone(),
+                            cell.resource.clone(),
+                            units(n.subtree_quota[fr]),
+                            units(reserved),
+                        )
+                    })
+                    .collect();
+                let names = queues.iter().map(|&q| tree.nodes[q].name.as_str());
+                CohortSample {
+                    name: n.name.clone(),
+                    parent: n
+                        .parent
+                        .map(|p| tree.nodes[p].name.clone())
+                        .unwrap_or_default(),
+                    root: root_of(tree, id),
+                    weighted_share: kueue_share(share),
+                    subtree,
+                    admitted_active: names
+                        .clone()
+                        .map(|q| admitted.get(q).copied().unwrap_or(0))
+                        .sum(),
+                    admitted_total: names.map(admissions).sum(),
+                }
             })
             .collect();
 
@@ -592,6 +851,7 @@ impl LedgerSample {
 
         LedgerSample {
             cluster_queues,
+            local_queues,
             cohorts,
             clusters,
             reserved_not_running,
@@ -748,8 +1008,9 @@ impl LedgerSample {
             "The maximum over (flavor, resource) of usage above the cohort's own subtree quota per mille of what its cohort tree can lend, divided by its fair-sharing weight; 0 for root cohorts",
             self.cohorts
                 .iter()
-                .map(|(c, share)| (vec![("cohort", c.as_str())], *share)),
+                .map(|c| (vec![("cohort", c.name.as_str())], c.weighted_share)),
         )?;
+        self.encode_kueue_more(e)?;
         gauges(
             e,
             "fleetq_cluster_capacity",
@@ -809,6 +1070,266 @@ impl LedgerSample {
                     *n as f64,
                 )
             }),
+        )
+    }
+}
+
+impl LedgerSample {
+    /// Kueue's series beyond the first set: queue status and hierarchy,
+    /// admission counters, LocalQueue and cohort subtree series.
+    fn encode_kueue_more(&self, e: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
+        let cqs = &self.cluster_queues;
+        let lqs = &self.local_queues;
+        let wait = &self.counters.admission_wait;
+        gauges(
+            e,
+            "kueue_cluster_queue_status",
+            "Reports 'cluster_queue' with its 'status' (pending while its stopPolicy holds it, else active; never terminating): 1 for the one status it has, 0 for the others",
+            cqs.iter().flat_map(|q| {
+                ["pending", "active", "terminating"].map(|status| {
+                    (
+                        vec![("cluster_queue", q.name.as_str()), ("status", status)],
+                        if status == q.status { 1.0 } else { 0.0 },
+                    )
+                })
+            }),
+        )?;
+        gauges(
+            e,
+            "kueue_cluster_queue_info",
+            "Reports ClusterQueue hierarchy information: 1, labelled by its cohort and the root of its cohort tree (empty without a cohort)",
+            cqs.iter().map(|q| {
+                (
+                    vec![
+                        ("cluster_queue", q.name.as_str()),
+                        ("parent_cohort", q.cohort.as_str()),
+                        ("root_cohort", q.root_cohort.as_str()),
+                    ],
+                    1.0,
+                )
+            }),
+        )?;
+        gauges(
+            e,
+            "kueue_reserving_active_workloads",
+            "The number of Workloads that are reserving quota, per 'cluster_queue' (equal to kueue_admitted_active_workloads: fleetq has no admission checks)",
+            cqs.iter()
+                .map(|q| (vec![("cluster_queue", q.name.as_str())], q.admitted_active as f64)),
+        )?;
+        gauges(
+            e,
+            "kueue_finished_workloads",
+            "The number of finished workloads per 'cluster_queue' that the ledger still keeps (until --finished-retention)",
+            cqs.iter()
+                .map(|q| (vec![("cluster_queue", q.name.as_str())], q.finished as f64)),
+        )?;
+        gauges_owned(
+            e,
+            "kueue_cluster_queue_resource_pending",
+            "Reports the cluster_queue's total pending resource requests (every pod of its pending workloads, before flavors are assigned)",
+            cqs.iter().flat_map(|q| {
+                q.pending_resources.iter().map(|(resource, v)| {
+                    (
+                        vec![
+                            ("cluster_queue", q.name.clone()),
+                            ("resource", resource.clone()),
+                        ],
+                        *v,
+                    )
+                })
+            }),
+        )?;
+        counters(
+            e,
+            "kueue_admitted_workloads",
+            "The total number of admitted workloads per 'cluster_queue'",
+            wait.iter()
+                .map(|(cq, h)| (vec![("cluster_queue", cq.as_str())], h.count)),
+        )?;
+        counters(
+            e,
+            "kueue_quota_reserved_workloads",
+            "The total number of quota reserved workloads per 'cluster_queue' (equal to kueue_admitted_workloads_total: fleetq has no admission checks)",
+            wait.iter()
+                .map(|(cq, h)| (vec![("cluster_queue", cq.as_str())], h.count)),
+        )?;
+        let mut me = e.encode_descriptor(
+            "kueue_quota_reserved_wait_time_seconds",
+            "The time between a workload was created or requeued until it got quota reservation, per 'cluster_queue' (kueue_admission_wait_time_seconds: a reservation is an admission)",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (cq, h) in wait {
+            let labels = [("cluster_queue", cq.as_str())];
+            let mut m = me.encode_family(&labels)?;
+            m.encode_histogram::<NoLabelSet>(
+                h.sum_ms as f64 / 1000.0,
+                h.count,
+                &h.seconds_buckets(),
+                None,
+            )?;
+        }
+        let mut me = e.encode_descriptor(
+            "kueue_admission_checks_wait_time_seconds",
+            "The time from when a workload got the quota reservation until admission, per 'cluster_queue': 0 for every admission, fleetq has no admission checks",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (cq, h) in wait {
+            let labels = [("cluster_queue", cq.as_str())];
+            let mut m = me.encode_family(&labels)?;
+            // Every observation is 0 s: in the first bucket.
+            let buckets: Vec<(f64, u64)> = h
+                .seconds_buckets()
+                .iter()
+                .enumerate()
+                .map(|(i, (bound, _))| (*bound, if i == 0 { h.count } else { 0 }))
+                .collect();
+            m.encode_histogram::<NoLabelSet>(0.0, h.count, &buckets, None)?;
+        }
+
+        let lq_labels = |q: &LocalQueueSample| {
+            vec![("name", q.name.clone()), ("namespace", q.namespace.clone())]
+        };
+        gauges_owned(
+            e,
+            "kueue_local_queue_status",
+            "Reports 'localQueue' with its 'active' status (False while it or its ClusterQueue is stopped, else True; never Unknown): 1 for the one status it has, 0 for the others",
+            lqs.iter().flat_map(|q| {
+                ["True", "False", "Unknown"].map(|active| {
+                    let mut labels = lq_labels(q);
+                    labels.push(("active", active.to_string()));
+                    (labels, if active == q.active { 1.0 } else { 0.0 })
+                })
+            }),
+        )?;
+        gauges_owned(
+            e,
+            "kueue_local_queue_pending_workloads",
+            "The number of pending workloads, per 'local_queue' and 'status': active or inadmissible, as for kueue_pending_workloads",
+            lqs.iter().flat_map(|q| {
+                [
+                    ("active", q.pending_active),
+                    ("inadmissible", q.pending_inadmissible),
+                ]
+                .map(|(status, n)| {
+                    let mut labels = lq_labels(q);
+                    labels.push(("status", status.to_string()));
+                    (labels, n as f64)
+                })
+            }),
+        )?;
+        for (name, help) in [
+            (
+                "kueue_local_queue_admitted_active_workloads",
+                "The number of admitted Workloads that are active, per 'localQueue'",
+            ),
+            (
+                "kueue_local_queue_reserving_active_workloads",
+                "The number of Workloads that are reserving quota, per 'localQueue' (equal to the admitted ones: fleetq has no admission checks)",
+            ),
+        ] {
+            gauges_owned(
+                e,
+                name,
+                help,
+                lqs.iter()
+                    .map(|q| (lq_labels(q), q.admitted_active as f64)),
+            )?;
+        }
+        gauges_owned(
+            e,
+            "kueue_local_queue_finished_workloads",
+            "The number of finished workloads, per 'local_queue', that the ledger still keeps (until --finished-retention)",
+            lqs.iter().map(|q| (lq_labels(q), q.finished as f64)),
+        )?;
+        for (name, help) in [
+            (
+                "kueue_local_queue_resource_reservation",
+                "Reports the localQueue's total resource reservation within all the flavors (equal to the usage: fleetq has no admission checks)",
+            ),
+            (
+                "kueue_local_queue_resource_usage",
+                "Reports the localQueue's total resource usage within all the flavors",
+            ),
+        ] {
+            gauges_owned(
+                e,
+                name,
+                help,
+                lqs.iter().flat_map(|q| {
+                    q.usage.iter().map(move |((flavor, resource), v)| {
+                        let mut labels = lq_labels(q);
+                        labels.push(("flavor", flavor.clone()));
+                        labels.push(("resource", resource.clone()));
+                        (labels, *v)
+                    })
+                }),
+            )?;
+        }
+
+        let cohorts = &self.cohorts;
+        gauges(
+            e,
+            "kueue_cohort_info",
+            "Reports Cohort hierarchy information: 1, labelled by its parent (empty for a root) and the root of its tree",
+            cohorts.iter().map(|c| {
+                (
+                    vec![
+                        ("cohort", c.name.as_str()),
+                        ("parent_cohort", c.parent.as_str()),
+                        ("root_cohort", c.root.as_str()),
+                    ],
+                    1.0,
+                )
+            }),
+        )?;
+        for (name, help, pick) in [
+            (
+                "kueue_cohort_subtree_quota",
+                "Reports the cohort's nominal quota aggregated within the cohort's subtree, per resource and flavor",
+                (|(_, _, quota, _): &(String, String, f64, f64)| *quota)
+                    as fn(&(String, String, f64, f64)) -> f64,
+            ),
+            (
+                "kueue_cohort_subtree_resource_reservations",
+                "Reports the cohort's resource reservations aggregated within the cohort's subtree, per resource and flavor",
+                |(_, _, _, reserved): &(String, String, f64, f64)| *reserved,
+            ),
+        ] {
+            gauges_owned(
+                e,
+                name,
+                help,
+                cohorts.iter().flat_map(|c| {
+                    c.subtree.iter().map(move |cell| {
+                        (
+                            vec![
+                                ("cohort", c.name.clone()),
+                                ("flavor", cell.0.clone()),
+                                ("resource", cell.1.clone()),
+                            ],
+                            pick(cell),
+                        )
+                    })
+                }),
+            )?;
+        }
+        gauges(
+            e,
+            "kueue_cohort_subtree_admitted_active_workloads",
+            "The number of admitted Workloads that are active, per cohort's subtree",
+            cohorts
+                .iter()
+                .map(|c| (vec![("cohort", c.name.as_str())], c.admitted_active as f64)),
+        )?;
+        counters(
+            e,
+            "kueue_cohort_subtree_admitted_workloads",
+            "The total number of admitted workloads per cohort's subtree (the sum over the ClusterQueues now in it)",
+            cohorts
+                .iter()
+                .map(|c| (vec![("cohort", c.name.as_str())], c.admitted_total)),
         )
     }
 }
@@ -1008,6 +1529,14 @@ spec:
         }
 
         fn running(&mut self, name: &str) {
+            self.report(name, Phase::Running);
+        }
+
+        fn succeeded(&mut self, name: &str) {
+            self.report(name, Phase::Succeeded);
+        }
+
+        fn report(&mut self, name: &str, phase: Phase) {
             let r = self
                 .ledger
                 .workload_by_name("default", name)
@@ -1020,7 +1549,7 @@ spec:
                     cluster: r.assignment.cluster,
                     workload: id,
                     epoch: r.epoch,
-                    phase: Phase::Running,
+                    phase,
                     message: String::new(),
                 }],
             });
@@ -1076,7 +1605,9 @@ spec:
         assert_eq!(b.admitted_active, 0);
         assert_eq!(b.quota[0].borrowing_limit, Some(2.0));
         assert_eq!(b.weighted_share, 0.0);
-        assert_eq!(s.cohorts, vec![("research".to_string(), 0.0)]);
+        assert_eq!(s.cohorts.len(), 1);
+        assert_eq!(s.cohorts[0].name, "research");
+        assert_eq!(s.cohorts[0].weighted_share, 0.0);
 
         assert_eq!(
             s.clusters,
@@ -1211,5 +1742,103 @@ spec:
     fn a_borrowing_queue_of_weight_zero_reports_kueues_maximum() {
         assert_eq!(kueue_share(u64::MAX), 9223372036854775807.0);
         assert_eq!(kueue_share(250_000), 250.0);
+    }
+
+    /// Kueue's series added from its metrics.go (main): each with Kueue's
+    /// name and labels, from the same busy ledger.
+    #[test]
+    fn kueues_queue_local_queue_and_cohort_series() {
+        let h = busy();
+        let s = LedgerSample::of(&h.ledger, Timestamp(h.now), Duration::from_secs(60));
+        let text = render(RaftSample::default(), s);
+        let a = r#"name="team-a",namespace="default""#;
+        let cell = r#"flavor="h100-80gb",resource="nvidia.com/gpu""#;
+        for line in [
+            r#"kueue_cluster_queue_status{cluster_queue="team-a",status="pending"} 0.0"#.to_string(),
+            r#"kueue_cluster_queue_status{cluster_queue="team-a",status="active"} 1.0"#.into(),
+            r#"kueue_cluster_queue_status{cluster_queue="team-a",status="terminating"} 0.0"#.into(),
+            r#"kueue_cluster_queue_info{cluster_queue="team-a",parent_cohort="research",root_cohort="research"} 1.0"#.into(),
+            r#"kueue_reserving_active_workloads{cluster_queue="team-a"} 2.0"#.into(),
+            r#"kueue_finished_workloads{cluster_queue="team-a"} 0.0"#.into(),
+            // c (8) and d (1) wait.
+            r#"kueue_cluster_queue_resource_pending{cluster_queue="team-a",resource="nvidia.com/gpu"} 9.0"#.into(),
+            r#"kueue_admitted_workloads_total{cluster_queue="team-a"} 2"#.into(),
+            r#"kueue_quota_reserved_workloads_total{cluster_queue="team-a"} 2"#.into(),
+            r#"kueue_quota_reserved_wait_time_seconds_count{cluster_queue="team-a"} 2"#.into(),
+            r#"kueue_quota_reserved_wait_time_seconds_bucket{cluster_queue="team-a",le="2.5"} 2"#.into(),
+            r#"kueue_admission_checks_wait_time_seconds_bucket{cluster_queue="team-a",le="1"} 2"#.into(),
+            r#"kueue_admission_checks_wait_time_seconds_sum{cluster_queue="team-a"} 0.0"#.into(),
+            format!(r#"kueue_local_queue_status{{{a},active="True"}} 1.0"#),
+            format!(r#"kueue_local_queue_status{{{a},active="False"}} 0.0"#),
+            format!(r#"kueue_local_queue_status{{{a},active="Unknown"}} 0.0"#),
+            format!(r#"kueue_local_queue_pending_workloads{{{a},status="active"}} 1.0"#),
+            format!(r#"kueue_local_queue_pending_workloads{{{a},status="inadmissible"}} 1.0"#),
+            format!(r#"kueue_local_queue_admitted_active_workloads{{{a}}} 2.0"#),
+            format!(r#"kueue_local_queue_reserving_active_workloads{{{a}}} 2.0"#),
+            format!(r#"kueue_local_queue_finished_workloads{{{a}}} 0.0"#),
+            format!(r#"kueue_local_queue_resource_usage{{{a},{cell}}} 12.0"#),
+            format!(r#"kueue_local_queue_resource_reservation{{{a},{cell}}} 12.0"#),
+            r#"kueue_cohort_info{cohort="research",parent_cohort="",root_cohort="research"} 1.0"#.into(),
+            format!(r#"kueue_cohort_subtree_quota{{cohort="research",{cell}}} 16.0"#),
+            format!(r#"kueue_cohort_subtree_resource_reservations{{cohort="research",{cell}}} 12.0"#),
+            r#"kueue_cohort_subtree_admitted_active_workloads{cohort="research"} 2.0"#.into(),
+            r#"kueue_cohort_subtree_admitted_workloads_total{cohort="research"} 2"#.into(),
+            "# TYPE kueue_admitted_workloads_total counter".into(),
+            "# TYPE kueue_quota_reserved_wait_time_seconds histogram".into(),
+        ] {
+            assert!(has(&text, &line), "missing {line:?} in\n{text}");
+        }
+        let build = text
+            .lines()
+            .find(|l| l.starts_with("kueue_build_info{"))
+            .unwrap_or_else(|| panic!("no kueue_build_info in\n{text}"));
+        assert!(
+            build.starts_with(&format!(
+                r#"kueue_build_info{{git_version="v{}",git_commit=""#,
+                env!("CARGO_PKG_VERSION")
+            )) && build.contains(r#"compiler="rustc",platform=""#)
+                && build.ends_with("} 1.0"),
+            "{build}"
+        );
+    }
+
+    #[test]
+    fn finished_and_stopped_queues() {
+        let mut h = Harness::new();
+        h.submit("done", 2);
+        h.cycle();
+        h.running("done");
+        h.succeeded("done");
+        let held = CONFIG.replace(
+            "  cohortName: research\n  resourceGroups:\n  - coveredResources: [\"nvidia.com/gpu\"]\n    flavors:\n    - name: h100-80gb\n      resources:\n      - name: nvidia.com/gpu\n        nominalQuota: 8\n---",
+            "  cohortName: research\n  stopPolicy: Hold\n  resourceGroups:\n  - coveredResources: [\"nvidia.com/gpu\"]\n    flavors:\n    - name: h100-80gb\n      resources:\n      - name: nvidia.com/gpu\n        nominalQuota: 8\n---",
+        );
+        assert_ne!(held, CONFIG);
+        let objects = import_manifests(&held)
+            .unwrap_or_else(|e| panic!("{e:?}"))
+            .into_iter()
+            .map(|d| d.object)
+            .collect();
+        h.apply(Command::ApplyObjects { objects });
+        let s = LedgerSample::of(&h.ledger, Timestamp(h.now), Duration::from_secs(60));
+        let a = cq(&s, "team-a");
+        assert_eq!((a.status, a.finished, a.admitted_active), ("pending", 1, 0));
+        assert_eq!(cq(&s, "team-b").status, "active");
+        assert_eq!(s.local_queues.len(), 1);
+        assert_eq!(s.local_queues[0].active, "False");
+        assert_eq!(s.local_queues[0].finished, 1);
+        assert!(s.local_queues[0].usage.is_empty());
+        let text = render(RaftSample::default(), s);
+        for line in [
+            r#"kueue_cluster_queue_status{cluster_queue="team-a",status="pending"} 1.0"#,
+            r#"kueue_cluster_queue_status{cluster_queue="team-a",status="active"} 0.0"#,
+            r#"kueue_finished_workloads{cluster_queue="team-a"} 1.0"#,
+            r#"kueue_local_queue_finished_workloads{name="team-a",namespace="default"} 1.0"#,
+            r#"kueue_local_queue_status{name="team-a",namespace="default",active="False"} 1.0"#,
+            // Still counted after it finished.
+            r#"kueue_admitted_workloads_total{cluster_queue="team-a"} 1"#,
+        ] {
+            assert!(has(&text, line), "missing {line:?} in\n{text}");
+        }
     }
 }
