@@ -30,7 +30,8 @@
 //!   admission checks, so a quota reservation is an admission. Quota is
 //!   charged until the executor confirms a stop (stopping workloads count).
 //! - `kueue_cluster_queue_borrowing_limit` / `_lending_limit` appear only
-//!   for cells that set the limit (Kueue reports 0 for "unlimited").
+//!   for cells that set the limit (for "unlimited" Kueue v0.14 reports 0,
+//!   Kueue main +Inf).
 //! - `kueue_cluster_queue_weighted_share` / `kueue_cohort_weighted_share`:
 //!   Kueue's scale (per mille of what the cohort tree can lend, divided by
 //!   the weight; 9223372036854775807 for a borrowing node of weight 0), but
