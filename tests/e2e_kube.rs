@@ -216,8 +216,14 @@ fn kubernetes_agent_turns_nodes_into_inventory_and_admissions_into_jobs() {
         "{inventory:?}"
     );
 
-    // Uncordoning a node flows up through the watch.
+    // Uncordoning a node flows up through the watch, even one that missed
+    // it: with the history compacted while the agent's watches were away
+    // (an API server restart), their reconnects get 410 Gone and kube's
+    // watcher re-lists.
+    kube.pause_watches();
     kube.put_node(node("gpu-b", &h100, &[("nvidia.com/gpu", "8")]));
+    kube.compact();
+    kube.resume_watches();
     wait_for(Duration::from_secs(20), || {
         (gpu_capacity(&group) == Some(16)).then_some(())
     })
@@ -228,6 +234,11 @@ fn kubernetes_agent_turns_nodes_into_inventory_and_admissions_into_jobs() {
             agent_log(&group)
         )
     });
+    let log = agent_log(&group);
+    assert!(
+        log.contains("node watch interrupted") && log.contains("too old resource version"),
+        "the node watch got 410 and re-listed:\n{log}"
+    );
 
     // An admitted Kueue Job becomes a Job in its namespace, labelled with
     // the admission, asking for its GPUs on the flavor's product.
@@ -246,6 +257,7 @@ fn kubernetes_agent_turns_nodes_into_inventory_and_admissions_into_jobs() {
     assert_eq!(meta["labels"]["fleetq.dev/epoch"], w["epoch"].to_string());
     assert!(meta["labels"].get("kueue.x-k8s.io/queue-name").is_none());
     assert_eq!(job["spec"]["suspend"], false);
+    assert_eq!(job["spec"]["ttlSecondsAfterFinished"], 3600);
     let pod = &job["spec"]["template"]["spec"];
     assert_eq!(
         pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
@@ -313,5 +325,137 @@ fn kubernetes_agent_turns_nodes_into_inventory_and_admissions_into_jobs() {
         .unwrap_or_else(|| panic!("no delete of {doomed}: {deletes:?}"));
     assert_eq!(options["propagationPolicy"], "Foreground", "{options}");
     assert!(job_of(&kube, "doomed").is_none(), "the Job is gone");
+    assert!(kube.refusals().is_empty(), "{:#?}", kube.refusals());
     drop(agent);
+}
+
+/// `--finished-job-ttl` takes a duration or `never`, and names itself
+/// when it gets something else.
+#[test]
+fn finished_job_ttl_is_checked_before_the_agent_starts() {
+    let out = Command::new(FLEETQ)
+        .args([
+            INSECURE,
+            "--server",
+            "127.0.0.1:1",
+            "agent",
+            "--cluster",
+            "c",
+            "--inventory",
+            "static",
+            "--static-inventory",
+            "h100-80gb=8",
+            "--executor",
+            "kubernetes",
+            "--finished-job-ttl",
+            "soon",
+        ])
+        .output()
+        .expect("fleetq runs");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("finished_job_ttl: \"soon\""), "{stderr}");
+}
+
+/// A ClusterQueue that also counts fleetq's `gpu.memory`, and its
+/// LocalQueue.
+const SIZED_QUEUE: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: sized
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu", "gpu.memory"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: 8
+      - name: gpu.memory
+        nominalQuota: 640
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  namespace: default
+  name: sized
+spec:
+  clusterQueue: sized
+"#;
+
+/// A Kueue Workload (no Job template: the executor builds the Job from
+/// its image and requests) asking for 2 GPUs and 150 GiB of GPU memory.
+const SIZED_WORKLOAD: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Workload
+metadata: {name: sized-train, namespace: default}
+spec:
+  queueName: sized
+  podSets:
+  - name: main
+    count: 1
+    template:
+      spec:
+        containers:
+        - name: main
+          image: nvcr.io/nvidia/pytorch:24.08-py3
+          command: [python, train.py]
+          env: [{name: EPOCHS, value: "3"}]
+          resources:
+            requests: {nvidia.com/gpu: "2", gpu.memory: "150"}
+"#;
+
+/// A workload without a Job template becomes a Job a real API server
+/// accepts (the fake validates as one does): fleetq's own `gpu.memory` is
+/// not a container resource, and GPUs are requested with an equal limit.
+/// The Job is cleaned up `ttlSecondsAfterFinished` after it ends.
+#[test]
+fn workloads_without_a_template_become_jobs_the_api_server_accepts() {
+    let kube = FakeKube::start();
+    kube.put_node(node(
+        "gpu-a",
+        &[
+            ("nvidia.com/gpu.product", H100),
+            ("nvidia.com/gpu.memory", "81559"),
+        ],
+        &[("nvidia.com/gpu", "8")],
+    ));
+    let group = Group::start(3, &["--lease-ttl", "5s"]);
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let config = format!("{CONFIG}---{SIZED_QUEUE}");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], &config);
+    assert!(out.status.success(), "{}", text(&out));
+    let _agent = start_agent(&group, &kube);
+    wait_for(Duration::from_secs(20), || {
+        (gpu_capacity(&group) == Some(8)).then_some(())
+    })
+    .unwrap_or_else(|| panic!("inventory: {:?}\n{}", capacity(&group), agent_log(&group)));
+
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], SIZED_WORKLOAD);
+    assert!(out.status.success(), "{}", text(&out));
+    let job =
+        wait_for(Duration::from_secs(20), || job_of(&kube, "sized-train")).unwrap_or_else(|| {
+            panic!(
+                "no Job: {:?}\nrefused: {:#?}\nagent log:\n{}",
+                state(&group, "sized-train"),
+                kube.refusals(),
+                agent_log(&group)
+            )
+        });
+    assert!(kube.refusals().is_empty(), "{:#?}", kube.refusals());
+    let container = &job["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["resources"],
+        json!({"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}),
+        "{job}"
+    );
+    assert_eq!(container["env"], json!([{"name": "EPOCHS", "value": "3"}]));
+    assert_eq!(job["spec"]["ttlSecondsAfterFinished"], 3600, "{job}");
+    let name = job["metadata"]["name"].as_str().expect("name").to_string();
+    kube.set_job_status("default", &name, json!({"active": 1, "ready": 1}));
+    wait_state(&group, "sized-train", "Running");
 }

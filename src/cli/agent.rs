@@ -37,8 +37,8 @@ pub enum ExecutorFlag {
 pub struct AgentArgs {
     /// TOML file with any of these settings (keys: cluster, servers,
     /// inventory_source, executor, state_dir, lease_policy, heartbeat_ms,
-    /// follow_redirects, source_address, [labels], [[inventory]], [flavors], [kubernetes]
-    /// with kubeconfig, context, node_selector).
+    /// follow_redirects, source_address, finished_job_ttl, [labels], [[inventory]],
+    /// [flavors], [kubernetes] with kubeconfig, context, node_selector).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// The cluster's name in the ledger.
@@ -92,6 +92,11 @@ pub struct AgentArgs {
     /// Label selector for the nodes that count as inventory.
     #[arg(long, value_name = "SELECTOR")]
     pub node_selector: Option<String>,
+    /// How long Kubernetes keeps a Job the kubernetes executor made after
+    /// it finished (its ttlSecondsAfterFinished): a duration such as 1h,
+    /// 30m or 2d, or `never`. Default 1h; keep it above any agent outage.
+    #[arg(long, value_name = "DURATION")]
+    pub finished_job_ttl: Option<String>,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -183,6 +188,9 @@ pub fn resolve(args: &AgentArgs, servers: Option<&str>) -> Result<AgentConfig, S
     }
     if let Some(v) = &args.node_selector {
         c.kubernetes.node_selector = Some(v.clone());
+    }
+    if let Some(v) = &args.finished_job_ttl {
+        c.finished_job_ttl = Some(v.clone());
     }
     c.check()?;
     Ok(c)

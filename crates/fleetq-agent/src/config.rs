@@ -135,6 +135,12 @@ pub struct AgentConfig {
     /// Let a root agent run workloads as root (off: it refuses to).
     #[serde(default)]
     pub allow_root_workloads: bool,
+    /// The kubernetes executor: how long Kubernetes keeps a finished Job
+    /// (its `ttlSecondsAfterFinished`), a duration such as "1h" or
+    /// "never"; default 1h. Keep it above any agent outage: a Job removed
+    /// before the agent saw it finish is reported failed.
+    #[serde(default)]
+    pub finished_job_ttl: Option<String>,
 }
 
 fn default_true() -> bool {
@@ -190,7 +196,28 @@ impl AgentConfig {
             run_as_user: None,
             run_as_group: None,
             allow_root_workloads: false,
+            finished_job_ttl: None,
         })
+    }
+
+    /// `finished_job_ttl`: `None` for "never", the default when unset.
+    pub fn finished_job_ttl(&self) -> Result<Option<std::time::Duration>, String> {
+        let Some(value) = &self.finished_job_ttl else {
+            return Ok(Some(crate::executor::kubernetes::DEFAULT_FINISHED_JOB_TTL));
+        };
+        if value.trim().eq_ignore_ascii_case("never") {
+            return Ok(None);
+        }
+        let ttl = fleetq_model::time::parse_duration(value)
+            .map_err(|e| format!("finished_job_ttl: {value:?}: {e} (or \"never\")"))?;
+        // ttlSecondsAfterFinished is an int32 of seconds.
+        if ttl.as_secs() > i32::MAX as u64 {
+            return Err(format!(
+                "finished_job_ttl: {value:?} is more than Kubernetes' {} seconds",
+                i32::MAX
+            ));
+        }
+        Ok(Some(ttl))
     }
 
     /// Who the process executor runs workloads as.
@@ -224,6 +251,9 @@ impl AgentConfig {
         }
         if self.heartbeat_ms == 0 {
             errors.push("heartbeat_ms: must be at least 1".into());
+        }
+        if let Err(e) = self.finished_job_ttl() {
+            errors.push(e);
         }
         match self.inventory_source {
             InventorySource::Static => {
@@ -383,5 +413,25 @@ resources = { "nvidia.com/gpu" = "lots" }
         assert!(parse("cluster = \"x\"\nservers = [\"a\"]\nbogus = 1\n")
             .unwrap_err()
             .contains("bogus"));
+    }
+
+    #[test]
+    fn finished_job_ttl_is_a_duration_or_never_with_an_hour_by_default() {
+        let base = "cluster = \"x\"\nservers = [\"a\"]\n[[inventory]]\nflavor = \"f\"\n\
+                    resources = { \"nvidia.com/gpu\" = \"1\" }\n";
+        let ttl = |line: &str| parse(&format!("{line}\n{base}")).map(|c| c.finished_job_ttl());
+        assert_eq!(
+            ttl("").unwrap(),
+            Ok(Some(std::time::Duration::from_secs(3600)))
+        );
+        assert_eq!(
+            ttl("finished_job_ttl = \"90s\"").unwrap(),
+            Ok(Some(std::time::Duration::from_secs(90)))
+        );
+        assert_eq!(ttl("finished_job_ttl = \"never\"").unwrap(), Ok(None));
+        let e = ttl("finished_job_ttl = \"soon\"").unwrap_err();
+        assert!(e.starts_with("finished_job_ttl: \"soon\""), "{e}");
+        let e = ttl("finished_job_ttl = \"100000d\"").unwrap_err();
+        assert!(e.contains("finished_job_ttl"), "{e}");
     }
 }

@@ -12,12 +12,21 @@
 //! The Job's name is `<workload>-<id>-<epoch>`: stable per admission, so a
 //! create repeated after an agent restart finds the Job it made before
 //! (409) instead of making a second one.
+//!
+//! What the executor writes is what a real API server accepts (the test
+//! API server, `tests/common/fake_kube.rs`, validates the same way): a
+//! Job name that is a DNS-1123 label short enough for the `job-name` label
+//! the server adds to its pods, label values within 63 characters of the
+//! label syntax, and container resources with Kubernetes' names only
+//! ([`container_resources`]). Finished Jobs carry `ttlSecondsAfterFinished`
+//! (the agent's `finished_job_ttl`), so Kubernetes removes them once the
+//! agent has long read their outcome.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use fleetq_model::resources::{is_mig, GPU};
+use fleetq_model::resources::{is_mig, ResourceList, GPU, GPU_MEMORY};
 use fleetq_model::Workload;
 use fleetq_scheduler::Assignment;
 use futures::StreamExt;
@@ -47,8 +56,14 @@ const CONTROLLER_LABELS: [&str; 4] = [
     "batch.kubernetes.io/job-name",
 ];
 
+/// How long a finished Job stays before Kubernetes removes it, unless the
+/// agent's `finished_job_ttl` says otherwise.
+pub const DEFAULT_FINISHED_JOB_TTL: Duration = Duration::from_secs(3600);
+
 /// A Job name: `<workload>-<id>-<epoch>`, a DNS label of at most 63
-/// characters.
+/// characters (a Job's name may be a 253-character subdomain, but the API
+/// server copies it into the `job-name` label of its pods, whose values
+/// stop at 63).
 pub fn job_name(workload: &str, id: u64, epoch: u64) -> String {
     let suffix = format!("-{id}-{epoch}");
     let prefix: String = workload
@@ -66,9 +81,10 @@ pub fn job_name(workload: &str, id: u64, epoch: u64) -> String {
 }
 
 /// The Job for one admission: a pure function of the workload, its
-/// assignment and the product -> flavor mapping (whose products for the
+/// assignment, the product -> flavor mapping (whose products for the
 /// assigned flavor become a required node affinity, so the pods land on
-/// the GPUs the ledger charged).
+/// the GPUs the ledger charged) and how long the finished Job is kept
+/// (`None`: until someone deletes it).
 pub fn job_manifest(
     id: u64,
     epoch: u64,
@@ -76,6 +92,7 @@ pub fn job_manifest(
     workload: &Workload,
     assignment: &Assignment,
     mapping: &FlavorMapping,
+    finished_job_ttl: Option<Duration>,
 ) -> Result<Job, String> {
     // The API refuses such a template; an agent checks again, as it
     // trusts nothing it is sent to run.
@@ -131,6 +148,19 @@ pub fn job_manifest(
     }
     let spec = object_at(&mut job, "spec");
     spec.insert("suspend".into(), json!(false));
+    if let Some(ttl) = finished_job_ttl {
+        // The agent must see the Job finish before it goes, so a shorter
+        // TTL in the template gives way to the agent's; a longer one (the
+        // user keeps the Job around longer) stays.
+        let ours = i64::try_from(ttl.as_secs())
+            .unwrap_or(i64::MAX)
+            .min(i64::from(i32::MAX));
+        let theirs = spec.get("ttlSecondsAfterFinished").and_then(Value::as_i64);
+        spec.insert(
+            "ttlSecondsAfterFinished".into(),
+            json!(theirs.map_or(ours, |t| t.max(ours))),
+        );
+    }
     if spec.get("manualSelector") != Some(&json!(true)) {
         spec.remove("selector");
     }
@@ -143,7 +173,7 @@ pub fn job_manifest(
     for (k, v) in &ours {
         pod_labels.insert(k.to_string(), json!(v));
     }
-    let products = products_for(assignment, mapping);
+    let products = products_for(assignment, mapping)?;
     if !products.is_empty() {
         require_products(object_at_map(template, "spec"), &products);
     }
@@ -151,9 +181,79 @@ pub fn job_manifest(
         .map_err(|e| format!("run.jobTemplate: not a valid batch/v1 Job: {e}"))
 }
 
+/// What Kubernetes makes of a resource name in a container's resources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ContainerResource {
+    /// cpu, memory, ephemeral-storage and `*kubernetes.io/*` names: may be
+    /// requested below their limit, or without one.
+    Native,
+    /// hugepages-*: native, but never overcommitted (limit = request).
+    HugePages,
+    /// A name with a domain outside kubernetes.io (`nvidia.com/gpu`,
+    /// MIG slices, `rdma/ib`): whole numbers, limit = request.
+    Extended,
+    /// Anything else is not a container resource: fleetq's own
+    /// `gpu.memory` and quota-only names.
+    NotOne,
+}
+
+fn container_resource(name: &str) -> ContainerResource {
+    if name.starts_with("hugepages-") {
+        ContainerResource::HugePages
+    } else if matches!(name, "cpu" | "memory" | "ephemeral-storage")
+        || name.contains("kubernetes.io/")
+    {
+        ContainerResource::Native
+    } else if name.contains('/') && !name.starts_with("requests.") {
+        ContainerResource::Extended
+    } else {
+        ContainerResource::NotOne
+    }
+}
+
+/// A pod set's per-pod requests as a container's `requests` and `limits`,
+/// by the API server's rules: only names Kubernetes has, so fleetq's
+/// `gpu.memory` (and any other name that is no container resource) is
+/// dropped rather than mapped: it is charged in the ledger, and the node
+/// affinity to the flavor's GPU products is what gives the pods GPUs with
+/// that much memory. Extended resources (GPUs, MIG slices) and hugepages
+/// get a limit equal to the request, as they must; extended resources must
+/// be whole numbers.
+pub fn container_resources(requests: &ResourceList) -> Result<(Value, Value), String> {
+    let mut out_requests = Map::new();
+    let mut out_limits = Map::new();
+    for (name, q) in requests {
+        let amount = json!(q.to_string());
+        match container_resource(name) {
+            ContainerResource::NotOne => {
+                if name != GPU_MEMORY {
+                    tracing::debug!(resource = %name, "not a container resource; charged by fleetq only");
+                }
+            }
+            ContainerResource::Native => {
+                out_requests.insert(name.clone(), amount);
+            }
+            ContainerResource::HugePages => {
+                out_requests.insert(name.clone(), amount.clone());
+                out_limits.insert(name.clone(), amount);
+            }
+            ContainerResource::Extended => {
+                if q.milli() % 1000 != 0 {
+                    return Err(format!(
+                        "podSets[0].requests.{name}: {q} is not a whole number; Kubernetes \
+                         counts extended resources in whole units"
+                    ));
+                }
+                out_requests.insert(name.clone(), amount.clone());
+                out_limits.insert(name.clone(), amount);
+            }
+        }
+    }
+    Ok((Value::Object(out_requests), Value::Object(out_limits)))
+}
+
 /// A one-container Job from `run.image`/`run.command`, requesting the
-/// first pod set's resources per pod (devices as limits too, as
-/// Kubernetes requires for extended resources).
+/// first pod set's resources per pod ([`container_resources`]).
 fn job_from_image(workload: &Workload) -> Result<Value, String> {
     let run = &workload.spec.run;
     let Some(image) = &run.image else {
@@ -164,16 +264,7 @@ fn job_from_image(workload: &Workload) -> Result<Value, String> {
             "podSets: a Job has one pod template; several pod sets need run.jobTemplate".into(),
         );
     };
-    let requests: Map<String, Value> = pod_set
-        .requests
-        .iter()
-        .map(|(r, q)| (r.clone(), json!(q.to_string())))
-        .collect();
-    let limits: Map<String, Value> = requests
-        .iter()
-        .filter(|(r, _)| *r == GPU || is_mig(r))
-        .map(|(r, q)| (r.clone(), q.clone()))
-        .collect();
+    let (requests, limits) = container_resources(&pod_set.requests)?;
     let env: Vec<Value> = run
         .env
         .iter()
@@ -217,8 +308,13 @@ fn set_admitted_count(spec: &mut Map<String, Value>, workload: &Workload, assign
     spec.insert("parallelism".into(), json!(admitted));
 }
 
-/// Products whose flavor is one the assignment charged.
-fn products_for(assignment: &Assignment, mapping: &FlavorMapping) -> Vec<String> {
+/// Products whose flavor is one the assignment charged. They are matched
+/// against the `nvidia.com/gpu.product` node label, so only valid label
+/// values can match (an NVML-style name with spaces cannot, and the API
+/// server would refuse it in a node affinity); a flavor with products but
+/// none of them a label value cannot be pinned to its GPUs, which is an
+/// error rather than pods landing on any GPU.
+fn products_for(assignment: &Assignment, mapping: &FlavorMapping) -> Result<Vec<String>, String> {
     let flavors: Vec<&String> = assignment
         .pod_sets
         .iter()
@@ -226,12 +322,30 @@ fn products_for(assignment: &Assignment, mapping: &FlavorMapping) -> Vec<String>
         .filter(|(r, _)| *r == GPU || is_mig(r))
         .map(|(_, f)| f)
         .collect();
-    mapping
+    let all: Vec<&String> = mapping
         .products
         .iter()
         .filter(|(_, f)| flavors.contains(f))
-        .map(|(p, _)| p.clone())
-        .collect()
+        .map(|(p, _)| p)
+        .collect();
+    let usable: Vec<String> = all
+        .iter()
+        .filter(|p| is_label_value(p))
+        .map(|p| p.to_string())
+        .collect();
+    if usable.is_empty() && !all.is_empty() {
+        return Err(format!(
+            "flavors: no product of the assigned flavor is a valid {PRODUCT_LABEL} label value \
+             ({all:?}): the pods cannot be pinned to its GPUs"
+        ));
+    }
+    Ok(usable)
+}
+
+/// A valid label value: at most 63 characters of `[A-Za-z0-9._-]`,
+/// starting and ending alphanumeric (or empty).
+fn is_label_value(s: &str) -> bool {
+    label_value(s) == s
 }
 
 /// Adds `nvidia.com/gpu.product In products` to every required node
@@ -339,6 +453,10 @@ struct Tracked {
     name: String,
     reported: Option<Event>,
     stopping: bool,
+    /// The API server has shown this Job (a list or watch event), so a
+    /// complete list without it means it is gone. A Job being created is
+    /// not yet seen, and not missed.
+    seen: bool,
 }
 
 impl Tracked {
@@ -359,6 +477,7 @@ pub struct KubernetesExecutor {
     client: kube::Client,
     cluster: String,
     mapping: FlavorMapping,
+    finished_job_ttl: Option<Duration>,
     jobs: Jobs,
     events: mpsc::UnboundedSender<Report>,
 }
@@ -393,9 +512,18 @@ impl KubernetesExecutor {
             client,
             cluster: cluster.to_string(),
             mapping,
+            finished_job_ttl: Some(DEFAULT_FINISHED_JOB_TTL),
             jobs,
             events,
         })
+    }
+
+    /// How long Kubernetes keeps a finished Job (`ttlSecondsAfterFinished`);
+    /// `None` keeps it until someone deletes it. Default
+    /// [`DEFAULT_FINISHED_JOB_TTL`].
+    pub fn with_finished_job_ttl(mut self, ttl: Option<Duration>) -> KubernetesExecutor {
+        self.finished_job_ttl = ttl;
+        self
     }
 
     /// Creates the admission's Job (a repeat is ignored).
@@ -407,6 +535,7 @@ impl KubernetesExecutor {
             workload,
             assignment,
             &self.mapping,
+            self.finished_job_ttl,
         ) {
             Ok(j) => j,
             Err(e) => return report(&self.events, id, epoch, Event::Failed, e),
@@ -423,6 +552,7 @@ impl KubernetesExecutor {
                     name: job.metadata.name.clone().unwrap_or_default(),
                     reported: None,
                     stopping: false,
+                    seen: false,
                 },
             );
         }
@@ -560,7 +690,9 @@ fn on_job(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, job: &Job) {
         name: job.metadata.name.clone().unwrap_or_default(),
         reported: None,
         stopping: job.metadata.deletion_timestamp.is_some(),
+        seen: true,
     });
+    tracked.seen = true;
     if tracked.stopping {
         return;
     }
@@ -581,6 +713,34 @@ fn on_deleted(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, job: &Job) {
     let Some(tracked) = lock(jobs).remove(&key) else {
         return;
     };
+    report_gone(events, key, tracked);
+}
+
+/// After a complete (re-)list: every Job seen before and missing from it
+/// was deleted while the watch was away (after a 410 the watcher re-lists,
+/// and deletions in the gap come as no event at all).
+fn on_relisted(
+    jobs: &Jobs,
+    events: &mpsc::UnboundedSender<Report>,
+    listed: &std::collections::HashSet<(u64, u64)>,
+) {
+    let gone: Vec<((u64, u64), Tracked)> = {
+        let mut jobs = lock(jobs);
+        let keys: Vec<(u64, u64)> = jobs
+            .iter()
+            .filter(|(k, t)| t.seen && !listed.contains(k))
+            .map(|(k, _)| *k)
+            .collect();
+        keys.into_iter()
+            .filter_map(|k| jobs.remove(&k).map(|t| (k, t)))
+            .collect()
+    };
+    for (key, tracked) in gone {
+        report_gone(events, key, tracked);
+    }
+}
+
+fn report_gone(events: &mpsc::UnboundedSender<Report>, key: (u64, u64), tracked: Tracked) {
     if tracked.stopping {
         report(events, key.0, key.1, Event::Stopped, String::new());
     } else if !tracked.finished() {
@@ -589,7 +749,11 @@ fn on_deleted(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, job: &Job) {
             key.0,
             key.1,
             Event::Failed,
-            format!("Job {} was deleted outside fleetq", tracked.name),
+            format!(
+                "Job {} was deleted outside fleetq (or by Kubernetes while the agent was \
+                 away longer than finished_job_ttl)",
+                tracked.name
+            ),
         );
     }
 }
@@ -603,15 +767,20 @@ async fn watch_jobs(
     let mut stream = watcher(api, watcher::Config::default().labels(&selector))
         .default_backoff()
         .boxed();
+    // The admissions of the Jobs a (re-)list has shown so far.
+    let mut listed = std::collections::HashSet::new();
     while let Some(event) = stream.next().await {
         // The executor is gone: so is the reason to watch.
         let Some(jobs) = jobs.upgrade() else { return };
         match event {
-            Ok(watcher::Event::Apply(job) | watcher::Event::InitApply(job)) => {
-                on_job(&jobs, &events, &job)
+            Ok(watcher::Event::Apply(job)) => on_job(&jobs, &events, &job),
+            Ok(watcher::Event::InitApply(job)) => {
+                listed.extend(admission_of(&job));
+                on_job(&jobs, &events, &job);
             }
             Ok(watcher::Event::Delete(job)) => on_deleted(&jobs, &events, &job),
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => {}
+            Ok(watcher::Event::Init) => listed.clear(),
+            Ok(watcher::Event::InitDone) => on_relisted(&jobs, &events, &listed),
             Err(e) => tracing::warn!(error = %e, "Job watch interrupted; retrying"),
         }
     }
@@ -693,7 +862,16 @@ mod tests {
 
     #[test]
     fn a_kueue_job_becomes_a_labelled_runnable_job_in_its_namespace() {
-        let job = job_manifest(42, 3, "east", &imported(2), &assignment(2), &mapping()).unwrap();
+        let job = job_manifest(
+            42,
+            3,
+            "east",
+            &imported(2),
+            &assignment(2),
+            &mapping(),
+            None,
+        )
+        .unwrap();
         let v = as_json(&job);
         assert_eq!(v["metadata"]["name"], "train-llama-42-3");
         assert_eq!(v["metadata"]["namespace"], "ml");
@@ -729,7 +907,8 @@ mod tests {
 
     #[test]
     fn partial_admission_runs_the_admitted_pods() {
-        let job = job_manifest(1, 1, "east", &imported(8), &assignment(5), &mapping()).unwrap();
+        let job =
+            job_manifest(1, 1, "east", &imported(8), &assignment(5), &mapping(), None).unwrap();
         let spec = job.spec.unwrap();
         assert_eq!(spec.parallelism, Some(5));
         assert_eq!(spec.completions, Some(5));
@@ -739,11 +918,11 @@ mod tests {
     fn without_a_template_the_job_comes_from_image_and_command() {
         let mut w = imported(2);
         w.spec.run.job_template = None;
-        let err = job_manifest(1, 1, "east", &w, &assignment(2), &mapping()).unwrap_err();
+        let err = job_manifest(1, 1, "east", &w, &assignment(2), &mapping(), None).unwrap_err();
         assert!(err.contains("run.jobTemplate or run.image"), "{err}");
         w.spec.run.image = Some("busybox".into());
         w.spec.run.command = vec!["sleep".into(), "5".into()];
-        let v = as_json(&job_manifest(1, 1, "east", &w, &assignment(2), &mapping()).unwrap());
+        let v = as_json(&job_manifest(1, 1, "east", &w, &assignment(2), &mapping(), None).unwrap());
         let c = &v["spec"]["template"]["spec"]["containers"][0];
         assert_eq!(c["image"], "busybox");
         assert_eq!(c["command"], json!(["sleep", "5"]));
@@ -756,10 +935,10 @@ mod tests {
     fn a_template_that_is_not_a_job_is_refused_by_field() {
         let mut w = imported(1);
         w.spec.run.job_template = Some(json!({"kind": "Deployment"}));
-        let err = job_manifest(1, 1, "east", &w, &assignment(1), &mapping()).unwrap_err();
+        let err = job_manifest(1, 1, "east", &w, &assignment(1), &mapping(), None).unwrap_err();
         assert!(err.starts_with("run.jobTemplate"), "{err}");
         w.spec.run.job_template = Some(json!({"kind": "Job", "spec": {"parallelism": "many"}}));
-        let err = job_manifest(1, 1, "east", &w, &assignment(1), &mapping()).unwrap_err();
+        let err = job_manifest(1, 1, "east", &w, &assignment(1), &mapping(), None).unwrap_err();
         assert!(err.starts_with("run.jobTemplate"), "{err}");
     }
 
@@ -771,7 +950,7 @@ mod tests {
         let template = w.spec.run.job_template.as_mut().unwrap();
         template["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
             ["nvidia.com/gpu"] = json!("8");
-        let err = job_manifest(1, 1, "east", &w, &assignment(2), &mapping()).unwrap_err();
+        let err = job_manifest(1, 1, "east", &w, &assignment(2), &mapping(), None).unwrap_err();
         assert!(
             err.starts_with("run.jobTemplate.spec.template.spec: each pod requests"),
             "{err}"
@@ -815,6 +994,182 @@ mod tests {
                 "BackoffLimitExceeded: Job has reached the specified backoff limit".into()
             ))
         );
+    }
+
+    /// A workload as `fleetq apply` makes it from a Kueue Workload: no Job
+    /// template, an image and per-pod requests.
+    fn from_image(requests: Value) -> Workload {
+        let mut w = imported(1);
+        w.spec.run.job_template = None;
+        w.spec.run.image = Some("busybox".into());
+        w.spec.pod_sets[0].requests = serde_json::from_value(requests).unwrap();
+        w
+    }
+
+    #[test]
+    fn containers_get_only_kubernetes_resource_names_with_device_limits() {
+        let w = from_image(json!({
+            "nvidia.com/gpu": "2",
+            "gpu.memory": "160",
+            "nvidia.com/mig-1g.10gb": "1",
+            "cpu": "4",
+            "memory": "16Gi",
+            "hugepages-2Mi": "1Gi",
+            "rdma/ib": "1",
+        }));
+        let v = as_json(&job_manifest(1, 1, "east", &w, &assignment(1), &mapping(), None).unwrap());
+        let resources = &v["spec"]["template"]["spec"]["containers"][0]["resources"];
+        let q = |s: &str| json!(s.parse::<fleetq_model::Quantity>().unwrap().to_string());
+        assert_eq!(
+            resources["requests"],
+            json!({
+                "nvidia.com/gpu": q("2"), "nvidia.com/mig-1g.10gb": q("1"), "cpu": q("4"),
+                "memory": q("16Gi"), "hugepages-2Mi": q("1Gi"), "rdma/ib": q("1"),
+            }),
+            "gpu.memory is fleetq's own: dropped"
+        );
+        assert_eq!(
+            resources["limits"],
+            json!({
+                "nvidia.com/gpu": q("2"), "nvidia.com/mig-1g.10gb": q("1"),
+                "hugepages-2Mi": q("1Gi"), "rdma/ib": q("1"),
+            }),
+            "extended resources and hugepages: limit = request; cpu/memory: no limit"
+        );
+
+        let half = from_image(json!({"nvidia.com/gpu": "0.5"}));
+        let err = job_manifest(1, 1, "east", &half, &assignment(1), &mapping(), None).unwrap_err();
+        assert!(
+            err.contains("nvidia.com/gpu") && err.contains("whole"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn finished_jobs_carry_the_agents_ttl_unless_theirs_is_longer() {
+        let ttl = |w: &Workload, agent: Option<Duration>| {
+            let job = job_manifest(1, 1, "east", w, &assignment(2), &mapping(), agent).unwrap();
+            job.spec.unwrap().ttl_seconds_after_finished
+        };
+        let hour = Some(DEFAULT_FINISHED_JOB_TTL);
+        let mut w = imported(2);
+        assert_eq!(ttl(&w, hour), Some(3600));
+        assert_eq!(ttl(&w, None), None);
+        let template = w.spec.run.job_template.as_mut().unwrap();
+        template["spec"]["ttlSecondsAfterFinished"] = json!(10);
+        assert_eq!(
+            ttl(&w, hour),
+            Some(3600),
+            "not gone before the agent saw it end"
+        );
+        let template = w.spec.run.job_template.as_mut().unwrap();
+        template["spec"]["ttlSecondsAfterFinished"] = json!(86_400);
+        assert_eq!(ttl(&w, hour), Some(86_400));
+        assert_eq!(ttl(&w, None), Some(86_400));
+    }
+
+    #[test]
+    fn products_that_are_no_label_value_are_left_out_of_the_affinity() {
+        let mut m = mapping();
+        m.products
+            .insert("NVIDIA H100 80GB HBM3".into(), "h100-80gb".into());
+        let job = job_manifest(1, 1, "east", &imported(1), &assignment(1), &m, None).unwrap();
+        let v = as_json(&job);
+        let values = &v["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+            ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+            ["matchExpressions"][0]["values"];
+        assert_eq!(values, &json!(["NVIDIA-H100-80GB-HBM3"]));
+        m.products.retain(|p, _| p.contains(' '));
+        let err = job_manifest(1, 1, "east", &imported(1), &assignment(1), &m, None).unwrap_err();
+        assert!(err.contains("cannot be pinned"), "{err}");
+    }
+
+    /// Names and labels within what the API server validates, for any
+    /// workload and cluster name.
+    #[test]
+    fn names_and_labels_are_valid_whatever_the_workload_is_called() {
+        let label_ok = |s: &str| {
+            s.len() <= 63
+                && (s.is_empty()
+                    || (s.starts_with(|c: char| c.is_ascii_alphanumeric())
+                        && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+                        && s.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))))
+        };
+        for name in [
+            "Train LLaMA",
+            "ünïcödé/wörk:load",
+            "_x_",
+            &"Very-Long.Name_".repeat(20),
+            "...",
+        ] {
+            let mut w = imported(1);
+            w.name = name.to_string();
+            let v = as_json(
+                &job_manifest(
+                    u64::MAX,
+                    u64::MAX,
+                    &format!("cluster {name}"),
+                    &w,
+                    &assignment(1),
+                    &mapping(),
+                    None,
+                )
+                .unwrap(),
+            );
+            let job_name = v["metadata"]["name"].as_str().unwrap();
+            assert!(
+                job_name.len() <= 63
+                    && job_name
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !job_name.starts_with('-')
+                    && !job_name.ends_with('-'),
+                "{job_name:?}"
+            );
+            for labels in [
+                &v["metadata"]["labels"],
+                &v["spec"]["template"]["metadata"]["labels"],
+            ] {
+                for (k, value) in labels.as_object().unwrap() {
+                    assert!(label_ok(value.as_str().unwrap()), "{name:?}: {k}={value}");
+                }
+            }
+        }
+    }
+
+    /// After a re-list (kube's watcher re-lists after 410 Gone), a Job seen
+    /// before and missing now was deleted in the gap, which no watch event
+    /// told; one being created was never seen and is not missed.
+    #[test]
+    fn a_relist_reports_the_jobs_deleted_while_the_watch_was_away() {
+        let jobs: Jobs = Arc::default();
+        let tracked = |seen: bool, stopping: bool, reported: Option<Event>| Tracked {
+            namespace: "ml".into(),
+            name: "j".into(),
+            reported,
+            stopping,
+            seen,
+        };
+        {
+            let mut j = lock(&jobs);
+            j.insert((1, 1), tracked(true, false, Some(Event::Running)));
+            j.insert((2, 1), tracked(false, false, None));
+            j.insert((3, 1), tracked(true, true, Some(Event::Running)));
+            j.insert((4, 1), tracked(true, false, Some(Event::Succeeded)));
+            j.insert((5, 1), tracked(true, false, Some(Event::Running)));
+        }
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        on_relisted(&jobs, &tx, &[(5, 1)].into());
+        let mut reports = Vec::new();
+        while let Ok(r) = rx.try_recv() {
+            reports.push((r.workload, r.event));
+        }
+        reports.sort_by_key(|r| r.0);
+        assert_eq!(reports, [(1, Event::Failed), (3, Event::Stopped)]);
+        let mut left: Vec<u64> = lock(&jobs).keys().map(|k| k.0).collect();
+        left.sort();
+        assert_eq!(left, [2, 5]);
     }
 
     #[test]
