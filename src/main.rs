@@ -65,6 +65,10 @@ enum Command {
     Submit(cli::submit::SubmitArgs),
     /// Cancel a workload.
     Cancel(cli::cancel::CancelArgs),
+    /// Place no new work on a cluster; what runs there finishes.
+    Drain(cli::drain::ClusterArgs),
+    /// Undo a drain: the cluster takes new work again.
+    Uncordon(cli::drain::ClusterArgs),
     /// Delete a configuration object.
     Delete(cli::delete::DeleteArgs),
     /// Show the Raft group as one node sees it, with its ledger state hash.
@@ -125,6 +129,10 @@ fn main() -> ExitCode {
         Command::Describe(args) => cli::describe::run(&cli.server, &args),
         Command::Submit(args) => cli::submit::run(&cli.server, &args),
         Command::Cancel(args) => cli::cancel::run(&cli.server, &args),
+        Command::Drain(args) => cli::drain::run(&cli.server, &args, cli::drain::Action::Drain),
+        Command::Uncordon(args) => {
+            cli::drain::run(&cli.server, &args, cli::drain::Action::Uncordon)
+        }
         Command::Delete(args) => cli::delete::run(&cli.server, &args),
         Command::Status(args) => cli::status::run(&cli.server, &args),
         Command::Bench(args) => cli::bench::run(&args),

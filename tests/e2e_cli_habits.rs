@@ -305,3 +305,128 @@ fn help_puts_own_flags_first_with_examples_and_completion_offers_kinds() {
         );
     }
 }
+
+fn labelled(name: &str, app: &str) -> String {
+    format!(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {{name: {name}, namespace: default, labels: {{app: {app}}}}}\nspec:\n  queueName: team-a\n  podSets:\n  - name: main\n    count: 1\n    template:\n      spec:\n        containers:\n        - name: main\n          resources: {{requests: {{nvidia.com/gpu: \"1\"}}}}\n"
+    )
+}
+
+fn state_of(group: &Group, name: &str) -> String {
+    let out = group.cli(1, &["get", "workloads", name, "-o", "fleetq-json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    v["state"].as_str().unwrap_or_default().to_string()
+}
+
+/// Issue 29 item 2, in part: `drain` and `uncordon` a cluster, `cancel`
+/// by label selector and by LocalQueue, and `get workloads -w`, which
+/// prints the list and then each change as a row.
+#[test]
+fn drain_uncordon_bulk_cancel_and_watch() {
+    let group = Group::start(1, &["--simulate-cluster", "sim-1:h100-80gb=8"]);
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // A watch from the start: it must show rows for what follows.
+    let mut watch = Command::new(FLEETQ)
+        .args([
+            INSECURE,
+            "--server",
+            group.addr(1),
+            "get",
+            "workloads",
+            "-w",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("watch starts");
+    let watch_out = watch.stdout.take().expect("stdout");
+    let lines = std::thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(watch_out)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
+
+    // Drained: nothing new is placed there.
+    let out = group.cli(1, &["drain", "sim-1"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        stdout(&out).contains("cluster sim-1 drained"),
+        "{}",
+        text(&out)
+    );
+    let out = group.cli(1, &["get", "clusters"]);
+    assert!(stdout(&out).contains("Draining"), "{}", text(&out));
+    for (name, app) in [("llm-1", "llm"), ("llm-2", "llm"), ("web-1", "web")] {
+        let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], &labelled(name, app));
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(state_of(&group, "llm-1"), "Pending");
+    // Uncordoned: all three are admitted.
+    let out = group.cli(1, &["uncordon", "sim-1"]);
+    assert!(
+        stdout(&out).contains("cluster sim-1 uncordoned"),
+        "{}",
+        text(&out)
+    );
+    for name in ["llm-1", "llm-2", "web-1"] {
+        wait_for(Duration::from_secs(10), || {
+            (state_of(&group, name) != "Pending").then_some(())
+        })
+        .unwrap_or_else(|| panic!("{name} stayed pending after the uncordon"));
+    }
+
+    // Cancel by selector: the two llm workloads, not web-1.
+    let out = group.cli(1, &["cancel", "-l", "app=llm"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(stdout(&out).contains("2 of 2 workloads"), "{}", text(&out));
+    for name in ["llm-1", "llm-2"] {
+        wait_for(Duration::from_secs(10), || {
+            (state_of(&group, name) == "Cancelled").then_some(())
+        })
+        .unwrap_or_else(|| panic!("{name} was not cancelled"));
+    }
+    assert_ne!(state_of(&group, "web-1"), "Cancelled");
+    // By LocalQueue: the rest of team-a.
+    let out = group.cli(1, &["cancel", "--queue", "team-a"]);
+    assert!(stdout(&out).contains("1 of 1 workloads"), "{}", text(&out));
+    // A bad selector is a clear error; a name and a selector together a
+    // usage error.
+    let out = group.cli(1, &["cancel", "-l", "env in (a"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("'(' without ')'"), "{}", text(&out));
+    let out = group.cli(1, &["cancel", "web-1", "-l", "app=web"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+
+    // The watch saw the header, the submissions and the changes.
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let lines = lines.join().expect("watch output");
+    assert!(lines[0].starts_with("NAMESPACE"), "{lines:?}");
+    for (name, state) in [
+        ("llm-1", "Pending"),
+        ("llm-1", "Cancelled"),
+        ("web-1", "Cancelled"),
+    ] {
+        assert!(
+            lines.iter().any(|l| l.contains(name) && l.contains(state)),
+            "no {name} {state} row in the watch:\n{}",
+            lines.join("\n")
+        );
+    }
+    // And only workloads follow: other kinds say what to do.
+    let out = group.cli(1, &["get", "cq", "-w"]);
+    assert!(
+        text(&out).contains("--watch follows workloads"),
+        "{}",
+        text(&out)
+    );
+}

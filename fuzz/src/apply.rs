@@ -560,7 +560,12 @@ impl Harness {
             op::REGISTER => self.register(input),
             op::DRAIN => {
                 let cluster = input.pick(&CLUSTERS).to_string();
-                self.apply(Command::DrainCluster { cluster });
+                // Half the time the drain is taken back.
+                if input.u16() % 2 == 0 {
+                    self.apply(Command::DrainCluster { cluster });
+                } else {
+                    self.apply(Command::UncordonCluster { cluster });
+                }
             }
             op::EVICT => self.evict(input),
             op::DELETE => self.delete(input),

@@ -88,7 +88,23 @@ const EXAMPLES: &[(&str, &str)] = &[
         "cancel",
         "\
   # Cancel a workload (a running one keeps its quota until it has stopped)
-  fleetq cancel train-1 -n research",
+  fleetq cancel train-1 -n research
+  # Cancel every unfinished workload labelled app=llm, or of one LocalQueue
+  fleetq cancel -n research -l app=llm
+  fleetq cancel -n research --queue team-a",
+    ),
+    (
+        "drain",
+        "\
+  # Place nothing new on dev-east (before maintenance); what runs there finishes
+  fleetq drain dev-east
+  fleetq get clusters          # dev-east: Draining",
+    ),
+    (
+        "uncordon",
+        "\
+  # Let dev-east take new work again after a drain
+  fleetq uncordon dev-east",
     ),
     (
         "delete",

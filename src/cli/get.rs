@@ -36,6 +36,11 @@ pub struct GetArgs {
     /// Workloads only: just those in this state (Pending, Admitted, ...).
     #[arg(long)]
     pub state: Option<String>,
+    /// Workloads only: after the list, print each change as it happens,
+    /// a row (or with -o fleetq-json a JSON line) per change, until
+    /// interrupted.
+    #[arg(short = 'w', long)]
+    pub watch: bool,
     #[command(flatten)]
     pub pending: super::pending::PendingArgs,
 }
@@ -102,6 +107,10 @@ async fn get(c: &mut Client, args: &GetArgs) -> Result<(), String> {
     let status = |s: tonic::Status| client::status_line(&s);
     match args.kind.to_ascii_lowercase().as_str() {
         kind if super::pending::is_pending(kind) => super::pending::get(c, args).await,
+        "workloads" | "workload" | "wl" | "wls" if args.watch => watch_workloads(c, args).await,
+        _ if args.watch => Err(
+            "--watch follows workloads; for other kinds run `watch fleetq get KIND`".to_string(),
+        ),
         "workloads" | "workload" | "wl" | "wls" => {
             // Kueue's Workload needs the whole spec; other outputs do not.
             let kueue_shaped = matches!(args.output, Output::Json | Output::Yaml);
@@ -200,6 +209,101 @@ async fn get(c: &mut Client, args: &GetArgs) -> Result<(), String> {
     }
 }
 
+const TABLE_HEADER: [&str; 9] = [
+    "NAMESPACE",
+    "NAME",
+    "QUEUE",
+    "CLUSTERQUEUE",
+    "PRIORITY",
+    "STATE",
+    "CLUSTER",
+    "AGE",
+    "REASON",
+];
+
+/// A workload's row of the default table.
+fn table_row(w: &pb::WorkloadStatus) -> Vec<String> {
+    vec![
+        w.namespace.clone(),
+        w.name.clone(),
+        w.queue.clone(),
+        w.cluster_queue.clone(),
+        w.priority.to_string(),
+        w.state.clone(),
+        if w.cluster.is_empty() {
+            "-".into()
+        } else {
+            w.cluster.clone()
+        },
+        view::age(w.created_at_ms),
+        view::shorten_reason(&w.reason, 90),
+    ]
+}
+
+/// `get workloads -w`: the server's watch, which sends every selected
+/// workload first and then each one that changes. Rows keep the
+/// header's column widths (each at least as wide as its header, names
+/// wider), as kubectl's watch does, so they line up as they come.
+async fn watch_workloads(c: &mut Client, args: &GetArgs) -> Result<(), String> {
+    let as_json = match args.output {
+        Output::Table => false,
+        Output::FleetqJson => true,
+        other => {
+            return Err(format!(
+                "--watch prints a table or, with -o fleetq-json, a JSON line per change; not -o {}",
+                clap::ValueEnum::to_possible_value(&other)
+                    .map(|v| v.get_name().to_string())
+                    .unwrap_or_default()
+            ))
+        }
+    };
+    let mut stream = c
+        .watch_workloads(pb::ListWorkloadsRequest {
+            namespace: args.namespace.clone(),
+            all_namespaces: args.all_namespaces,
+            cluster_queue: String::new(),
+            state: args.state.clone().unwrap_or_default(),
+            limit: 0,
+            with_spec: false,
+        })
+        .await
+        .map_err(|s| client::status_line(&s))?
+        .into_inner();
+    let widths = [12, 24, 12, 14, 8, 10, 12, 6, 0];
+    let line = |cells: &[String]| {
+        let mut out = String::new();
+        for (cell, width) in cells.iter().zip(widths) {
+            out.push_str(&format!("{cell:<width$}   "));
+        }
+        out.trim_end().to_string()
+    };
+    if !as_json {
+        let header: Vec<String> = TABLE_HEADER.iter().map(|h| h.to_string()).collect();
+        println!("{}", line(&header));
+    }
+    loop {
+        let next = stream
+            .message()
+            .await
+            .map_err(|s| client::status_line(&s))?;
+        let Some(w) = next else {
+            return Err("the server ended the watch (it may have restarted); run it again".into());
+        };
+        if args.name.as_ref().is_some_and(|n| *n != w.name) {
+            continue;
+        }
+        if as_json {
+            let view = WorkloadView::from(&w);
+            println!(
+                "{}",
+                serde_json::to_string(&view).map_err(|e| e.to_string())?
+            );
+        } else {
+            println!("{}", line(&table_row(&w)));
+        }
+    }
+}
+
 fn print_workloads(
     list: &[pb::WorkloadStatus],
     output: Output,
@@ -207,40 +311,8 @@ fn print_workloads(
 ) -> Result<(), String> {
     match output {
         Output::Table => {
-            let rows: Vec<Vec<String>> = list
-                .iter()
-                .map(|w| {
-                    vec![
-                        w.namespace.clone(),
-                        w.name.clone(),
-                        w.queue.clone(),
-                        w.cluster_queue.clone(),
-                        w.priority.to_string(),
-                        w.state.clone(),
-                        if w.cluster.is_empty() {
-                            "-".into()
-                        } else {
-                            w.cluster.clone()
-                        },
-                        view::age(w.created_at_ms),
-                        view::shorten_reason(&w.reason, 90),
-                    ]
-                })
-                .collect();
-            view::print_table(
-                &[
-                    "NAMESPACE",
-                    "NAME",
-                    "QUEUE",
-                    "CLUSTERQUEUE",
-                    "PRIORITY",
-                    "STATE",
-                    "CLUSTER",
-                    "AGE",
-                    "REASON",
-                ],
-                &rows,
-            );
+            let rows: Vec<Vec<String>> = list.iter().map(table_row).collect();
+            view::print_table(&TABLE_HEADER, &rows);
             Ok(())
         }
         Output::Wide => {

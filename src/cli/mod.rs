@@ -17,6 +17,7 @@ pub mod describe;
 pub mod dev;
 #[cfg(test)]
 mod doc_commands;
+pub mod drain;
 pub mod examples;
 pub mod get;
 pub mod huge_pages;
@@ -26,6 +27,7 @@ pub mod limits;
 pub mod members;
 pub mod pending;
 pub mod pipe;
+pub mod selector;
 pub mod server;
 pub mod status;
 pub mod submit;

@@ -88,6 +88,11 @@ pub enum Command {
     DrainCluster {
         cluster: String,
     },
+    /// Undoes a drain: the cluster takes new work again (kubectl's
+    /// uncordon). A cluster that is not draining is left as it is.
+    UncordonCluster {
+        cluster: String,
+    },
     /// Wait-for-ready: admissions whose executor has not reported them
     /// running within the timeout are evicted and requeued with backoff
     /// (re-checked at apply against the stamp).
@@ -122,6 +127,7 @@ impl Command {
             Command::ReconcileCluster { .. } => "ReconcileCluster",
             Command::ExpireCluster { .. } => "ExpireCluster",
             Command::DrainCluster { .. } => "DrainCluster",
+            Command::UncordonCluster { .. } => "UncordonCluster",
             Command::EvictNotReady { .. } => "EvictNotReady",
             Command::RemoveFinished { .. } => "RemoveFinished",
         }
@@ -311,6 +317,9 @@ pub enum Outcome {
         kept: Vec<WorkloadId>,
     },
     Drained {
+        cluster: String,
+    },
+    Uncordoned {
         cluster: String,
     },
     NotReadyEvicted {

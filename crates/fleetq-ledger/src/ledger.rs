@@ -229,6 +229,7 @@ impl Ledger {
             }
             Command::ExpireCluster { cluster } => self.expire_cluster(cluster, at),
             Command::DrainCluster { cluster } => self.drain_cluster(cluster),
+            Command::UncordonCluster { cluster } => self.uncordon_cluster(cluster),
             Command::EvictNotReady { workloads } => self.evict_not_ready(workloads, at),
             Command::RemoveFinished { retention_ms, max } => {
                 self.remove_finished(*retention_ms, *max, at)
@@ -1428,6 +1429,20 @@ impl Ledger {
         }
         self.set_cluster_state(cluster, ClusterState::Draining);
         Response::ok(Outcome::Drained {
+            cluster: cluster.to_string(),
+        })
+    }
+
+    fn uncordon_cluster(&mut self, cluster: &str) -> Response {
+        let Some(record) = self.state.clusters.get(cluster) else {
+            return Self::unknown_cluster(cluster);
+        };
+        // Only a drain is undone: an unreachable or lost cluster comes
+        // back through its agent, not through an operator.
+        if record.cluster.state == ClusterState::Draining {
+            self.set_cluster_state(cluster, ClusterState::Ready);
+        }
+        Response::ok(Outcome::Uncordoned {
             cluster: cluster.to_string(),
         })
     }

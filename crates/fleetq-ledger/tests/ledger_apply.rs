@@ -2039,6 +2039,44 @@ fn a_drained_cluster_gets_no_new_work() {
     assert_eq!(h.hash(), hash);
 }
 
+/// kubectl's uncordon: a drained cluster takes new work again; a cluster
+/// that is not draining is left as it is; an unknown one is refused and
+/// changes nothing.
+#[test]
+fn an_uncordoned_cluster_takes_new_work_again() {
+    let mut h = Harness::new();
+    let r = h.apply(Command::DrainCluster {
+        cluster: "east".into(),
+    });
+    assert!(r.is_ok(), "{r:?}");
+    h.submit("a", 4, None);
+    let (batch, _) = h.cycle();
+    assert!(batch.admissions.is_empty(), "drained");
+    let r = h.apply(Command::UncordonCluster {
+        cluster: "east".into(),
+    });
+    assert_eq!(
+        r.outcome,
+        Outcome::Uncordoned {
+            cluster: "east".into()
+        }
+    );
+    let (batch, _) = h.cycle();
+    assert_eq!(batch.admissions.len(), 1, "admitted after the uncordon");
+    // Again: a no-op that still answers.
+    let hash = h.hash();
+    let r = h.apply(Command::UncordonCluster {
+        cluster: "east".into(),
+    });
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(h.hash(), hash);
+    let r = h.apply(Command::UncordonCluster {
+        cluster: "nowhere".into(),
+    });
+    assert!(!r.is_ok());
+    assert_eq!(h.hash(), hash);
+}
+
 #[test]
 fn re_registering_a_drained_cluster_keeps_it_draining() {
     let mut h = Harness::new();

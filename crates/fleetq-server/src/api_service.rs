@@ -178,6 +178,19 @@ impl ApiService {
             .collect())
     }
 
+    /// Proposes a drain or uncordon of `cluster` and answers with its
+    /// status after.
+    async fn cluster_command(&self, command: Command, cluster: &str) -> Reply<pb::ClusterStatus> {
+        let response = self.propose(command).await?;
+        if !response.is_ok() {
+            return Err(refused(&response.errors));
+        }
+        let sm = self.handle.read();
+        status::cluster_status(&sm.ledger, cluster)
+            .map(tonic::Response::new)
+            .ok_or_else(|| Status::not_found(format!("cluster {cluster:?} is not registered")))
+    }
+
     fn list_workloads(&self, req: &pb::ListWorkloadsRequest) -> pb::WorkloadList {
         let sm = self.handle.read();
         let ledger = &sm.ledger;
@@ -531,6 +544,14 @@ impl FleetQ for ApiService {
             match parse_workload(text, i).and_then(|w| {
                 w.check_limits().map_err(|e| e.in_document(i + 1))?;
                 w.check_job_template().map_err(|e| e.in_document(i + 1))?;
+                // Devices are whole, as the importer and `submit` say;
+                // checked here, not in apply(), so old entries replay.
+                if let Some(e) = fleetq_model::config::whole_device_errors(&w)
+                    .into_iter()
+                    .next()
+                {
+                    return Err(e.in_document(i + 1));
+                }
                 Ok(w)
             }) {
                 Ok(w) => workloads.push(w),
@@ -775,19 +796,30 @@ impl FleetQ for ApiService {
     async fn drain_cluster(&self, request: Request<pb::ClusterRef>) -> Reply<pb::ClusterStatus> {
         self.auth
             .api(&request, "DrainCluster", Action::Admin("drain clusters"))?;
-        let req = request.into_inner();
-        let response = self
-            .propose(Command::DrainCluster {
-                cluster: req.name.clone(),
-            })
-            .await?;
-        if !response.is_ok() {
-            return Err(refused(&response.errors));
-        }
-        let sm = self.handle.read();
-        status::cluster_status(&sm.ledger, &req.name)
-            .map(tonic::Response::new)
-            .ok_or_else(|| Status::not_found(format!("cluster {:?} is not registered", req.name)))
+        let cluster = request.into_inner().name;
+        self.cluster_command(
+            Command::DrainCluster {
+                cluster: cluster.clone(),
+            },
+            &cluster,
+        )
+        .await
+    }
+
+    async fn uncordon_cluster(&self, request: Request<pb::ClusterRef>) -> Reply<pb::ClusterStatus> {
+        self.auth.api(
+            &request,
+            "UncordonCluster",
+            Action::Admin("uncordon clusters"),
+        )?;
+        let cluster = request.into_inner().name;
+        self.cluster_command(
+            Command::UncordonCluster {
+                cluster: cluster.clone(),
+            },
+            &cluster,
+        )
+        .await
     }
 
     async fn node_status(
