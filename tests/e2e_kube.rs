@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::{cli_stdin, text, wait_for, workloads, Group, CONFIG, FLEETQ, INSECURE};
-use fake_kube::{node, FakeKube};
+use fake_kube::{node, pod, FakeKube};
 use serde_json::{json, Value};
 
 const H100: &str = "NVIDIA-H100-80GB-HBM3";
@@ -123,6 +123,11 @@ fn wait_state(group: &Group, name: &str, want: &str) -> Value {
 
 /// A Kueue-managed Job asking for 4 GPUs.
 fn kueue_job(name: &str) -> String {
+    kueue_job_gpus(name, 4)
+}
+
+/// A Kueue-managed Job whose one pod asks for `gpus` GPUs.
+fn kueue_job_gpus(name: &str, gpus: u32) -> String {
     format!(
         r#"apiVersion: batch/v1
 kind: Job
@@ -142,9 +147,9 @@ spec:
         command: ["python", "train.py"]
         resources:
           requests:
-            nvidia.com/gpu: 4
+            nvidia.com/gpu: {gpus}
           limits:
-            nvidia.com/gpu: 4
+            nvidia.com/gpu: {gpus}
 "#
     )
 }
@@ -458,4 +463,100 @@ fn workloads_without_a_template_become_jobs_the_api_server_accepts() {
     let name = job["metadata"]["name"].as_str().expect("name").to_string();
     kube.set_job_status("default", &name, json!({"active": 1, "ready": 1}));
     wait_state(&group, "sized-train", "Running");
+}
+
+/// A pod fleetq did not start holds 4 of a node's 8 GPUs: the cluster
+/// offers 4, so a workload of 8 stays pending for capacity while one of 4
+/// is admitted; the pod of that admitted Job (labelled by the executor) is
+/// already charged in the ledger and takes nothing more off; once the
+/// other pod finishes, its GPUs are offered again.
+#[test]
+fn capacity_held_by_pods_fleetq_did_not_start_is_not_offered() {
+    let kube = FakeKube::start();
+    kube.put_node(node(
+        "gpu-a",
+        &[
+            ("nvidia.com/gpu.product", H100),
+            ("nvidia.com/gpu.memory", "81559"),
+        ],
+        &[("nvidia.com/gpu", "8"), ("cpu", "96")],
+    ));
+    kube.put_namespace("notebooks");
+    kube.put_pod(pod(
+        "notebooks",
+        "jupyter-0",
+        "gpu-a",
+        &[("app", "jupyter")],
+        &[("nvidia.com/gpu", "4"), ("cpu", "8")],
+    ));
+
+    let group = Group::start(3, &["--lease-ttl", "5s"]);
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    let _agent = start_agent(&group, &kube);
+    let offered = |want: u64| {
+        wait_for(Duration::from_secs(20), || {
+            (gpu_capacity(&group) == Some(want)).then_some(())
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "wanted {want} GPUs offered: {:?}\nagent log:\n{}",
+                capacity(&group),
+                agent_log(&group)
+            )
+        })
+    };
+    offered(4);
+    assert!(
+        capacity(&group).contains(&("h100-80gb/gpu.memory".into(), 4 * 79)),
+        "{:?}",
+        capacity(&group)
+    );
+
+    // 8 GPUs: within quota, but no cluster has them free.
+    let out = cli_stdin(
+        group.addr(1),
+        &["apply", "-f", "-"],
+        &kueue_job_gpus("big", 8),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let pending = wait_for(Duration::from_secs(20), || {
+        state(&group, "big").filter(|w| w["state"] == "Pending" && w["reasonKind"] != "")
+    })
+    .unwrap_or_else(|| panic!("big: {:?}", state(&group, "big")));
+    assert_eq!(pending["reasonKind"], "NoClusterCapacity", "{pending}");
+    assert!(
+        pending["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("large enough for 8 nvidia.com/gpu")),
+        "{pending}"
+    );
+
+    // 4 GPUs fit.
+    let out = cli_stdin(
+        group.addr(1),
+        &["apply", "-f", "-"],
+        &kueue_job_gpus("small", 4),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    wait_state(&group, "small", "Admitted");
+    let job = wait_for(Duration::from_secs(20), || job_of(&kube, "small"))
+        .unwrap_or_else(|| panic!("no Job for small\n{}", agent_log(&group)));
+    let name = job["metadata"]["name"].as_str().expect("name").to_string();
+    let pods = kube.start_job_pods("default", &name, "gpu-a");
+    assert_eq!(pods.len(), 1);
+    kube.set_job_status("default", &name, json!({"active": 1, "ready": 1}));
+    wait_state(&group, "small", "Running");
+    // Its pod is fleetq's: the offer stays at 4 (not 0), and big waits.
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(gpu_capacity(&group), Some(4), "{:?}", capacity(&group));
+    assert_eq!(state(&group, "big").expect("big")["state"], "Pending");
+
+    // The notebook ends: its GPUs are offered again.
+    kube.set_pod_phase("notebooks", "jupyter-0", "Succeeded");
+    offered(8);
+    assert!(kube.refusals().is_empty(), "{:#?}", kube.refusals());
 }

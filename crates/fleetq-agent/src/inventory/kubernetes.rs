@@ -1,25 +1,43 @@
 //! The `kubernetes` inventory source: the cluster's nodes as the API
 //! server reports them. Each schedulable, Ready node contributes its
 //! allocatable `nvidia.com/gpu` and `nvidia.com/mig-<profile>` to the
-//! flavor its `nvidia.com/gpu.product` label maps to (`[flavors]`), and
-//! `gpu.memory` (GiB) for whole GPUs where the `nvidia.com/gpu.memory`
-//! label (MiB per GPU) says how much. Cordoned and NotReady nodes count
-//! for nothing. A watch keeps it current: every change of the total is
-//! sent up as a new inventory.
+//! flavor its `nvidia.com/gpu.product` label maps to (`[flavors]`), less
+//! what pods fleetq did not start hold there, and `gpu.memory` (GiB) for
+//! those whole GPUs where the `nvidia.com/gpu.memory` label (MiB per GPU)
+//! says how much. Cordoned and NotReady nodes count for nothing.
+//!
+//! Busy devices are never offered: every pod bound to a node and not
+//! terminated (phase neither Succeeded nor Failed: what the scheduler
+//! counts) holds its effective requests there ([`pod_device_requests`],
+//! Kubernetes' rule: containers and sidecars summed, init containers at
+//! their peak), unless fleetq's executor started it (the admission labels
+//! it puts on a Job's pods, [`started_by_fleetq`]): those are already
+//! charged in the ledger, so subtracting them too would count them twice.
+//!
+//! Watches on nodes and on such pods keep it current: every change of the
+//! total is sent up as a new inventory.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use fleetq_model::Quantity;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as KubeQuantity;
 use kube::api::ListParams;
 use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::Api;
 use tokio::sync::watch;
 
 use super::{FlavorMapping, Inventory};
-use crate::kubernetes::{MEMORY_LABEL, PRODUCT_LABEL};
-use fleetq_model::resources::{GPU, GPU_MEMORY, MIG_PREFIX};
+use crate::kubernetes::{
+    LABEL_CLUSTER, LABEL_EPOCH, LABEL_WORKLOAD_ID, MEMORY_LABEL, PRODUCT_LABEL,
+};
+use fleetq_model::resources::{ResourceList, GPU, GPU_MEMORY, MIG_PREFIX};
+
+/// The pods that hold a node's resources: bound to one, not terminated
+/// (the field selector `kubectl describe node` and the scheduler use).
+pub const HOLDING_PODS: &str = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
 
 /// The inventory of a set of nodes, and why GPU nodes were left out.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -53,12 +71,143 @@ fn gib_of_mib(mib: u64) -> Quantity {
     Quantity::from_milli((mib / 1024).saturating_mul(1000))
 }
 
-/// The inventory `nodes` give under `mapping`: a pure function of the
-/// API objects.
+/// Whether fleetq's executor started `pod`: it carries the admission
+/// labels the executor puts on every Job's pod template.
+pub fn started_by_fleetq(pod: &Pod) -> bool {
+    pod.metadata.labels.as_ref().is_some_and(|l| {
+        [LABEL_CLUSTER, LABEL_WORKLOAD_ID, LABEL_EPOCH]
+            .iter()
+            .all(|k| l.contains_key(*k))
+    })
+}
+
+/// Whether `pod` holds resources on a node now: bound to it and neither
+/// Succeeded nor Failed (a Pending pod bound to a node holds them too).
+fn holds_resources(pod: &Pod) -> Option<&str> {
+    let node = pod
+        .spec
+        .as_ref()?
+        .node_name
+        .as_deref()
+        .filter(|n| !n.is_empty())?;
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    (!matches!(phase, Some("Succeeded" | "Failed"))).then_some(node)
+}
+
+/// One container's GPU and MIG requests, the limit standing in for a
+/// missing request (as the API server defaults it). Amounts that are no
+/// quantity (the API server would not have stored them) count as zero.
+fn container_devices(container: &Container) -> ResourceList {
+    let mut out = ResourceList::new();
+    let resources = container.resources.as_ref();
+    let amounts = |m: Option<&std::collections::BTreeMap<String, KubeQuantity>>| {
+        m.into_iter()
+            .flatten()
+            .filter(|(r, _)| is_gpu_resource(r))
+            .filter_map(|(r, q)| Some((r.clone(), q.0.parse::<Quantity>().ok()?)))
+            .collect::<Vec<_>>()
+    };
+    for (r, q) in amounts(resources.and_then(|r| r.limits.as_ref())) {
+        out.insert(r, q);
+    }
+    for (r, q) in amounts(resources.and_then(|r| r.requests.as_ref())) {
+        out.insert(r, q);
+    }
+    out
+}
+
+fn add_into(total: &mut ResourceList, more: &ResourceList) {
+    for (r, q) in more {
+        let entry = total.entry(r.clone()).or_default();
+        *entry = entry.saturating_add(*q);
+    }
+}
+
+fn max_into(total: &mut ResourceList, other: &ResourceList) {
+    for (r, q) in other {
+        let entry = total.entry(r.clone()).or_default();
+        *entry = (*entry).max(*q);
+    }
+}
+
+/// The GPUs and MIG slices `pod` holds, by Kubernetes' rule for a pod's
+/// effective requests: the larger of the containers (plus sidecars, init
+/// containers with `restartPolicy: Always`) summed and each init container
+/// (plus the sidecars started before it), then the RuntimeClass overhead.
+pub fn pod_device_requests(pod: &Pod) -> ResourceList {
+    let Some(spec) = pod.spec.as_ref() else {
+        return ResourceList::new();
+    };
+    let mut running = ResourceList::new();
+    for c in &spec.containers {
+        add_into(&mut running, &container_devices(c));
+    }
+    let mut sidecars = ResourceList::new();
+    let mut init_peak = ResourceList::new();
+    for init in spec.init_containers.iter().flatten() {
+        let requests = container_devices(init);
+        if init.restart_policy.as_deref() == Some("Always") {
+            add_into(&mut sidecars, &requests);
+            max_into(&mut init_peak, &sidecars);
+        } else {
+            let mut during = sidecars.clone();
+            add_into(&mut during, &requests);
+            max_into(&mut init_peak, &during);
+        }
+    }
+    add_into(&mut running, &sidecars);
+    max_into(&mut running, &init_peak);
+    let overhead = spec.overhead.as_ref().map(|o| {
+        let c = Container {
+            resources: Some(k8s_openapi::api::core::v1::ResourceRequirements {
+                requests: Some(o.clone()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        container_devices(&c)
+    });
+    add_into(&mut running, &overhead.unwrap_or_default());
+    running.retain(|_, q| !q.is_zero());
+    running
+}
+
+/// What the pods fleetq did not start hold, per node name.
+fn held_by_others<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> HashMap<String, ResourceList> {
+    let mut held: HashMap<String, ResourceList> = HashMap::new();
+    for pod in pods {
+        if started_by_fleetq(pod) {
+            continue;
+        }
+        let Some(node) = holds_resources(pod) else {
+            continue;
+        };
+        let devices = pod_device_requests(pod);
+        if !devices.is_empty() {
+            add_into(held.entry(node.to_string()).or_default(), &devices);
+        }
+    }
+    held
+}
+
+/// The inventory `nodes` give under `mapping`, with no pods running: a
+/// pure function of the API objects.
 pub fn inventory_from_nodes<'a>(
     nodes: impl IntoIterator<Item = &'a Node>,
     mapping: &FlavorMapping,
 ) -> NodeInventory {
+    inventory_from_cluster(nodes, std::iter::empty(), mapping)
+}
+
+/// The inventory `nodes` give under `mapping` once what `pods` that fleetq
+/// did not start hold on them is taken off: a pure function of the API
+/// objects.
+pub fn inventory_from_cluster<'a>(
+    nodes: impl IntoIterator<Item = &'a Node>,
+    pods: impl IntoIterator<Item = &'a Pod>,
+    mapping: &FlavorMapping,
+) -> NodeInventory {
+    let held = held_by_others(pods);
     let mut out = NodeInventory::default();
     for node in nodes {
         let name = node.metadata.name.as_deref().unwrap_or("<unnamed>");
@@ -101,8 +250,14 @@ pub fn inventory_from_nodes<'a>(
         let per_gpu_mib = labels
             .and_then(|l| l.get(MEMORY_LABEL))
             .and_then(|m| m.parse::<u64>().ok());
+        let busy = held.get(name);
         let list = out.inventory.entry(flavor.to_string()).or_default();
         for (resource, q) in devices {
+            let taken = busy
+                .and_then(|b| b.get(resource.as_str()))
+                .copied()
+                .unwrap_or_default();
+            let q = q.saturating_sub(taken);
             let entry = list.entry(resource.clone()).or_default();
             *entry = entry.saturating_add(q);
             if resource == GPU {
@@ -123,49 +278,115 @@ fn log_exclusions(excluded: &[String]) {
     }
 }
 
-/// Lists the nodes once (so a missing permission or unreachable API
-/// server fails the agent's start with a clear line), then watches them.
-/// Returns the first inventory and a receiver of every later change.
+/// What one event of the node or pod watch means for the inventory.
+enum Step {
+    /// A re-list is under way: its store still shows the previous state.
+    Listing,
+    /// A (re-)list is complete.
+    Listed,
+    /// An object changed.
+    Changed,
+    /// The watch failed (it retries by itself).
+    Failed(String),
+}
+
+impl<K> From<watcher::Result<watcher::Event<K>>> for Step {
+    fn from(event: watcher::Result<watcher::Event<K>>) -> Step {
+        match event {
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => Step::Listing,
+            Ok(watcher::Event::InitDone) => Step::Listed,
+            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) => Step::Changed,
+            Err(e) => Step::Failed(e.to_string()),
+        }
+    }
+}
+
+/// Lists the nodes and the pods holding resources once (so a missing
+/// permission or unreachable API server fails the agent's start with a
+/// clear line), then watches both. Returns the first inventory and a
+/// receiver of every later change.
 pub async fn watch_nodes(
     client: kube::Client,
     selector: Option<String>,
     mapping: FlavorMapping,
 ) -> Result<watch::Receiver<Inventory>, String> {
-    let api: Api<Node> = Api::all(client);
+    let nodes_api: Api<Node> = Api::all(client.clone());
+    let pods_api: Api<Pod> = Api::all(client);
     let mut list = ListParams::default();
     if let Some(s) = &selector {
         list = list.labels(s);
     }
-    let nodes = api
+    let nodes = nodes_api
         .list(&list)
         .await
         .map_err(|e| format!("kubernetes: cannot list nodes: {e}"))?;
-    let first = inventory_from_nodes(&nodes.items, &mapping);
+    let pods = pods_api
+        .list(&ListParams::default().fields(HOLDING_PODS))
+        .await
+        .map_err(|e| {
+            format!(
+                "kubernetes: cannot list pods (the inventory subtracts what pods fleetq did \
+                 not start hold; the agent needs get/list/watch on pods in all namespaces): {e}"
+            )
+        })?;
+    let first = inventory_from_cluster(&nodes.items, &pods.items, &mapping);
     log_exclusions(&first.excluded);
     let (tx, rx) = watch::channel(first.inventory);
-    let mut config = watcher::Config::default();
+    let mut node_config = watcher::Config::default();
     if let Some(s) = &selector {
-        config = config.labels(s);
+        node_config = node_config.labels(s);
     }
-    let (reader, writer) = reflector::store::<Node>();
+    let pod_config = watcher::Config::default().fields(HOLDING_PODS);
+    let (node_reader, node_writer) = reflector::store::<Node>();
+    let (pod_reader, pod_writer) = reflector::store::<Pod>();
     tokio::spawn(async move {
         let mut last_excluded = first.excluded;
-        let mut events = reflector(writer, watcher(api, config))
+        let node_events = reflector(node_writer, watcher(nodes_api, node_config))
             .default_backoff()
+            .map(|e| ("node", Step::from(e)))
             .boxed();
-        while let Some(event) = events.next().await {
-            match event {
-                // The store is complete again only at InitDone (and must
-                // not be awaited here: this loop is what drives it there).
-                Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => continue,
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, "node watch interrupted; retrying");
+        // Only what the arithmetic reads is kept of each pod.
+        let pod_events = reflector(
+            pod_writer,
+            watcher(pods_api, pod_config).modify(|pod| {
+                pod.metadata.managed_fields = None;
+                pod.metadata.annotations = None;
+                if let Some(status) = pod.status.as_mut() {
+                    let phase = status.phase.take();
+                    *status = Default::default();
+                    status.phase = phase;
+                }
+            }),
+        )
+        .default_backoff()
+        .map(|e| ("pod", Step::from(e)))
+        .boxed();
+        let mut events = futures::stream::select(node_events, pod_events);
+        // Each store is complete only from its first InitDone on (and must
+        // not be awaited here: this loop is what drives it there); a
+        // re-list keeps the previous complete state readable meanwhile.
+        let (mut nodes_ready, mut pods_ready) = (false, false);
+        while let Some((watched, step)) = events.next().await {
+            match step {
+                Step::Listed if watched == "node" => nodes_ready = true,
+                Step::Listed => pods_ready = true,
+                Step::Changed => {}
+                Step::Listing => continue,
+                Step::Failed(e) => {
+                    tracing::warn!(error = %e, "{watched} watch interrupted; retrying");
                     continue;
                 }
             }
-            let nodes: Vec<Arc<Node>> = reader.state();
-            let now = inventory_from_nodes(nodes.iter().map(|n| n.as_ref()), &mapping);
+            if !(nodes_ready && pods_ready) {
+                continue;
+            }
+            let nodes: Vec<Arc<Node>> = node_reader.state();
+            let pods: Vec<Arc<Pod>> = pod_reader.state();
+            let now = inventory_from_cluster(
+                nodes.iter().map(|n| n.as_ref()),
+                pods.iter().map(|p| p.as_ref()),
+                &mapping,
+            );
             if now.excluded != last_excluded {
                 log_exclusions(&now.excluded);
                 last_excluded = now.excluded;
@@ -242,6 +463,110 @@ mod tests {
         assert_eq!(got.inventory["a100-40gb"]["nvidia.com/mig-3g.20gb"], q("1"));
         assert_eq!(got.inventory["a100-40gb"]["nvidia.com/mig-2g.10gb"], q("2"));
         assert!(!got.inventory["a100-40gb"].contains_key(GPU));
+    }
+
+    fn pod(name: &str, node: &str, labels: serde_json::Value, spec: serde_json::Value) -> Pod {
+        let mut spec = spec;
+        spec["nodeName"] = json!(node);
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "default", "labels": labels},
+            "spec": spec,
+            "status": {"phase": "Running"}
+        }))
+        .unwrap()
+    }
+
+    fn container(requests: serde_json::Value, limits: serde_json::Value) -> serde_json::Value {
+        json!({"name": "c", "image": "i", "resources": {"requests": requests, "limits": limits}})
+    }
+
+    /// Kubernetes' effective requests: containers summed, init containers
+    /// at their peak (with the sidecars started before them), sidecars
+    /// running alongside, overhead on top.
+    #[test]
+    fn a_pods_devices_follow_the_effective_request_rules() {
+        let gpus = |n: &str| container(json!({GPU: n}), json!({GPU: n}));
+        let p = pod(
+            "p",
+            "a",
+            json!({}),
+            json!({
+                "containers": [gpus("2"), gpus("1"), container(json!({}), json!({GPU: "1"}))],
+                "initContainers": [gpus("6"), container(json!({"cpu": "1"}), json!({}))],
+            }),
+        );
+        assert_eq!(pod_device_requests(&p), [(GPU.to_string(), q("6"))].into());
+        let p = pod(
+            "p",
+            "a",
+            json!({}),
+            json!({
+                "containers": [gpus("2")],
+                "initContainers": [
+                    {"name": "side", "image": "i", "restartPolicy": "Always",
+                     "resources": {"limits": {"nvidia.com/mig-1g.10gb": "1"}}},
+                    gpus("3"),
+                ],
+                "overhead": {GPU: "1"},
+            }),
+        );
+        assert_eq!(
+            pod_device_requests(&p),
+            [
+                (GPU.to_string(), q("4")),
+                ("nvidia.com/mig-1g.10gb".to_string(), q("1"))
+            ]
+            .into(),
+            "max(2 + sidecar, 3 + sidecar) + 1 overhead"
+        );
+    }
+
+    /// What pods fleetq did not start hold comes off their node, per
+    /// resource and never below zero; fleetq's own pods (already charged
+    /// in the ledger), finished pods and unbound pods hold nothing here.
+    #[test]
+    fn busy_devices_are_not_offered() {
+        let h100 = json!({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.memory": "81920"});
+        let nodes = [
+            node("a", h100.clone(), json!({GPU: "8"})),
+            node("b", h100, json!({GPU: "8"})),
+            node(
+                "m",
+                json!({"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}),
+                json!({"nvidia.com/mig-3g.20gb": "2"}),
+            ),
+        ];
+        let limits = |n: &str| json!({"containers": [container(json!({}), json!({GPU: n}))]});
+        let fleetq = json!({LABEL_CLUSTER: "east", LABEL_WORKLOAD_ID: "7", LABEL_EPOCH: "1"});
+        let mut done = pod("done", "b", json!({}), limits("8"));
+        done.status.as_mut().unwrap().phase = Some("Succeeded".into());
+        let pods = [
+            pod("squatter", "a", json!({"app": "x"}), limits("3")),
+            pod("other", "a", json!({}), limits("1")),
+            pod("ours", "a", fleetq, limits("4")),
+            pod("greedy", "b", json!({}), limits("9")),
+            done,
+            pod("unbound", "", json!({}), limits("8")),
+            pod(
+                "slice",
+                "m",
+                json!({}),
+                json!({"containers": [container(json!({}), json!({"nvidia.com/mig-3g.20gb": "1"}))]}),
+            ),
+        ];
+        let got = inventory_from_cluster(&nodes, &pods, &mapping());
+        assert_eq!(
+            got.inventory["h100-80gb"][GPU],
+            q("4"),
+            "8 - 3 - 1 on a, 0 on b"
+        );
+        assert_eq!(
+            got.inventory["h100-80gb"][GPU_MEMORY],
+            q("320"),
+            "4 free GPUs x 80"
+        );
+        assert_eq!(got.inventory["a100-40gb"]["nvidia.com/mig-3g.20gb"], q("1"));
+        assert!(started_by_fleetq(&pods[2]) && !started_by_fleetq(&pods[0]));
     }
 
     #[test]
