@@ -652,8 +652,8 @@ fn container_resources_are_validated_like_the_api_server_does() {
         .await;
         assert_invalid(
             &e,
-            &format!("{containers}.requests[nvidia.com/gpu]"),
-            "must be equal to nvidia.com/gpu limit of 4",
+            &format!("{containers}.requests"),
+            "Invalid value: \"2\": must be equal to nvidia.com/gpu limit of 4",
         );
 
         // ...not a whole number.

@@ -2475,15 +2475,19 @@ fn validate_resources(resources: &Value, path: &str) -> Vec<FieldError> {
         match limits.get(name).and_then(Value::as_str) {
             Some(limit) => {
                 let (q, l) = (milli(quantity), milli(limit));
+                // Named by the requests map, not the key, as
+                // ValidateResourceRequirements does ("resources.requests:
+                // Invalid value: \"1\": must be less than or equal to cpu
+                // limit of 500m").
                 if !overcommit_allowed(name) && q != l {
                     errors.push(FieldError::invalid(
-                        &field,
+                        format!("{path}.requests"),
                         quantity,
                         format!("must be equal to {name} limit of {limit}"),
                     ));
                 } else if q > l {
                     errors.push(FieldError::invalid(
-                        &field,
+                        format!("{path}.requests"),
                         quantity,
                         format!("must be less than or equal to {name} limit of {limit}"),
                     ));
