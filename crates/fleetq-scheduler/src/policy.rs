@@ -70,6 +70,72 @@ pub fn borrow_within_cohort_allows(policy: &PreemptionPolicy, preemptor: i32, vi
         && bwc.max_priority_threshold.is_none_or(|t| victim <= t)
 }
 
+/// What a preemptor may do to a workload of another ClusterQueue of its
+/// cohort tree: Kueue's preemption variants for such a candidate
+/// (`classifyPreemptionVariant` in Kueue's classical preemption).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CohortVariant {
+    /// The preemptor's request fits in the quota of a subtree (a cohort,
+    /// or its own queue) that the candidate uses without owning it: the
+    /// preemptor is closer to that quota, so it may take it back even if
+    /// it borrows afterwards. Reason `InCohortReclamation`.
+    HierarchicalReclaim,
+    /// Only if the preemptor's queue ends within its nominal quota once
+    /// the victims are gone. Reason `InCohortReclamation`.
+    ReclaimWithoutBorrowing,
+    /// Even if the preemptor's queue borrows afterwards
+    /// (`borrowWithinCohort`). Reason `InCohortReclaimWhileBorrowing`.
+    ReclaimWhileBorrowing,
+}
+
+impl CohortVariant {
+    /// The reason a victim of this variant is preempted for.
+    pub fn reason(self) -> PreemptionReason {
+        match self {
+            CohortVariant::HierarchicalReclaim | CohortVariant::ReclaimWithoutBorrowing => {
+                PreemptionReason::InCohortReclamation
+            }
+            CohortVariant::ReclaimWhileBorrowing => PreemptionReason::InCohortReclaimWhileBorrowing,
+        }
+    }
+}
+
+/// Kueue's classification of a workload of another ClusterQueue of the
+/// preemptor's cohort tree (classical preemption), or `None` where the
+/// policy forbids taking it. `reclaimWithinCohort` must allow it whatever
+/// the variant; then a hierarchical advantage makes it
+/// [`CohortVariant::HierarchicalReclaim`]; otherwise `borrowWithinCohort`
+/// (its priority threshold, and fleetq's shields against borrowers taking
+/// turns) decides whether it may be taken while the preemptor borrows.
+/// Every variant's reason is accepted by [`allows`] for the same inputs.
+pub fn classify_in_cohort(
+    policy: &PreemptionPolicy,
+    preemptor: Rank,
+    victim: Rank,
+    hierarchical_advantage: bool,
+    victim_borrow_preemptions: u32,
+    preemptor_reclaimed: u32,
+) -> Option<CohortVariant> {
+    if !reclaim_allows(
+        policy.reclaim_within_cohort,
+        preemptor.priority,
+        victim.priority,
+    ) {
+        return None;
+    }
+    if hierarchical_advantage {
+        return Some(CohortVariant::HierarchicalReclaim);
+    }
+    if victim_borrow_preemptions < BORROWER_PREEMPTIONS
+        && preemptor_reclaimed < RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION
+        && borrow_within_cohort_allows(policy, preemptor.priority, victim.priority)
+    {
+        Some(CohortVariant::ReclaimWhileBorrowing)
+    } else {
+        Some(CohortVariant::ReclaimWithoutBorrowing)
+    }
+}
+
 /// How often a workload may be preempted by borrowing preemptors
 /// (`borrowWithinCohort`) before it is shielded from them. Borrowers of
 /// one cohort can otherwise take turns for ever: a borrower preempts a
@@ -92,9 +158,13 @@ pub const RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION: u32 = 2;
 
 /// Whether the preemptor's queue policy allows evicting `victim` for
 /// `reason`. Fair-sharing preemption follows `reclaimWithinCohort`, as in
-/// Kueue. `victim_borrow_preemptions`: how often borrowing preemptors
-/// already took it; `preemptor_reclaimed`: how often owners reclaimed
-/// the preemptor's borrowed quota.
+/// Kueue. `InCohortReclamation` is what [`classify_in_cohort`] gives both a
+/// hierarchical reclaim and a reclaim that leaves the preemptor within its
+/// nominal quota: which of the two it was depends on usage at planning
+/// time (the scheduler's call), and both need `reclaimWithinCohort` alone.
+/// `victim_borrow_preemptions`: how often borrowing preemptors already
+/// took it; `preemptor_reclaimed`: how often owners reclaimed the
+/// preemptor's borrowed quota.
 pub fn allows(
     policy: &PreemptionPolicy,
     reason: PreemptionReason,
@@ -115,7 +185,11 @@ pub fn allows(
             victim.priority,
         ),
         (PreemptionReason::InCohortReclaimWhileBorrowing, Relation::SameTree) => {
-            victim_borrow_preemptions < BORROWER_PREEMPTIONS
+            reclaim_allows(
+                policy.reclaim_within_cohort,
+                preemptor.priority,
+                victim.priority,
+            ) && victim_borrow_preemptions < BORROWER_PREEMPTIONS
                 && preemptor_reclaimed < RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION
                 && borrow_within_cohort_allows(policy, preemptor.priority, victim.priority)
         }
@@ -149,6 +223,73 @@ mod tests {
         assert!(!within_cluster_queue_allows(p, rank(1, 10), rank(1, 10)));
         assert!(within_cluster_queue_allows(p, rank(2, 99), rank(1, 0)));
         assert!(!within_cluster_queue_allows(p, rank(1, 0), rank(2, 99)));
+    }
+
+    /// The scheduler classifies, apply() re-checks the reason: whatever the
+    /// policy, priorities, advantage and shields, apply() accepts what the
+    /// scheduler chose.
+    #[test]
+    fn every_cohort_variant_is_allowed_by_apply() {
+        use fleetq_model::cluster_queue::BorrowWithinCohort;
+        let reclaims = [
+            ReclaimWithinCohort::Never,
+            ReclaimWithinCohort::LowerPriority,
+            ReclaimWithinCohort::Any,
+        ];
+        let borrows = [
+            (BorrowWithinCohortPolicy::Never, None),
+            (BorrowWithinCohortPolicy::LowerPriority, None),
+            (BorrowWithinCohortPolicy::LowerPriority, Some(0)),
+        ];
+        for reclaim in reclaims {
+            for (bwc, threshold) in borrows {
+                let policy = PreemptionPolicy {
+                    reclaim_within_cohort: reclaim,
+                    borrow_within_cohort: BorrowWithinCohort {
+                        policy: bwc,
+                        max_priority_threshold: threshold,
+                    },
+                    ..PreemptionPolicy::default()
+                };
+                for (p, v) in [(1, 0), (0, 0), (0, 1), (2, -1)] {
+                    for advantage in [false, true] {
+                        for shield in [0, BORROWER_PREEMPTIONS] {
+                            let (preemptor, victim) = (rank(p, 0), rank(v, 0));
+                            let variant = classify_in_cohort(
+                                &policy, preemptor, victim, advantage, shield, 0,
+                            );
+                            if let Some(variant) = variant {
+                                assert!(allows(
+                                    &policy,
+                                    variant.reason(),
+                                    Relation::SameTree,
+                                    preemptor,
+                                    victim,
+                                    shield,
+                                    0
+                                ));
+                            }
+                            // Nothing is taken that reclaimWithinCohort forbids.
+                            assert_eq!(variant.is_some(), reclaim_allows(reclaim, p, v));
+                        }
+                    }
+                }
+            }
+        }
+        // A hierarchical advantage takes a higher priority victim, while
+        // borrowing, where reclaimWithinCohort: Any allows it.
+        let any = PreemptionPolicy {
+            reclaim_within_cohort: ReclaimWithinCohort::Any,
+            ..PreemptionPolicy::default()
+        };
+        assert_eq!(
+            classify_in_cohort(&any, rank(0, 0), rank(5, 0), true, 0, 0),
+            Some(CohortVariant::HierarchicalReclaim)
+        );
+        assert_eq!(
+            classify_in_cohort(&any, rank(0, 0), rank(5, 0), false, 0, 0),
+            Some(CohortVariant::ReclaimWithoutBorrowing)
+        );
     }
 
     #[test]

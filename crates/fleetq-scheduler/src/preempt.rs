@@ -3,11 +3,14 @@
 //!
 //! Candidates are ordered as Kueue orders them: workloads already being
 //! evicted first (they cost nothing), then those of other ClusterQueues
-//! (only while their queue borrows), then lower priority, then the most
-//! recently admitted. Victims are removed in that order until the preemptor
-//! fits, then added back where the preemptor still fits without them, so the
-//! set is minimal. Each eligible cluster is tried; the one needing the
-//! fewest, lowest-priority victims wins.
+//! over which the preemptor has a hierarchical advantage, then the other
+//! ClusterQueues' (only while their queue, and every cohort between it and
+//! the preemptor, exceeds its quota), then the preemptor's own queue; each
+//! class lowest priority first, then the most recently admitted. Victims
+//! are removed in that order until the preemptor fits, then added back
+//! where the preemptor still fits without them, so the set is minimal.
+//! Each eligible cluster is tried; the one needing the fewest,
+//! lowest-priority victims wins.
 
 use std::cmp::Reverse;
 
@@ -17,8 +20,8 @@ use crate::assign::Plan;
 use crate::cycle::Cycle;
 use crate::decision::{PendingReason, Preemption, PreemptionReason, ReasonKind};
 use crate::fair;
-use crate::policy::{self, Rank};
-use crate::quota::{FrId, NodeId};
+use crate::policy::{self, CohortVariant, Rank};
+use crate::quota::{FrId, NodeId, NodeKind, QuotaTree, Usage};
 use crate::snapshot::{AdmittedWorkload, PendingWorkload};
 use crate::{FairSharingStrategy, WorkloadId};
 
@@ -30,11 +33,19 @@ struct Candidate<'a> {
     /// Already being evicted: free for the taking, not a new victim.
     evicting: bool,
     reason: PreemptionReason,
+    /// Classical preemption, another ClusterQueue: Kueue's variant, which
+    /// says whether it may be taken while the preemptor borrows. `None`
+    /// for the own queue, evicting workloads and fair sharing.
+    variant: Option<CohortVariant>,
+    /// The cohort at whose level the hierarchical walk found it (Kueue's
+    /// lowest common ancestor): the queue and the cohorts below this one
+    /// must still exceed their quota for it to be taken.
+    lca: Option<NodeId>,
 }
 
 impl Candidate<'_> {
-    /// Evicting first, then other queues, lower priority, newest (ties:
-    /// the later submission) first.
+    /// Evicting first, then hierarchical candidates, other queues, the own
+    /// queue; lower priority, newest (ties: the later submission) first.
     fn order_key(
         &self,
         own: NodeId,
@@ -46,7 +57,9 @@ impl Candidate<'_> {
     ) {
         let class = if self.evicting {
             0
-        } else if self.node != own {
+        } else if self.node == own {
+            3
+        } else if self.variant == Some(CohortVariant::HierarchicalReclaim) {
             1
         } else {
             2
@@ -74,12 +87,14 @@ pub(crate) fn try_preempt(
 ) -> Result<PendingReason, String> {
     cycle.decisions.stats.preemption_searches += 1;
     let all = candidates(cycle, node, cq, w, plan, false);
-    let mut best = search(cycle, node, cq, plan, eligible, &all).map(|(c, v)| (c, v, all));
+    let tries = attempts(cycle, node, plan, &all);
+    let mut best = search(cycle, node, cq, plan, eligible, &all, &tries).map(|(c, v)| (c, v, all));
     if best.is_none() {
         // minRuntimeBeforePreemption protects young workloads unless nothing
         // else frees enough and they rank below the preemptor.
         let with_protected = candidates(cycle, node, cq, w, plan, true);
-        best = search(cycle, node, cq, plan, eligible, &with_protected)
+        let tries = attempts(cycle, node, plan, &with_protected);
+        best = search(cycle, node, cq, plan, eligible, &with_protected, &tries)
             .map(|(c, v)| (c, v, with_protected));
     }
     let Some((cluster, chosen, all)) = best else {
@@ -249,6 +264,50 @@ fn why_not(cycle: &Cycle<'_>, cq: &ClusterQueue, w: &PendingWorkload, plan: &Pla
     }
 }
 
+/// `plan`'s requests per cell, a cell that pod sets repeat counted once.
+fn requests(plan: &Plan) -> Vec<(FrId, u64)> {
+    let mut out: Vec<(FrId, u64)> = Vec::new();
+    for &(fr, q) in &plan.cells {
+        match out.iter_mut().find(|r| r.0 == fr) {
+            Some(r) => r.1 = r.1.saturating_add(q),
+            None => out.push((fr, q)),
+        }
+    }
+    out
+}
+
+/// Kueue's `IsWithinNominalInResources`: `node` uses no more than its
+/// subtree's quota in every cell of `cells`.
+fn within_quota(tree: &QuotaTree, usage: &Usage, node: NodeId, cells: &[FrId]) -> bool {
+    cells
+        .iter()
+        .all(|&fr| usage.get(node, fr) <= tree.nodes[node].subtree_quota[fr])
+}
+
+/// Kueue's `QuantitiesFitInQuota`: whether `requests` fit in `node`'s
+/// subtree quota on top of its usage, and what of them is left for the
+/// level above once `node`'s unused guaranteed (unlendable) quota is used.
+fn fits_in_quota(
+    tree: &QuotaTree,
+    usage: &Usage,
+    node: NodeId,
+    requests: &[(FrId, u64)],
+) -> (bool, Vec<(FrId, u64)>) {
+    let n = &tree.nodes[node];
+    let mut fits = true;
+    let remaining = requests
+        .iter()
+        .map(|&(fr, q)| {
+            let used = usage.get(node, fr);
+            if used.saturating_add(q) > n.subtree_quota[fr] {
+                fits = false;
+            }
+            (fr, q.saturating_sub(n.guaranteed[fr].saturating_sub(used)))
+        })
+        .collect();
+    (fits, remaining)
+}
+
 fn candidates<'s>(
     cycle: &Cycle<'s>,
     node: NodeId,
@@ -262,11 +321,12 @@ fn candidates<'s>(
     let policy = cq.spec.preemption;
     let needed: Vec<FrId> = plan.cells.iter().map(|&(fr, _)| fr).collect();
     let root = root_of(cycle, node);
-    let borrows_after = plan.cells.iter().any(|&(fr, q)| {
-        cycle.projected.get(node, fr).saturating_add(q) > tree.nodes[node].subtree_quota[fr]
-    });
     let mut out = Vec::new();
-    let mut consider = |a: &'s AdmittedWorkload, evicting: bool, reason: PreemptionReason| {
+    let mut consider = |a: &'s AdmittedWorkload,
+                        evicting: bool,
+                        reason: PreemptionReason,
+                        variant: Option<CohortVariant>,
+                        lca: Option<NodeId>| {
         if cycle.taken.contains(&a.pending.id) {
             return;
         }
@@ -296,6 +356,8 @@ fn candidates<'s>(
             cells,
             evicting,
             reason,
+            variant,
+            lca,
         });
     };
     for id in &snap.evicting {
@@ -304,7 +366,7 @@ fn candidates<'s>(
                 .cluster_queue(&a.pending.cluster_queue)
                 .is_some_and(|n| root_of(cycle, n) == root)
             {
-                consider(a, true, PreemptionReason::InClusterQueue);
+                consider(a, true, PreemptionReason::InClusterQueue, None, None);
             }
         }
     }
@@ -324,38 +386,30 @@ fn candidates<'s>(
         let allowed =
             policy::within_cluster_queue_allows(policy.within_cluster_queue, preemptor, victim);
         if allowed && !snap.admitted[&id].evicting {
-            consider(&snap.admitted[&id], false, PreemptionReason::InClusterQueue);
+            consider(
+                &snap.admitted[&id],
+                false,
+                PreemptionReason::InClusterQueue,
+                None,
+                None,
+            );
         }
     }
-    // Elsewhere in the cohort tree: only from queues that borrow, and only
-    // as the reclaim / borrow-within-cohort policies allow.
-    if root != node {
-        for other in tree.cluster_queues_under(root) {
-            if other == node {
+    if root == node {
+        return sorted(out, node);
+    }
+    let mut take_from = |other: NodeId, advantage: bool, lca: Option<NodeId>| {
+        for &(priority, _, id) in &snap.admitted_by_node[other] {
+            let a = &snap.admitted[&id];
+            if a.evicting {
                 continue;
             }
-            if !needed
-                .iter()
-                .any(|&fr| tree.is_borrowing(&cycle.projected, other, fr))
-            {
-                continue;
-            }
-            for &(priority, _, id) in &snap.admitted_by_node[other] {
-                let a = &snap.admitted[&id];
-                if a.evicting {
-                    continue;
-                }
-                let reason = if cycle.cfg.fair_sharing {
-                    PreemptionReason::InCohortFairSharing
-                } else if borrows_after {
-                    PreemptionReason::InCohortReclaimWhileBorrowing
-                } else {
-                    PreemptionReason::InCohortReclamation
-                };
-                let victim = Rank {
-                    priority,
-                    created_at: a.pending.created_at,
-                };
+            let victim = Rank {
+                priority,
+                created_at: a.pending.created_at,
+            };
+            if cycle.cfg.fair_sharing {
+                let reason = PreemptionReason::InCohortFairSharing;
                 if policy::allows(
                     &policy,
                     reason,
@@ -365,13 +419,119 @@ fn candidates<'s>(
                     a.pending.borrow_preemptions,
                     w.reclaimed,
                 ) {
-                    consider(a, false, reason);
+                    consider(a, false, reason, None, None);
+                }
+            } else if let Some(variant) = policy::classify_in_cohort(
+                &policy,
+                preemptor,
+                victim,
+                advantage,
+                a.pending.borrow_preemptions,
+                w.reclaimed,
+            ) {
+                consider(a, false, variant.reason(), Some(variant), lca);
+            }
+        }
+    };
+    if cycle.cfg.fair_sharing {
+        // Fair sharing: every other queue of the tree that borrows what the
+        // preemptor needs; the strategies decide (`minimal_set`).
+        for other in tree.cluster_queues_under(root) {
+            if other != node && !within_quota(tree, &cycle.projected, other, &needed) {
+                take_from(other, false, None);
+            }
+        }
+        return sorted(out, node);
+    }
+    if policy.reclaim_within_cohort == fleetq_model::cluster_queue::ReclaimWithinCohort::Never {
+        return sorted(out, node);
+    }
+    // Classical: Kueue's walk from the preemptor's parent to the root. At
+    // each cohort it collects the queues of the subtree not yet visited
+    // that exceed their quota (skipping whole cohorts within theirs). Once
+    // the request fits in the quota of the subtree walked so far (the
+    // preemptor's queue, then each cohort above it), the preemptor has a
+    // hierarchical advantage over every workload found higher up.
+    let requests = requests(plan);
+    let (mut advantage, mut remaining) = fits_in_quota(tree, &cycle.projected, node, &requests);
+    let mut visited: Option<NodeId> = None;
+    let mut level = tree.nodes[node].parent;
+    while let Some(cohort) = level {
+        let mut stack = vec![cohort];
+        while let Some(n) = stack.pop() {
+            for &child in &tree.nodes[n].children {
+                if child == node
+                    || Some(child) == visited
+                    || within_quota(tree, &cycle.projected, child, &needed)
+                {
+                    continue;
+                }
+                match tree.nodes[child].kind {
+                    NodeKind::Cohort => stack.push(child),
+                    NodeKind::ClusterQueue => take_from(child, advantage, Some(cohort)),
                 }
             }
         }
+        let (fits, rest) = fits_in_quota(tree, &cycle.projected, cohort, &remaining);
+        advantage |= fits;
+        remaining = rest;
+        visited = Some(cohort);
+        level = tree.nodes[cohort].parent;
     }
-    out.sort_by_key(|c| c.order_key(node));
+    sorted(out, node)
+}
+
+fn sorted(mut out: Vec<Candidate<'_>>, own: NodeId) -> Vec<Candidate<'_>> {
+    out.sort_by_key(|c| c.order_key(own));
     out
+}
+
+/// Kueue's `candidateIsValid`, asked when the search reaches `cand`: a
+/// workload of another queue may be taken only while its queue, and every
+/// cohort between that queue and the level it was found at, still exceeds
+/// its quota in what the preemptor needs; and one that may only be taken
+/// if the preemptor ends within its nominal quota not in an attempt where
+/// it may borrow.
+fn still_valid(
+    cycle: &Cycle<'_>,
+    own: NodeId,
+    plan: &Plan,
+    cand: &Candidate<'_>,
+    borrowing: bool,
+) -> bool {
+    if cand.evicting || cand.node == own {
+        return true;
+    }
+    if borrowing && cand.variant == Some(CohortVariant::ReclaimWithoutBorrowing) {
+        return false;
+    }
+    let tree = &cycle.snap.tree;
+    let needed: Vec<FrId> = plan.cells.iter().map(|&(fr, _)| fr).collect();
+    if within_quota(tree, &cycle.projected, cand.node, &needed) {
+        return false;
+    }
+    let mut up = tree.nodes[cand.node].parent;
+    while let Some(n) = up {
+        if Some(n) == cand.lca || cand.lca.is_none() {
+            break;
+        }
+        if within_quota(tree, &cycle.projected, n, &needed) {
+            return false;
+        }
+        up = tree.nodes[n].parent;
+    }
+    true
+}
+
+/// Kueue's order of attempts: whether the preemptor may borrow once its
+/// victims are gone (`true`) or must end within its nominal quota, which
+/// lets it take workloads it may only reclaim.
+fn attempts(cycle: &Cycle<'_>, node: NodeId, plan: &Plan, _all: &[Candidate<'_>]) -> Vec<bool> {
+    let tree = &cycle.snap.tree;
+    let borrows_after = requests(plan).iter().any(|&(fr, q)| {
+        cycle.projected.get(node, fr).saturating_add(q) > tree.nodes[node].subtree_quota[fr]
+    });
+    vec![borrows_after]
 }
 
 /// Whether the ClusterQueue's policy permits any preemption at all.
@@ -413,15 +573,20 @@ fn restore(cycle: &mut Cycle<'_>, cand: &Candidate<'_>) {
     }
 }
 
-/// Whether the preemptor fits on `cluster` in the projected state.
-fn fits(cycle: &Cycle<'_>, node: NodeId, plan: &Plan, cluster: usize) -> bool {
-    plan.cells
-        .iter()
-        .all(|&(fr, q)| q <= cycle.snap.tree.available(&cycle.projected, node, fr))
-        && cycle
-            .snap
-            .clusters
-            .fits_now(&cycle.projected_cluster, cluster, &plan.cells)
+/// Whether the preemptor fits on `cluster` in the projected state; unless
+/// `borrowing`, also within its queue's nominal quota (Kueue's
+/// `workloadFits`).
+fn fits(cycle: &Cycle<'_>, node: NodeId, plan: &Plan, cluster: usize, borrowing: bool) -> bool {
+    let tree = &cycle.snap.tree;
+    requests(plan).iter().all(|&(fr, q)| {
+        q <= tree.available(&cycle.projected, node, fr)
+            && (borrowing
+                || cycle.projected.get(node, fr).saturating_add(q)
+                    <= tree.nodes[node].subtree_quota[fr])
+    }) && cycle
+        .snap
+        .clusters
+        .fits_now(&cycle.projected_cluster, cluster, &plan.cells)
 }
 
 /// Whether fair sharing lets the preemptor's queue take from `cand`'s
@@ -454,7 +619,8 @@ fn fair_share_allows(
 }
 
 /// The best (cluster, victim indices into `all`) over all eligible
-/// clusters, or `None`.
+/// clusters, or `None`. On each cluster the `attempts` are tried in
+/// order; the first that frees enough counts.
 fn search(
     cycle: &mut Cycle<'_>,
     node: NodeId,
@@ -462,13 +628,17 @@ fn search(
     plan: &Plan,
     eligible: &[usize],
     all: &[Candidate<'_>],
+    attempts: &[bool],
 ) -> Option<(usize, Vec<usize>)> {
     let mut best: Option<((usize, i64, usize), Vec<usize>)> = None;
     for &cluster in eligible {
         if !cycle.snap.clusters.fits_empty(cluster, &plan.cells) {
             continue;
         }
-        let Some(victims) = minimal_set(cycle, node, cq, plan, cluster, all) else {
+        let Some(victims) = attempts
+            .iter()
+            .find_map(|&borrowing| minimal_set(cycle, node, cq, plan, cluster, all, borrowing))
+        else {
             continue;
         };
         let new: Vec<&Candidate> = victims
@@ -497,31 +667,27 @@ fn minimal_set(
     plan: &Plan,
     cluster: usize,
     all: &[Candidate<'_>],
+    borrowing: bool,
 ) -> Option<Vec<usize>> {
     let mut removed: Vec<usize> = Vec::new();
-    let mut fit = fits(cycle, node, plan, cluster);
+    let mut fit = fits(cycle, node, plan, cluster, borrowing);
     for (i, cand) in all.iter().enumerate() {
         if fit {
             break;
         }
-        if !cand.evicting && cand.node != node {
-            // Reclaim only while the other queue still borrows what we need.
-            let still_borrowing = plan.cells.iter().any(|&(fr, _)| {
-                cycle
-                    .snap
-                    .tree
-                    .is_borrowing(&cycle.projected, cand.node, fr)
-            });
-            if !still_borrowing {
-                continue;
-            }
-            if cycle.cfg.fair_sharing && !fair_share_allows(cycle, node, cq, plan, cand) {
-                continue;
-            }
+        if !still_valid(cycle, node, plan, cand, borrowing) {
+            continue;
+        }
+        if cycle.cfg.fair_sharing
+            && !cand.evicting
+            && cand.node != node
+            && !fair_share_allows(cycle, node, cq, plan, cand)
+        {
+            continue;
         }
         release(cycle, cand);
         removed.push(i);
-        fit = fits(cycle, node, plan, cluster);
+        fit = fits(cycle, node, plan, cluster, borrowing);
     }
     if !fit {
         for &i in removed.iter().rev() {
@@ -538,7 +704,7 @@ fn minimal_set(
             continue;
         }
         restore(cycle, &all[i]);
-        if fits(cycle, node, plan, cluster) {
+        if fits(cycle, node, plan, cluster, borrowing) {
             continue;
         }
         release(cycle, &all[i]);
