@@ -32,6 +32,11 @@ impl Drop for AgentProcess {
 }
 
 fn start_agent(group: &Group, kube: &FakeKube) -> AgentProcess {
+    start_agent_with(group, kube, &[])
+}
+
+/// [`start_agent`] with `extra` agent flags.
+fn start_agent_with(group: &Group, kube: &FakeKube, extra: &[&str]) -> AgentProcess {
     let kubeconfig = kube.write_kubeconfig(group.dir.path());
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -57,6 +62,7 @@ fn start_agent(group: &Group, kube: &FakeKube) -> AgentProcess {
             "--flavor",
             "NVIDIA-A100-SXM4-40GB=a100-40gb",
         ])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))
         .stderr(log)
@@ -434,7 +440,8 @@ fn workloads_without_a_template_become_jobs_the_api_server_accepts() {
     let config = format!("{CONFIG}---{SIZED_QUEUE}");
     let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], &config);
     assert!(out.status.success(), "{}", text(&out));
-    let _agent = start_agent(&group, &kube);
+    // A TTL of its own, which must reach the Job.
+    let _agent = start_agent_with(&group, &kube, &["--finished-job-ttl", "2h"]);
     wait_for(Duration::from_secs(20), || {
         (gpu_capacity(&group) == Some(8)).then_some(())
     })
@@ -459,7 +466,7 @@ fn workloads_without_a_template_become_jobs_the_api_server_accepts() {
         "{job}"
     );
     assert_eq!(container["env"], json!([{"name": "EPOCHS", "value": "3"}]));
-    assert_eq!(job["spec"]["ttlSecondsAfterFinished"], 3600, "{job}");
+    assert_eq!(job["spec"]["ttlSecondsAfterFinished"], 7200, "{job}");
     let name = job["metadata"]["name"].as_str().expect("name").to_string();
     kube.set_job_status("default", &name, json!({"active": 1, "ready": 1}));
     wait_state(&group, "sized-train", "Running");

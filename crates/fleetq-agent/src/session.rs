@@ -126,7 +126,8 @@ impl Agent {
             }
             (ExecutorKind::Kubernetes, _, Some(client)) => Executor::Kubernetes(
                 KubernetesExecutor::new(client, &config.cluster, config.flavor_mapping(), tx)
-                    .await?,
+                    .await?
+                    .with_finished_job_ttl(config.finished_job_ttl()?),
             ),
             (ExecutorKind::Kubernetes, _, None) => {
                 return Err("executor: kubernetes needs a client".into())
