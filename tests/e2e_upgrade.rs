@@ -229,3 +229,42 @@ fn a_newer_peer_format_is_refused_by_name() {
     );
     assert!(group.status(1).is_some(), "the node still answers");
 }
+
+/// A node whose log holds an entry in a newer format (a newer build ran
+/// on its data, then an older one was started there) refuses to go on,
+/// naming the entry and what to do, and does not panic.
+#[test]
+fn a_newer_entry_in_the_log_stops_the_node_with_its_name() {
+    let mut group = Group::start(1, &[]);
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    let last = group
+        .status(1)
+        .and_then(|s| s["lastLogIndex"].as_u64())
+        .expect("an index");
+    group.kill(1);
+    {
+        let db = fleetq_ledger::store::open_db(&group.data_dir(1)).expect("the data dir opens");
+        let tree = db.open_tree("raft_log").expect("the log");
+        let index = last + 1;
+        let entry = format!(
+            r#"{{"format":{},"log_id":{{"leader_id":{{"term":1,"node_id":1}},"index":{index}}},"payload":"Blank"}}"#,
+            fleetq_ledger::format::FORMAT + 1
+        );
+        tree.insert(index.to_be_bytes(), entry.into_bytes())
+            .expect("insert");
+        db.flush().expect("flush");
+    }
+    group.restart(1);
+    let said = wait_for(Duration::from_secs(20), || {
+        let log = group.log(1);
+        log.contains(&format!("log entry {} is in format", last + 1))
+            .then_some(log)
+    })
+    .unwrap_or_else(|| panic!("the node did not name the entry:\n{}", group.log(1)));
+    assert!(said.contains("run the newer build on this node"), "{said}");
+    assert!(!said.contains("panicked"), "{said}");
+}
