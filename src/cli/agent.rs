@@ -37,7 +37,7 @@ pub enum ExecutorFlag {
 pub struct AgentArgs {
     /// TOML file with any of these settings (keys: cluster, servers,
     /// inventory_source, executor, state_dir, lease_policy, heartbeat_ms,
-    /// follow_redirects, source_address, finished_job_ttl, [labels], [[inventory]],
+    /// follow_redirects, source_address, finished_job_ttl, watch_queued_jobs, [labels], [[inventory]],
     /// [flavors], [kubernetes] with kubeconfig, context, node_selector).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -97,6 +97,12 @@ pub struct AgentArgs {
     /// 30m or 2d, or `never`. Default 1h; keep it above any agent outage.
     #[arg(long, value_name = "DURATION")]
     pub finished_job_ttl: Option<String>,
+    /// With --executor kubernetes: turn this cluster's suspended Jobs
+    /// labelled kueue.x-k8s.io/queue-name (as kubectl users create them
+    /// for Kueue) into workloads, and unsuspend them in place once
+    /// admitted here.
+    #[arg(long)]
+    pub watch_queued_jobs: bool,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -191,6 +197,9 @@ pub fn resolve(args: &AgentArgs, servers: Option<&str>) -> Result<AgentConfig, S
     }
     if let Some(v) = &args.finished_job_ttl {
         c.finished_job_ttl = Some(v.clone());
+    }
+    if args.watch_queued_jobs {
+        c.watch_queued_jobs = true;
     }
     c.check()?;
     Ok(c)

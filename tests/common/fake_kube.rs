@@ -364,6 +364,45 @@ impl FakeKube {
         });
     }
 
+    /// `kubectl create -f job.yaml`: a Job through the API server's own
+    /// create path (decoding, defaulting, validation, uid), as a user
+    /// creates one; returns it as stored. Panics with the server's
+    /// message if it is refused.
+    pub fn kubectl_create_job(&self, job: Value) -> Value {
+        let namespace = job["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        let name = job["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let body = serde_json::to_vec(&job).unwrap_or_default();
+        if let Err(e) = create(&self.shared, Kind::Job, &namespace, &BTreeMap::new(), &body) {
+            panic!("kubectl create: {}", e.message);
+        }
+        self.jobs()
+            .into_iter()
+            .find(|j| j["metadata"]["namespace"] == namespace && j["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("kubectl create: {namespace}/{name} not stored"))
+    }
+
+    /// `kubectl delete job`: background propagation (kubectl's default),
+    /// so the Job goes at once and the garbage collector removes its pods.
+    /// Panics if there is no such Job.
+    pub fn kubectl_delete_job(&self, namespace: &str, name: &str) {
+        if let Err(e) = delete(
+            &self.shared,
+            Kind::Job,
+            namespace,
+            name,
+            &BTreeMap::new(),
+            b"",
+        ) {
+            panic!("kubectl delete: {}", e.message);
+        }
+    }
+
     /// Every Job currently stored (with server-set fields), in creation order.
     pub fn jobs(&self) -> Vec<Value> {
         let store = self.shared.lock();

@@ -141,6 +141,11 @@ pub struct AgentConfig {
     /// before the agent saw it finish is reported failed.
     #[serde(default)]
     pub finished_job_ttl: Option<String>,
+    /// The front door (crate::front_door): turn this cluster's suspended
+    /// Jobs labelled `kueue.x-k8s.io/queue-name` into workloads, and run
+    /// those admitted here in place. Needs the kubernetes executor.
+    #[serde(default)]
+    pub watch_queued_jobs: bool,
 }
 
 fn default_true() -> bool {
@@ -197,6 +202,7 @@ impl AgentConfig {
             run_as_group: None,
             allow_root_workloads: false,
             finished_job_ttl: None,
+            watch_queued_jobs: false,
         })
     }
 
@@ -254,6 +260,12 @@ impl AgentConfig {
         }
         if let Err(e) = self.finished_job_ttl() {
             errors.push(e);
+        }
+        if self.watch_queued_jobs && self.executor != ExecutorKind::Kubernetes {
+            errors.push(
+                "watch_queued_jobs: needs executor = \"kubernetes\" (it runs the Jobs it queues in place)"
+                    .into(),
+            );
         }
         match self.inventory_source {
             InventorySource::Static => {

@@ -9,6 +9,8 @@
 //!   [`executor::simulated`].
 //! - [`kubernetes`]: the API-server client and the labels fleetq sets;
 //!   [`inventory::kubernetes`] turns nodes into inventory.
+//! - [`front_door`]: suspended, queue-labelled Jobs created with kubectl
+//!   become workloads, and run in place once admitted here.
 //! - [`session`]: the session with the leader, leases and self-fencing.
 //! - [`delivery`]: status reports kept until the leader has provably
 //!   written them.
@@ -16,6 +18,7 @@
 pub mod config;
 pub mod delivery;
 pub mod executor;
+pub mod front_door;
 pub mod inventory;
 pub mod kubernetes;
 pub mod session;

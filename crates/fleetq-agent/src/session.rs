@@ -83,6 +83,8 @@ pub struct Agent {
     tls: Option<fleetq_proto::tls::Tls>,
     /// Reconnect jitter (seeded in the simulator, so runs replay).
     rng: StdRng,
+    /// The cluster's API server, for the front door (`watch_queued_jobs`).
+    front_door: Option<kube::Client>,
 }
 
 /// A session's outbound queue, in messages.
@@ -117,6 +119,7 @@ impl Agent {
         };
         let (inventory, pool) = config.open_inventory(client.as_ref()).await?;
         let (tx, rx) = mpsc::unbounded_channel();
+        let front_door = client.clone().filter(|_| config.watch_queued_jobs);
         let executor = match (config.executor, &config.state_dir, client) {
             (ExecutorKind::Process, Some(dir), _) => {
                 Executor::Process(ProcessExecutor::new(dir, config.run_as()?, pool, tx)?)
@@ -152,6 +155,7 @@ impl Agent {
             connector: None,
             tls: None,
             rng: StdRng::from_entropy(),
+            front_door,
         })
     }
 
@@ -210,6 +214,16 @@ impl Agent {
 
     /// Runs until `shutdown` turns true.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        if let Some(client) = self.front_door.take() {
+            let door = crate::front_door::FrontDoor::new(
+                client,
+                &self.config.cluster,
+                self.config.servers.clone(),
+                self.tls.clone(),
+                self.config.source_address,
+            );
+            tokio::spawn(door.run(shutdown.clone()));
+        }
         let mut next = 0usize;
         let mut redirect: Option<String> = None;
         let mut failures = 0u32;

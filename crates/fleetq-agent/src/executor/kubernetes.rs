@@ -9,6 +9,20 @@
 //! propagation and reports Stopped only once the Job is gone, which
 //! Kubernetes allows only after its pods are gone.
 //!
+//! A workload the front door submitted for a Job of this very cluster
+//! (`crate::front_door`: its template carries `fleetq.dev/adopt-cluster`
+//! naming this cluster) gets no second Job: the executor *adopts* the
+//! user's suspended Job, as Kueue does: one merge patch (preconditioned on
+//! its uid and resourceVersion) labels it and its pod template like the
+//! executor's own Jobs, sets the assigned flavor's GPU product as a node
+//! selector (a required node affinity when the flavor has several
+//! products), lowers `parallelism` on partial admission and sets
+//! `suspend: false` ([`adoption_patch`]). From then on the watch tracks it
+//! like any of its Jobs (the `fleetq.dev/adopted` label says it is the
+//! user's). A stop suspends it again instead of deleting it (and drops
+//! its admission labels), and a user's delete is reported Stopped, not
+//! Failed; either only once its pods are gone.
+//!
 //! The Job's name is `<workload>-<id>-<epoch>`: stable per admission, so a
 //! create repeated after an agent restart finds the Job it made before
 //! (409) instead of making a second one.
@@ -31,7 +45,8 @@ use fleetq_model::Workload;
 use fleetq_scheduler::Assignment;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::{DeleteParams, ListParams, PostParams, PropagationPolicy};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
 use serde_json::{json, Map, Value};
@@ -46,6 +61,13 @@ use crate::kubernetes::{
 /// Kueue's queue label: a Job carrying it would be held by a Kueue running
 /// in the target cluster, so fleetq's copy drops it.
 const KUEUE_QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
+
+/// How long the executor waits, after the pods of an adopted Job its
+/// user deleted are gone, for the stop the front door's cancel brings.
+const USER_DELETE_CANCEL_WAIT: Duration = Duration::from_secs(30);
+
+/// On a Job the executor adopted (the user's, unsuspended in place).
+pub const LABEL_ADOPTED: &str = "fleetq.dev/adopted";
 
 /// Labels the Job controller sets on pods; copied from an exported Job
 /// they would tie the new Job to the old one's uid.
@@ -179,6 +201,76 @@ pub fn job_manifest(
     }
     serde_json::from_value(job)
         .map_err(|e| format!("run.jobTemplate: not a valid batch/v1 Job: {e}"))
+}
+
+/// The merge patch that unsuspends an adopted Job (`current`, as the API
+/// server has it) for one admission: the executor's labels on the Job
+/// and its pod template (pods fleetq started are not subtracted again from
+/// the inventory), the assigned flavor's products as a node selector (a
+/// required node affinity when there are several), `parallelism` lowered
+/// to the admitted count, and `suspend: false`. The uid and
+/// resourceVersion are preconditions: a Job deleted and made again under
+/// the same name, or changed since it was read, is not touched. Only what
+/// Kubernetes lets change in a suspended Job that never started is
+/// touched (the pod template's scheduling directives and labels).
+pub fn adoption_patch(
+    id: u64,
+    epoch: u64,
+    cluster: &str,
+    workload: &Workload,
+    assignment: &Assignment,
+    mapping: &FlavorMapping,
+    current: &Value,
+) -> Result<Value, String> {
+    let uid = current["metadata"]["uid"].as_str().unwrap_or_default();
+    let mut labels = Map::new();
+    for (k, v) in [
+        (LABEL_CLUSTER, label_value(cluster)),
+        (LABEL_WORKLOAD_ID, id.to_string()),
+        (LABEL_EPOCH, epoch.to_string()),
+        (LABEL_WORKLOAD, label_value(&workload.name)),
+    ] {
+        labels.insert(k.to_string(), json!(v));
+    }
+    let mut pod_spec = Map::new();
+    let products = products_for(assignment, mapping)?;
+    match products.as_slice() {
+        [] => {}
+        [one] => {
+            pod_spec.insert("nodeSelector".into(), json!({ PRODUCT_LABEL: one }));
+        }
+        several => {
+            let mut spec = current["spec"]["template"]["spec"]
+                .as_object()
+                .cloned()
+                .unwrap_or_default();
+            require_products(&mut spec, several);
+            if let Some(affinity) = spec.get("affinity") {
+                pod_spec.insert("affinity".into(), affinity.clone());
+            }
+        }
+    }
+    let mut job_labels = labels.clone();
+    job_labels.insert(LABEL_ADOPTED.into(), json!("true"));
+    let mut spec = json!({
+        "suspend": false,
+        "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+    });
+    let admitted = assignment.pod_sets.first().map(|p| p.count);
+    let requested = workload.spec.pod_sets.first().map(|p| p.count);
+    if let (Some(admitted), Some(requested)) = (admitted, requested) {
+        if admitted < requested {
+            spec["parallelism"] = json!(admitted);
+        }
+    }
+    Ok(json!({
+        "metadata": {
+            "uid": uid,
+            "resourceVersion": current["metadata"]["resourceVersion"],
+            "labels": job_labels,
+        },
+        "spec": spec,
+    }))
 }
 
 /// What Kubernetes makes of a resource name in a container's resources.
@@ -457,6 +549,11 @@ struct Tracked {
     /// complete list without it means it is gone. A Job being created is
     /// not yet seen, and not missed.
     seen: bool,
+    /// The user's Job, unsuspended in place (suspended again on a stop).
+    adopted: bool,
+    /// The ledger asked for a stop (an adopted Job deleted by its user is
+    /// Stopped, so its cancelled workload ends Cancelled, only then).
+    stop_asked: bool,
 }
 
 impl Tracked {
@@ -504,6 +601,7 @@ impl KubernetesExecutor {
         }
         tokio::spawn(watch_jobs(
             all,
+            client.clone(),
             selector,
             Arc::downgrade(&jobs),
             events.clone(),
@@ -526,8 +624,13 @@ impl KubernetesExecutor {
         self
     }
 
-    /// Creates the admission's Job (a repeat is ignored).
+    /// Creates the admission's Job (a repeat is ignored), or adopts the
+    /// user's Job when the front door submitted it from this cluster.
     pub fn start(&mut self, id: u64, epoch: u64, workload: &Workload, assignment: &Assignment) {
+        if let Some((namespace, name, uid)) = crate::front_door::adopted_by(workload, &self.cluster)
+        {
+            return self.adopt(id, epoch, workload, assignment, namespace, name, uid);
+        }
         let job = match job_manifest(
             id,
             epoch,
@@ -553,6 +656,8 @@ impl KubernetesExecutor {
                     reported: None,
                     stopping: false,
                     seen: false,
+                    adopted: false,
+                    stop_asked: false,
                 },
             );
         }
@@ -568,15 +673,102 @@ impl KubernetesExecutor {
         });
     }
 
+    /// Unsuspends the user's Job `namespace/name` in place for this
+    /// admission ([`adoption_patch`]); Failed if it is gone or refused.
+    #[allow(clippy::too_many_arguments)]
+    fn adopt(
+        &mut self,
+        id: u64,
+        epoch: u64,
+        workload: &Workload,
+        assignment: &Assignment,
+        namespace: String,
+        name: String,
+        uid: String,
+    ) {
+        {
+            let mut jobs = lock(&self.jobs);
+            if jobs.contains_key(&(id, epoch)) {
+                return;
+            }
+            jobs.insert(
+                (id, epoch),
+                Tracked {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    reported: None,
+                    stopping: false,
+                    seen: false,
+                    adopted: true,
+                    stop_asked: false,
+                },
+            );
+        }
+        let api: Api<Job> = Api::namespaced(self.client.clone(), &namespace);
+        let jobs = self.jobs.clone();
+        let events = self.events.clone();
+        let (cluster, workload, assignment, mapping) = (
+            self.cluster.clone(),
+            workload.clone(),
+            assignment.clone(),
+            self.mapping.clone(),
+        );
+        tokio::spawn(async move {
+            let result = async {
+                let current = match api.get_opt(&name).await {
+                    Ok(Some(job)) => serde_json::to_value(job).map_err(|e| e.to_string())?,
+                    Ok(None) => return Err(format!("Job {namespace}/{name} is gone")),
+                    Err(e) => return Err(format!("cannot read Job {namespace}/{name}: {e}")),
+                };
+                if current["metadata"]["uid"].as_str() != Some(uid.as_str()) {
+                    return Err(format!(
+                        "Job {namespace}/{name} was replaced by another of the same name"
+                    ));
+                }
+                let patch = adoption_patch(
+                    id,
+                    epoch,
+                    &cluster,
+                    &workload,
+                    &assignment,
+                    &mapping,
+                    &current,
+                )?;
+                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|e| format!("cannot unsuspend Job {namespace}/{name}: {e}"))?;
+                tracing::info!(job = %format!("{namespace}/{name}"), workload = id, epoch, "adopted the user's Job: unsuspended in place");
+                Ok(())
+            }
+            .await;
+            if let Err(e) = result {
+                if lock(&jobs).remove(&(id, epoch)).is_some() {
+                    report(&events, id, epoch, Event::Failed, e);
+                }
+            }
+        });
+    }
+
     /// Deletes the admission's Job (foreground); Stopped once it is gone.
+    /// An adopted Job is suspended instead, and its admission labels
+    /// dropped; Stopped once its pods are gone.
     pub fn stop(&mut self, id: u64, epoch: u64, grace: Duration) {
         let target = {
             let mut jobs = lock(&self.jobs);
             jobs.get_mut(&(id, epoch)).map(|t| {
+                let again = t.stopping;
                 t.stopping = true;
-                (t.namespace.clone(), t.name.clone())
+                t.stop_asked = true;
+                (t.namespace.clone(), t.name.clone(), t.adopted, again)
             })
         };
+        if let Some((namespace, name, true, again)) = target {
+            if !again {
+                self.suspend_adopted(id, epoch, namespace, name);
+            }
+            return;
+        }
+        let target = target.map(|(namespace, name, ..)| (namespace, name));
         let Some((namespace, name)) = target else {
             return report(
                 &self.events,
@@ -593,6 +785,36 @@ impl KubernetesExecutor {
             delete_until_gone(&api, &name, grace).await;
             if lock(&jobs).remove(&(id, epoch)).is_some() {
                 report(&events, id, epoch, Event::Stopped, String::new());
+            }
+        });
+    }
+
+    fn suspend_adopted(&self, id: u64, epoch: u64, namespace: String, name: String) {
+        let api: Api<Job> = Api::namespaced(self.client.clone(), &namespace);
+        let client = self.client.clone();
+        let (jobs, events, cluster) =
+            (self.jobs.clone(), self.events.clone(), self.cluster.clone());
+        tokio::spawn(async move {
+            let patch = json!({
+                "metadata": {"labels": {LABEL_WORKLOAD_ID: null, LABEL_EPOCH: null}},
+                "spec": {"suspend": true},
+            });
+            loop {
+                match api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    Ok(_) => break,
+                    Err(kube::Error::Api(e)) if e.code == 404 => break,
+                    Err(e) => {
+                        tracing::warn!(job = %name, error = %e, "suspending an adopted Job failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                }
+            }
+            wait_pods_gone(&client, &namespace, &cluster, id, epoch).await;
+            if lock(&jobs).remove(&(id, epoch)).is_some() {
+                report(&events, id, epoch, Event::Stopped, "suspended".into());
             }
         });
     }
@@ -679,6 +901,30 @@ async fn delete_until_gone(api: &Api<Job>, name: &str, grace: Duration) {
     }
 }
 
+/// Waits until no pod of the admission is left in `namespace` (retrying
+/// the API as long as it takes).
+async fn wait_pods_gone(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    id: u64,
+    epoch: u64,
+) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let mut selector = format!("{LABEL_WORKLOAD_ID}={id},{LABEL_EPOCH}={epoch}");
+    if !cluster.is_empty() {
+        selector.push_str(&format!(",{LABEL_CLUSTER}={}", label_value(cluster)));
+    }
+    loop {
+        match api.list(&ListParams::default().labels(&selector)).await {
+            Ok(list) if list.items.is_empty() => return,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot list an adopted Job's pods; retrying"),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// Reports what a Job's status newly says.
 fn on_job(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, job: &Job) {
     let Some(key) = admission_of(job) else {
@@ -691,6 +937,12 @@ fn on_job(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, job: &Job) {
         reported: None,
         stopping: job.metadata.deletion_timestamp.is_some(),
         seen: true,
+        adopted: job
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(LABEL_ADOPTED)),
+        stop_asked: false,
     });
     tracked.seen = true;
     if tracked.stopping {
@@ -706,14 +958,19 @@ fn on_job(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, job: &Job) {
 
 /// A Job that vanished: Stopped if we were stopping it, otherwise someone
 /// deleted it behind fleetq's back and the admission failed.
-fn on_deleted(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, job: &Job) {
+fn on_deleted(
+    jobs: &Jobs,
+    events: &mpsc::UnboundedSender<Report>,
+    job: &Job,
+    client: Option<&kube::Client>,
+) {
     let Some(key) = admission_of(job) else {
         return;
     };
     let Some(tracked) = lock(jobs).remove(&key) else {
         return;
     };
-    report_gone(events, key, tracked);
+    report_gone(jobs, events, key, tracked, client);
 }
 
 /// After a complete (re-)list: every Job seen before and missing from it
@@ -723,6 +980,7 @@ fn on_relisted(
     jobs: &Jobs,
     events: &mpsc::UnboundedSender<Report>,
     listed: &std::collections::HashSet<(u64, u64)>,
+    client: Option<&kube::Client>,
 ) {
     let gone: Vec<((u64, u64), Tracked)> = {
         let mut jobs = lock(jobs);
@@ -736,11 +994,53 @@ fn on_relisted(
             .collect()
     };
     for (key, tracked) in gone {
-        report_gone(events, key, tracked);
+        report_gone(jobs, events, key, tracked, client);
     }
 }
 
-fn report_gone(events: &mpsc::UnboundedSender<Report>, key: (u64, u64), tracked: Tracked) {
+fn report_gone(
+    jobs: &Jobs,
+    events: &mpsc::UnboundedSender<Report>,
+    key: (u64, u64),
+    tracked: Tracked,
+    client: Option<&kube::Client>,
+) {
+    if tracked.adopted && !tracked.finished() {
+        // The user deleted their Job (the front door cancels its
+        // workload): stopped, and its quota free, once its pods are gone
+        // (a background delete removes them after the Job). Tracked as
+        // stopping meanwhile, so a stop that comes now waits too.
+        let Some(client) = client.cloned() else {
+            return report(events, key.0, key.1, Event::Stopped, String::new());
+        };
+        let mut waiting = tracked;
+        waiting.stopping = true;
+        lock(jobs).insert(key, waiting.clone());
+        let (jobs, events) = (jobs.clone(), events.clone());
+        tokio::spawn(async move {
+            wait_pods_gone(&client, &waiting.namespace, "", key.0, key.1).await;
+            // The front door cancels the workload, and the stop that
+            // brings is answered Stopped. Reported before the cancel is
+            // written, Stopped would requeue it instead; without a
+            // cancel in time (no front door), it failed.
+            let deadline = tokio::time::Instant::now() + USER_DELETE_CANCEL_WAIT;
+            let asked = loop {
+                let asked = lock(&jobs).get(&key).map(|t| t.stop_asked);
+                match asked {
+                    None => return,
+                    Some(true) => break true,
+                    Some(false) if tokio::time::Instant::now() >= deadline => break false,
+                    Some(false) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            };
+            if lock(&jobs).remove(&key).is_some() {
+                let why = format!("Job {} was deleted by its user", waiting.name);
+                let event = if asked { Event::Stopped } else { Event::Failed };
+                report(&events, key.0, key.1, event, why);
+            }
+        });
+        return;
+    }
     if tracked.stopping {
         report(events, key.0, key.1, Event::Stopped, String::new());
     } else if !tracked.finished() {
@@ -760,6 +1060,7 @@ fn report_gone(events: &mpsc::UnboundedSender<Report>, key: (u64, u64), tracked:
 
 async fn watch_jobs(
     api: Api<Job>,
+    client: kube::Client,
     selector: String,
     jobs: std::sync::Weak<Mutex<HashMap<(u64, u64), Tracked>>>,
     events: mpsc::UnboundedSender<Report>,
@@ -778,9 +1079,9 @@ async fn watch_jobs(
                 listed.extend(admission_of(&job));
                 on_job(&jobs, &events, &job);
             }
-            Ok(watcher::Event::Delete(job)) => on_deleted(&jobs, &events, &job),
+            Ok(watcher::Event::Delete(job)) => on_deleted(&jobs, &events, &job, Some(&client)),
             Ok(watcher::Event::Init) => listed.clear(),
-            Ok(watcher::Event::InitDone) => on_relisted(&jobs, &events, &listed),
+            Ok(watcher::Event::InitDone) => on_relisted(&jobs, &events, &listed, Some(&client)),
             Err(e) => tracing::warn!(error = %e, "Job watch interrupted; retrying"),
         }
     }
@@ -1150,6 +1451,8 @@ mod tests {
             reported,
             stopping,
             seen,
+            adopted: false,
+            stop_asked: false,
         };
         {
             let mut j = lock(&jobs);
@@ -1160,7 +1463,7 @@ mod tests {
             j.insert((5, 1), tracked(true, false, Some(Event::Running)));
         }
         let (tx, mut rx) = mpsc::unbounded_channel();
-        on_relisted(&jobs, &tx, &[(5, 1)].into());
+        on_relisted(&jobs, &tx, &[(5, 1)].into(), None);
         let mut reports = Vec::new();
         while let Ok(r) = rx.try_recv() {
             reports.push((r.workload, r.event));
@@ -1170,6 +1473,49 @@ mod tests {
         let mut left: Vec<u64> = lock(&jobs).keys().map(|k| k.0).collect();
         left.sort();
         assert_eq!(left, [2, 5]);
+    }
+
+    /// An adopted Job is unsuspended by one patch, preconditioned on its
+    /// uid and resourceVersion: labels on the Job and its pods, the
+    /// flavor's product as a node selector, parallelism lowered on
+    /// partial admission (completions untouched: immutable).
+    #[test]
+    fn an_adopted_job_is_unsuspended_in_place_with_the_flavors_node_selector() {
+        let current = json!({"metadata": {"uid": "u-1", "resourceVersion": "7"}, "spec": {}});
+        let patch = adoption_patch(
+            3,
+            9,
+            "east",
+            &imported(4),
+            &assignment(2),
+            &mapping(),
+            &current,
+        )
+        .expect("patch");
+        assert_eq!(patch["metadata"]["uid"], "u-1");
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        assert_eq!(patch["metadata"]["labels"][LABEL_ADOPTED], "true");
+        assert_eq!(patch["metadata"]["labels"][LABEL_EPOCH], "9");
+        assert_eq!(patch["spec"]["suspend"], false);
+        assert_eq!(patch["spec"]["parallelism"], 2);
+        assert!(patch["spec"].get("completions").is_none());
+        let pod = &patch["spec"]["template"];
+        assert_eq!(pod["metadata"]["labels"][LABEL_WORKLOAD_ID], "3");
+        assert_eq!(
+            pod["spec"]["nodeSelector"][PRODUCT_LABEL],
+            "NVIDIA-H100-80GB-HBM3"
+        );
+        let full = adoption_patch(
+            3,
+            9,
+            "east",
+            &imported(4),
+            &assignment(4),
+            &mapping(),
+            &current,
+        )
+        .expect("patch");
+        assert!(full["spec"].get("parallelism").is_none());
     }
 
     #[test]

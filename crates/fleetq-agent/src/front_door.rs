@@ -1,0 +1,663 @@
+//! The front door for kubectl users (`watch_queued_jobs`): `batch/v1`
+//! Jobs created in this agent's cluster with Kueue's
+//! `kueue.x-k8s.io/queue-name` label and `spec.suspend: true` (as Kueue's
+//! webhook leaves them) become Workloads in the ledger, the way Kueue's
+//! job integration makes one:
+//!
+//! - each such Job is converted by the importer `fleetq apply -f` uses
+//!   ([`fleetq_model::kueue::import_manifests`]), named
+//!   `job-<name>-<uid prefix>` ([`workload_name`]) and submitted through
+//!   the client API with the Job's uid as the request id, so a restart or
+//!   a re-list submits it once; the Job is then annotated
+//!   `fleetq.dev/workload: <namespace>/<workload>`;
+//! - the submitted template carries `fleetq.dev/adopt-cluster` and
+//!   `fleetq.dev/adopt-uid` annotations ([`ADOPT_CLUSTER`], [`ADOPT_UID`]):
+//!   the Kubernetes executor of that cluster unsuspends the Job in place
+//!   instead of creating a second one (`executor::kubernetes`);
+//! - while the workload is pending, the Job's `fleetq.dev/pending-reason`
+//!   and `fleetq.dev/queue-position` annotations say why and where it
+//!   waits (polled, rewritten only when they change); admitted to another
+//!   cluster, `fleetq.dev/admitted-cluster` names it;
+//! - a Job deleted by its user (a watch event, or missing from a re-list)
+//!   has its workload cancelled; the executor reports the admission
+//!   stopped, which frees the quota, only once the Job's pods are gone.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use fleetq_model::config::Object;
+use fleetq_model::kueue::{import_manifests, QUEUE_NAME_LABEL};
+use fleetq_model::Workload;
+use fleetq_proto::transport::{endpoint, Timeouts};
+use fleetq_proto::v1 as pb;
+use fleetq_proto::v1::fleet_q_client::FleetQClient;
+use futures::StreamExt;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Api;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tonic::transport::Channel;
+
+/// On a Job: the Workload the front door submitted for it.
+pub const ANNOTATION_WORKLOAD: &str = "fleetq.dev/workload";
+/// On a Job whose workload is pending: its reason kind and message.
+pub const ANNOTATION_PENDING_REASON: &str = "fleetq.dev/pending-reason";
+/// On a Job whose workload is pending: its 1-based place in its
+/// ClusterQueue's admission order (absent when not computed).
+pub const ANNOTATION_QUEUE_POSITION: &str = "fleetq.dev/queue-position";
+/// On a Job whose workload was admitted to another cluster.
+pub const ANNOTATION_ADMITTED_CLUSTER: &str = "fleetq.dev/admitted-cluster";
+/// In a submitted workload's `run.jobTemplate` only: the cluster whose
+/// agent unsuspends the Job in place, and the Job's uid.
+pub const ADOPT_CLUSTER: &str = "fleetq.dev/adopt-cluster";
+pub const ADOPT_UID: &str = "fleetq.dev/adopt-uid";
+
+/// How often pending workloads' reasons are read and work is retried.
+const TICK: Duration = Duration::from_secs(1);
+
+/// The Workload's name for a Job: `job-<name>-<first 8 hex digits of the
+/// uid>`, a DNS label of at most 63 characters (as Kueue's
+/// `job-<name>-<hash>`), stable for the Job and distinct from a later Job
+/// of the same name.
+pub fn workload_name(job_name: &str, uid: &str) -> String {
+    let hash: String = uid
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(8)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    let room = 63 - "job-".len() - 1 - hash.len();
+    let base: String = job_name
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(room)
+        .collect();
+    let base = base.trim_matches('-');
+    format!("job-{base}-{hash}")
+}
+
+/// The Workload for a suspended, queue-labelled Job as the API server
+/// returned it: the Job as its user wrote it (server-set metadata, status
+/// and fleetq's own annotations left out, so the result is the same
+/// however often it is read), with the adoption annotations, through the
+/// importer, renamed by [`workload_name`].
+pub fn workload_from_job(job: &Value, cluster: &str) -> Result<Workload, String> {
+    let meta = &job["metadata"];
+    let (Some(name), Some(uid)) = (meta["name"].as_str(), meta["uid"].as_str()) else {
+        return Err("the Job has no name or uid".into());
+    };
+    let namespace = meta["namespace"].as_str().unwrap_or("default");
+    let mut annotations: serde_json::Map<String, Value> = meta["annotations"]
+        .as_object()
+        .map(|a| {
+            a.iter()
+                .filter(|(k, _)| !k.starts_with("fleetq.dev/"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    annotations.insert(ADOPT_CLUSTER.into(), json!(cluster));
+    annotations.insert(ADOPT_UID.into(), json!(uid));
+    let mut metadata = json!({"name": name, "namespace": namespace, "annotations": annotations});
+    if let Some(labels) = meta.get("labels").filter(|l| l.is_object()) {
+        metadata["labels"] = labels.clone();
+    }
+    let manifest = json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata,
+        "spec": job["spec"],
+    });
+    let documents = import_manifests(&manifest.to_string()).map_err(|errors| {
+        errors
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
+    match documents.into_iter().next().map(|d| d.object) {
+        Some(Object::Workload(mut w)) => {
+            w.name = workload_name(name, uid);
+            Ok(w)
+        }
+        _ => Err("the Job did not import as a Workload".into()),
+    }
+}
+
+/// Whether the agent of `cluster` should unsuspend this workload's Job in
+/// place: (namespace, Job name, uid) when its template says so.
+pub fn adopted_by(workload: &Workload, cluster: &str) -> Option<(String, String, String)> {
+    let template = workload.spec.run.job_template.as_ref()?;
+    let annotations = &template["metadata"]["annotations"];
+    if annotations[ADOPT_CLUSTER].as_str()? != cluster {
+        return None;
+    }
+    Some((
+        workload.namespace.clone(),
+        template["metadata"]["name"].as_str()?.to_string(),
+        annotations[ADOPT_UID].as_str()?.to_string(),
+    ))
+}
+
+/// The annotations that say what became of a Job's workload (`None`
+/// removes one), from its status.
+pub fn status_annotations(
+    status: &pb::WorkloadStatus,
+    cluster: &str,
+) -> BTreeMap<&'static str, Option<String>> {
+    let mut out = BTreeMap::new();
+    let pending = status.state == "Pending";
+    let reason = pending.then(|| {
+        if status.reason_kind.is_empty() {
+            status.reason.clone()
+        } else if status.reason.is_empty() {
+            status.reason_kind.clone()
+        } else {
+            format!("{}: {}", status.reason_kind, status.reason)
+        }
+    });
+    out.insert(ANNOTATION_PENDING_REASON, reason.filter(|r| !r.is_empty()));
+    out.insert(
+        ANNOTATION_QUEUE_POSITION,
+        (pending && status.position > 0).then(|| status.position.to_string()),
+    );
+    let elsewhere = !pending && !status.cluster.is_empty() && status.cluster != cluster;
+    out.insert(
+        ANNOTATION_ADMITTED_CLUSTER,
+        elsewhere.then(|| status.cluster.clone()),
+    );
+    out
+}
+
+/// One queue-labelled Job the front door looks after.
+#[derive(Debug)]
+struct Tracked {
+    namespace: String,
+    job: String,
+    workload: Workload,
+    /// The ledger has it (this process submitted it, or the Job carried
+    /// the annotation naming it).
+    submitted: bool,
+    /// Annotated with its workload's name.
+    marked: bool,
+    /// Why the API refused it (not retried; shown on the Job).
+    refused: Option<String>,
+    /// The Job is gone: cancel its workload.
+    deleted: bool,
+    /// The status annotations last written.
+    shown: BTreeMap<&'static str, Option<String>>,
+    /// The workload ended: nothing more to show.
+    done: bool,
+}
+
+/// The front door of one cluster.
+pub struct FrontDoor {
+    kube: kube::Client,
+    cluster: String,
+    servers: Vec<String>,
+    tls: Option<fleetq_proto::tls::Tls>,
+    source: Option<std::net::IpAddr>,
+    api: Option<FleetQClient<Channel>>,
+    next_server: usize,
+    jobs: HashMap<String, Tracked>,
+}
+
+impl FrontDoor {
+    pub fn new(
+        kube: kube::Client,
+        cluster: &str,
+        servers: Vec<String>,
+        tls: Option<fleetq_proto::tls::Tls>,
+        source: Option<std::net::IpAddr>,
+    ) -> FrontDoor {
+        FrontDoor {
+            kube,
+            cluster: cluster.to_string(),
+            servers,
+            tls,
+            source,
+            api: None,
+            next_server: 0,
+            jobs: HashMap::new(),
+        }
+    }
+
+    /// Watches the cluster's queue-labelled Jobs until `shutdown`.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let all: Api<Job> = Api::all(self.kube.clone());
+        let mut stream = watcher(all, watcher::Config::default().labels(QUEUE_NAME_LABEL))
+            .default_backoff()
+            .boxed();
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut listed: HashSet<String> = HashSet::new();
+        loop {
+            tokio::select! {
+                event = stream.next() => match event {
+                    Some(Ok(watcher::Event::Apply(job))) => self.on_job(&job),
+                    Some(Ok(watcher::Event::InitApply(job))) => {
+                        listed.extend(job.metadata.uid.clone());
+                        self.on_job(&job);
+                    }
+                    Some(Ok(watcher::Event::Delete(job))) => {
+                        // Cancel at once: the executor waits for it.
+                        self.on_deleted(&job);
+                        if let Some(uid) = job.metadata.uid.as_deref() {
+                            let _ = self.work_on(uid).await;
+                        }
+                    }
+                    Some(Ok(watcher::Event::Init)) => listed.clear(),
+                    Some(Ok(watcher::Event::InitDone)) => {
+                        // Gone while the watch was away.
+                        for (uid, t) in self.jobs.iter_mut() {
+                            if !listed.contains(uid) {
+                                t.deleted = true;
+                            }
+                        }
+                    }
+                    Some(Err(e)) => tracing::warn!(error = %e, "queued-Job watch interrupted; retrying"),
+                    None => return,
+                },
+                _ = tick.tick() => self.work().await,
+                _ = shutdown.changed() => return,
+            }
+        }
+    }
+
+    fn on_job(&mut self, job: &Job) {
+        let Some(uid) = job.metadata.uid.clone() else {
+            return;
+        };
+        if job.metadata.deletion_timestamp.is_some() {
+            if let Some(t) = self.jobs.get_mut(&uid) {
+                t.deleted = true;
+            }
+            return;
+        }
+        if self.jobs.contains_key(&uid) {
+            return;
+        }
+        let value = match serde_json::to_value(job) {
+            Ok(v) => v,
+            Err(e) => return tracing::warn!(error = %e, "cannot read a queued Job"),
+        };
+        let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
+        let annotation = job
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_WORKLOAD))
+            .cloned();
+        let namespace = job.metadata.namespace.clone().unwrap_or_default();
+        let name = job.metadata.name.clone().unwrap_or_default();
+        let expected = format!("{namespace}/{}", workload_name(&name, &uid));
+        let ours = annotation.as_deref() == Some(expected.as_str());
+        // A Job that runs without having been queued here is not ours.
+        if !suspended && !ours {
+            return;
+        }
+        let (workload, refused) = match workload_from_job(&value, &self.cluster) {
+            Ok(w) => (w, None),
+            Err(e) => {
+                tracing::warn!(job = %format!("{namespace}/{name}"), error = %e, "cannot convert a queued Job");
+                let placeholder = Workload {
+                    namespace: namespace.clone(),
+                    name: workload_name(&name, &uid),
+                    labels: BTreeMap::new(),
+                    spec: Default::default(),
+                };
+                (placeholder, Some(e))
+            }
+        };
+        tracing::info!(job = %format!("{namespace}/{name}"), workload = %workload.name, "queued Job found");
+        self.jobs.insert(
+            uid,
+            Tracked {
+                namespace,
+                job: name,
+                workload,
+                submitted: ours,
+                marked: ours,
+                refused,
+                deleted: false,
+                shown: BTreeMap::new(),
+                done: false,
+            },
+        );
+    }
+
+    fn on_deleted(&mut self, job: &Job) {
+        if let Some(t) = job.metadata.uid.as_ref().and_then(|u| self.jobs.get_mut(u)) {
+            t.deleted = true;
+        }
+    }
+
+    /// A client of the API, connecting to the next server if there is none.
+    async fn api(&mut self) -> Option<FleetQClient<Channel>> {
+        if let Some(api) = &self.api {
+            return Some(api.clone());
+        }
+        if self.servers.is_empty() {
+            return None;
+        }
+        let addr = self.servers[self.next_server % self.servers.len()].clone();
+        self.next_server += 1;
+        let timeouts = Timeouts::default();
+        let channel = match &self.tls {
+            Some(tls) => fleetq_proto::tls::tls_channel(&addr, &timeouts, tls, self.source),
+            None => match endpoint(&addr, &timeouts) {
+                Ok(e) => e
+                    .local_address(self.source)
+                    .connect()
+                    .await
+                    .map_err(|e| format!("cannot reach {addr}: {e}")),
+                Err(e) => Err(e),
+            },
+        };
+        match channel {
+            Ok(c) => {
+                let api = FleetQClient::new(c);
+                self.api = Some(api.clone());
+                Some(api)
+            }
+            Err(e) => {
+                tracing::warn!(server = %addr, error = %e, "front door: cannot reach the API");
+                None
+            }
+        }
+    }
+
+    /// A failed call: an unavailable server is dropped (the next call
+    /// tries the next one); a refusal for who we are is logged loudly.
+    fn failed(&mut self, what: &str, status: &tonic::Status) {
+        if status.code() == tonic::Code::PermissionDenied
+            || status.code() == tonic::Code::Unauthenticated
+        {
+            tracing::error!(
+                error = %status.message(),
+                "front door: the servers refuse this agent's {what}; agents need the right to \
+                 submit and cancel workloads (see docs/deploy.md)"
+            );
+        } else {
+            tracing::warn!(error = %status.message(), "front door: {what} failed");
+        }
+        self.api = None;
+    }
+
+    /// One round: cancel for deleted Jobs, submit new ones, mark them,
+    /// show pending reasons.
+    async fn work(&mut self) {
+        let uids: Vec<String> = self.jobs.keys().cloned().collect();
+        for uid in uids {
+            if let Err(()) = self.work_on(&uid).await {
+                // The API is unreachable: try again next round.
+                return;
+            }
+        }
+    }
+
+    async fn work_on(&mut self, uid: &str) -> Result<(), ()> {
+        let Some(t) = self.jobs.get(uid) else {
+            return Ok(());
+        };
+        let (namespace, job, name) = (t.namespace.clone(), t.job.clone(), t.workload.name.clone());
+        if t.deleted {
+            if t.submitted && !t.done {
+                let mut api = self.api().await.ok_or(())?;
+                let request = pb::CancelRequest {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                };
+                match api.cancel(request).await {
+                    Ok(r) => {
+                        tracing::info!(workload = %format!("{namespace}/{name}"), state = %r.get_ref().state, "queued Job deleted; workload cancelled")
+                    }
+                    Err(s) if s.code() == tonic::Code::NotFound => {}
+                    Err(s) if s.code() == tonic::Code::FailedPrecondition => {}
+                    Err(s) => {
+                        self.failed("cancel", &s);
+                        return Err(());
+                    }
+                }
+            }
+            self.jobs.remove(uid);
+            return Ok(());
+        }
+        if let Some(why) = t.refused.clone() {
+            if !t.marked {
+                let mut shown = BTreeMap::new();
+                shown.insert(ANNOTATION_PENDING_REASON, Some(format!("Refused: {why}")));
+                if self.annotate(&namespace, &job, uid, &shown).await {
+                    if let Some(t) = self.jobs.get_mut(uid) {
+                        t.marked = true;
+                    }
+                }
+            }
+            return Ok(());
+        }
+        if !t.submitted {
+            let body = match serde_json::to_string(&t.workload) {
+                Ok(b) => b,
+                Err(_) => return Ok(()),
+            };
+            let mut api = self.api().await.ok_or(())?;
+            let request = pb::SubmitRequest {
+                request_id: uid.to_string(),
+                workload_json: body,
+                workloads_json: Vec::new(),
+            };
+            match api.submit(request).await {
+                Ok(r) => {
+                    let errors: Vec<String> = r
+                        .get_ref()
+                        .results
+                        .iter()
+                        .flat_map(|r| r.errors.iter())
+                        .map(|e| format!("{}: {}", e.path, e.message))
+                        .collect();
+                    if let Some(t) = self.jobs.get_mut(uid) {
+                        if errors.is_empty() {
+                            tracing::info!(workload = %format!("{namespace}/{name}"), "queued Job submitted");
+                            t.submitted = true;
+                        } else {
+                            tracing::warn!(workload = %format!("{namespace}/{name}"), errors = %errors.join("; "), "queued Job refused");
+                            t.refused = Some(errors.join("; "));
+                            return Ok(());
+                        }
+                    }
+                }
+                Err(s) if s.code() == tonic::Code::InvalidArgument => {
+                    if let Some(t) = self.jobs.get_mut(uid) {
+                        t.refused = Some(s.message().to_string());
+                    }
+                    return Ok(());
+                }
+                Err(s) => {
+                    self.failed("submit", &s);
+                    return Err(());
+                }
+            }
+        }
+        let Some(t) = self.jobs.get(uid) else {
+            return Ok(());
+        };
+        if t.done {
+            return Ok(());
+        }
+        let mut wanted = BTreeMap::new();
+        if !t.marked {
+            wanted.insert(ANNOTATION_WORKLOAD, Some(format!("{namespace}/{name}")));
+        }
+        let mut api = self.api().await.ok_or(())?;
+        let request = pb::WorkloadRef {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            with_spec: false,
+        };
+        let status = match api.get_workload(request).await {
+            Ok(r) => r.into_inner(),
+            Err(s) if s.code() == tonic::Code::NotFound => {
+                // Submitted by an earlier run and since removed by retention.
+                if let Some(t) = self.jobs.get_mut(uid) {
+                    t.done = true;
+                }
+                return Ok(());
+            }
+            Err(s) => {
+                self.failed("read of a workload", &s);
+                return Err(());
+            }
+        };
+        let shown_now = status_annotations(&status, &self.cluster);
+        let shown_before = self.jobs.get(uid).map(|t| t.shown.clone());
+        for (k, v) in &shown_now {
+            let before = shown_before.as_ref().and_then(|s| s.get(k)).cloned();
+            // Never written and nothing to write: leave the Job alone.
+            if before.as_ref() != Some(v) && !(before.is_none() && v.is_none()) {
+                wanted.insert(k, v.clone());
+            }
+        }
+        let done = matches!(status.state.as_str(), "Succeeded" | "Failed" | "Cancelled");
+        if (wanted.is_empty() || self.annotate(&namespace, &job, uid, &wanted).await)
+            && self.jobs.contains_key(uid)
+        {
+            if let Some(t) = self.jobs.get_mut(uid) {
+                t.marked = true;
+                t.shown = shown_now;
+                t.done = done;
+            }
+        }
+        Ok(())
+    }
+
+    /// Merge-patches the Job's annotations (`None` removes one), only if
+    /// it is still the Job of `uid`.
+    async fn annotate(
+        &self,
+        namespace: &str,
+        job: &str,
+        uid: &str,
+        annotations: &BTreeMap<&'static str, Option<String>>,
+    ) -> bool {
+        let api: Api<Job> = Api::namespaced(self.kube.clone(), namespace);
+        let patch = json!({"metadata": {"uid": uid, "annotations": annotations}});
+        match api
+            .patch(job, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(job = %format!("{namespace}/{job}"), error = %e, "cannot annotate a queued Job");
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> Value {
+        json!({
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "Train_LLaMA",
+                "namespace": "ml",
+                "uid": "1f0c2a9e-77aa-4b1e-9d0e-0123456789ab",
+                "resourceVersion": "42",
+                "generation": 1,
+                "creationTimestamp": "2025-01-01T00:00:00Z",
+                "managedFields": [{"manager": "kubectl"}],
+                "labels": {"kueue.x-k8s.io/queue-name": "team-a"},
+                "annotations": {"fleetq.dev/pending-reason": "old", "team": "ml"}
+            },
+            "spec": {
+                "suspend": true,
+                "parallelism": 2,
+                "template": {"spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "i", "resources": {
+                        "requests": {"nvidia.com/gpu": "2"},
+                        "limits": {"nvidia.com/gpu": "2"}}}]
+                }}
+            },
+            "status": {"active": 0}
+        })
+    }
+
+    #[test]
+    fn names_are_stable_dns_labels_from_the_uid() {
+        let uid = "1f0c2a9e-77aa-4b1e-9d0e-0123456789ab";
+        assert_eq!(
+            workload_name("Train_LLaMA", uid),
+            "job-train-llama-1f0c2a9e"
+        );
+        let long = workload_name(&"x".repeat(100), uid);
+        assert!(long.len() <= 63 && long.ends_with("-1f0c2a9e"), "{long}");
+    }
+
+    #[test]
+    fn a_job_imports_as_kueue_would_with_the_adoption_marks() {
+        let w = workload_from_job(&job(), "east").expect("imports");
+        assert_eq!(w.namespace, "ml");
+        assert_eq!(w.name, "job-train-llama-1f0c2a9e");
+        assert_eq!(w.spec.queue_name, "team-a");
+        assert_eq!(w.spec.pod_sets[0].count, 2);
+        assert_eq!(
+            adopted_by(&w, "east"),
+            Some((
+                "ml".into(),
+                "Train_LLaMA".into(),
+                "1f0c2a9e-77aa-4b1e-9d0e-0123456789ab".into()
+            ))
+        );
+        assert_eq!(adopted_by(&w, "west"), None);
+        // What the server or fleetq set does not change what is submitted.
+        let mut again = job();
+        again["metadata"]["resourceVersion"] = json!("99");
+        again["metadata"]["annotations"][ANNOTATION_WORKLOAD] = json!("ml/x");
+        let template = w.spec.run.job_template.clone().expect("template");
+        assert_eq!(
+            workload_from_job(&again, "east")
+                .expect("imports")
+                .spec
+                .run
+                .job_template,
+            Some(template.clone())
+        );
+        assert!(template["metadata"].get("managedFields").is_none());
+        assert_eq!(template["metadata"]["annotations"]["team"], "ml");
+        assert!(template.get("status").is_none());
+    }
+
+    #[test]
+    fn pending_status_becomes_annotations() {
+        let status = pb::WorkloadStatus {
+            state: "Pending".into(),
+            reason_kind: "ExceedsMaxQuota".into(),
+            reason: "needs 16 nvidia.com/gpu".into(),
+            position: 2,
+            ..Default::default()
+        };
+        let a = status_annotations(&status, "east");
+        assert_eq!(
+            a[ANNOTATION_PENDING_REASON].as_deref(),
+            Some("ExceedsMaxQuota: needs 16 nvidia.com/gpu")
+        );
+        assert_eq!(a[ANNOTATION_QUEUE_POSITION].as_deref(), Some("2"));
+        assert_eq!(a[ANNOTATION_ADMITTED_CLUSTER], None);
+        let admitted = pb::WorkloadStatus {
+            state: "Admitted".into(),
+            cluster: "west".into(),
+            ..Default::default()
+        };
+        let a = status_annotations(&admitted, "east");
+        assert_eq!(a[ANNOTATION_PENDING_REASON], None);
+        assert_eq!(a[ANNOTATION_ADMITTED_CLUSTER].as_deref(), Some("west"));
+    }
+}
