@@ -87,13 +87,13 @@ pub(crate) fn try_preempt(
 ) -> Result<PendingReason, String> {
     cycle.decisions.stats.preemption_searches += 1;
     let all = candidates(cycle, node, cq, w, plan, false);
-    let tries = attempts(cycle, node, plan, &all);
+    let tries = attempts(cycle, node, cq, plan, &all);
     let mut best = search(cycle, node, cq, plan, eligible, &all, &tries).map(|(c, v)| (c, v, all));
     if best.is_none() {
         // minRuntimeBeforePreemption protects young workloads unless nothing
         // else frees enough and they rank below the preemptor.
         let with_protected = candidates(cycle, node, cq, w, plan, true);
-        let tries = attempts(cycle, node, plan, &with_protected);
+        let tries = attempts(cycle, node, cq, plan, &with_protected);
         best = search(cycle, node, cq, plan, eligible, &with_protected, &tries)
             .map(|(c, v)| (c, v, with_protected));
     }
@@ -523,15 +523,43 @@ fn still_valid(
     true
 }
 
-/// Kueue's order of attempts: whether the preemptor may borrow once its
-/// victims are gone (`true`) or must end within its nominal quota, which
-/// lets it take workloads it may only reclaim.
-fn attempts(cycle: &Cycle<'_>, node: NodeId, plan: &Plan, _all: &[Candidate<'_>]) -> Vec<bool> {
+/// Kueue's attempts, in order (`classicalPreemptions`): whether the
+/// preemptor may borrow once its victims are gone (`true`), or must end
+/// within its queue's nominal quota (`false`), which lets it also take the
+/// workloads of other queues it may only reclaim. Candidates are removed
+/// in the same order in both: other queues first, then its own, so a
+/// queue that is over its quota only because of its own lower workloads
+/// can still reclaim what it lent. Fair sharing tries once, borrowing.
+fn attempts(
+    cycle: &Cycle<'_>,
+    node: NodeId,
+    cq: &ClusterQueue,
+    plan: &Plan,
+    all: &[Candidate<'_>],
+) -> Vec<bool> {
+    if cycle.cfg.fair_sharing {
+        return vec![true];
+    }
     let tree = &cycle.snap.tree;
-    let borrows_after = requests(plan).iter().any(|&(fr, q)| {
-        cycle.projected.get(node, fr).saturating_add(q) > tree.nodes[node].subtree_quota[fr]
-    });
-    vec![borrows_after]
+    let from_other_queues = all.iter().any(|c| c.node != node);
+    let hierarchical = all
+        .iter()
+        .any(|c| c.variant == Some(CohortVariant::HierarchicalReclaim));
+    let borrowing_forbidden = cq.spec.preemption.borrow_within_cohort.policy
+        == fleetq_model::cluster_queue::BorrowWithinCohortPolicy::Never;
+    // Kueue's queueUnderNominalInResourcesNeedingPreemption: strictly below
+    // nominal before the request, or there is no ending within it.
+    let under_nominal = plan
+        .cells
+        .iter()
+        .all(|&(fr, _)| cycle.projected.get(node, fr) < tree.nodes[node].subtree_quota[fr]);
+    if !from_other_queues || (borrowing_forbidden && !under_nominal) {
+        vec![true]
+    } else if borrowing_forbidden && !hierarchical {
+        vec![false, true]
+    } else {
+        vec![true, false]
+    }
 }
 
 /// Whether the ClusterQueue's policy permits any preemption at all.
