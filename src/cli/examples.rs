@@ -98,7 +98,8 @@ const EXAMPLES: &[(&str, &str)] = &[
         "\
   # Place nothing new on dev-east (before maintenance); what runs there finishes
   fleetq drain dev-east
-  fleetq get clusters          # dev-east: Draining",
+  # dev-east now shows Draining
+  fleetq get clusters",
     ),
     (
         "uncordon",
