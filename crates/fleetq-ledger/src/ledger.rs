@@ -468,7 +468,6 @@ impl Ledger {
         let created_at = record.created_at;
         let not_before = record.not_before;
         let nominated = record.nominated;
-        let nominated_on = record.nominated_on.clone();
         let borrow_preemptions = borrow_preemptions_of(record);
         let reclaimed = reclaimed_of(record);
         let workload = Arc::clone(&record.workload);
@@ -486,9 +485,6 @@ impl Ledger {
                     borrow_preemptions,
                     reclaimed,
                 });
-                if queued.is_ok() && nominated {
-                    self.snapshot.set_nominated_on(id, nominated_on);
-                }
                 if let (Err(e), Some(record)) = (queued, self.record_mut(id)) {
                     record.reason = Some(Box::new(PendingReason::new(
                         ReasonKind::Misconfigured,
@@ -714,7 +710,6 @@ impl Ledger {
             requeue_count: 0,
             not_before: None,
             nominated: false,
-            nominated_on: None,
         };
         record.push_event(at, WorkloadState::Pending, "submitted");
         self.state.by_name.insert(key, id);
@@ -854,7 +849,6 @@ impl Ledger {
                     record.reason = Some(Box::new(reason.clone()));
                     if denominate && record.nominated {
                         record.nominated = false;
-                        record.nominated_on = None;
                         cleared = true;
                     }
                 }
@@ -925,7 +919,6 @@ impl Ledger {
             record.reason = None;
             record.not_before = None;
             record.nominated = false;
-            record.nominated_on = None;
             record.push_event(
                 at,
                 WorkloadState::Admitted,
@@ -999,14 +992,10 @@ impl Ledger {
             self.counters.preemptions_repeated += 1;
         }
         self.counters.preempted_by(&p_cq, &format!("{reason:?}"));
-        // What the victim frees is meant for its preemptor: nominate it,
-        // on the victim's cluster.
-        let on = reservation.assignment.cluster.clone();
+        // What the victim frees is meant for its preemptor: nominate it.
         self.snapshot.set_nominated(preemptor, true);
-        self.snapshot.set_nominated_on(preemptor, Some(on.clone()));
         if let Some(record) = self.record_mut(preemptor) {
             record.nominated = true;
-            record.nominated_on = Some(on);
         }
         if let Some(record) = self.record_mut(victim) {
             let message = format!("preempted ({reason:?}) to admit workload {preemptor}");

@@ -586,31 +586,12 @@ impl<'a> Cycle<'a> {
             Ok(d) => d,
             Err(reason) => return Outcome::Wait(reason),
         };
-        // A nominated preemptor goes only to the cluster its victims were
-        // on, while that cluster can take work: room another preemptor's
-        // victims freed elsewhere is that one's (soak seed 121199: an
-        // older nominated preemptor took it, the other preempted its
-        // victims again, three rounds). Its outcome depends on that, so
-        // it neither reads nor feeds the memo.
-        let nominated_on = self.snap.nominated_on.get(&w.id);
         let memo_key = (node, w.priority, demands.clone());
-        if nominated_on.is_none() {
-            if let Some(reason) = self.memo.get(&memo_key) {
-                self.decisions.stats.memo_hits += 1;
-                return Outcome::Wait(reason.clone());
-            }
+        if let Some(reason) = self.memo.get(&memo_key) {
+            self.decisions.stats.memo_hits += 1;
+            return Outcome::Wait(reason.clone());
         }
-        let mut eligible = self.eligible_clusters(node, cq);
-        if let Some(cluster) = nominated_on {
-            let only: Vec<usize> = eligible
-                .iter()
-                .copied()
-                .filter(|&i| self.snap.clusters.clusters[i].name() == cluster)
-                .collect();
-            if !only.is_empty() {
-                eligible = only;
-            }
-        }
+        let eligible = self.eligible_clusters(node, cq);
         let plan = self.context(node, cq, &eligible).assign(&demands);
         if plan.mode <= Mode::Borrow {
             if let Some(c) = self.choose_cluster(cq, &eligible, &plan.cells) {
@@ -647,9 +628,7 @@ impl<'a> Cycle<'a> {
         if reason.kind == ReasonKind::WaitingForQuota && !preempt::policy_allows_any(cq) {
             self.note_exhausted(node, cq, &demands, &reason);
         }
-        if nominated_on.is_none() {
-            self.memo.insert(memo_key, reason.clone());
-        }
+        self.memo.insert(memo_key, reason.clone());
         Outcome::Wait(reason)
     }
 
