@@ -109,6 +109,8 @@ pub struct AssignContext<'a> {
     pub eligible: &'a [usize],
     pub node: NodeId,
     pub cq: &'a ClusterQueue,
+    /// Fair sharing is on (Kueue's `canPreemptWhileBorrowing` reads it).
+    pub fair_sharing: bool,
 }
 
 impl AssignContext<'_> {
@@ -116,6 +118,33 @@ impl AssignContext<'_> {
         let p = &self.cq.spec.preemption;
         p.within_cluster_queue != WithinClusterQueue::Never
             || p.reclaim_within_cohort != ReclaimWithinCohort::Never
+    }
+
+    /// Kueue's condition for simulating preemption in `fitsResourceQuota`:
+    /// the workload's `total` of `fr` fits the queue's nominal quota, or a
+    /// cohort below the root has room for it (a hierarchical advantage), or
+    /// the policy lets it preempt while borrowing. Otherwise the flavor is
+    /// `NoFit` for this resource: the workload waits for quota.
+    fn may_try_preemption(&self, fr: FrId, total: u64) -> bool {
+        total <= self.tree.nominal(self.node, fr)
+            || crate::preempt::may_reclaim_in_hierarchy(self.tree, self.usage, self.node, fr, total)
+            || crate::policy::may_preempt_while_borrowing(
+                &self.cq.spec.preemption,
+                self.fair_sharing,
+            )
+    }
+
+    /// The reason of a flavor [`Self::may_try_preemption`] refuses.
+    fn no_preemption(&self, mut reason: PendingReason, fr: FrId) -> PendingReason {
+        if crate::policy::allows_any(&self.cq.spec.preemption) {
+            reason.message = format!(
+                "{}; it may not preempt for it: the request is above the nominal quota of ClusterQueue {:?} ({}), no cohort below the root has room for it, and borrowWithinCohort is not set",
+                reason.message,
+                self.cq.name,
+                Quantity::from_milli(self.tree.nominal(self.node, fr)),
+            );
+        }
+        reason
     }
 
     /// Judges one flavor for one pod set's group, on top of what the
@@ -157,6 +186,12 @@ impl AssignContext<'_> {
             let total = q.saturating_add(earlier);
             match quota_verdict(self.tree, self.usage, self.node, &self.cq.name, fr, total) {
                 (m, None) => mode = mode.max(m),
+                (Mode::Preempt, Some(r)) if !self.may_try_preemption(fr, total) => worsen(
+                    Mode::NoFit,
+                    self.no_preemption(r, fr),
+                    &mut mode,
+                    &mut reason,
+                ),
                 (m, Some(r)) => worsen(m, r, &mut mode, &mut reason),
             }
         }

@@ -725,6 +725,7 @@ impl<'a> Cycle<'a> {
             eligible,
             node,
             cq,
+            fair_sharing: self.cfg.fair_sharing,
         }
     }
 

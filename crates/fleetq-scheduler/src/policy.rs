@@ -197,6 +197,16 @@ pub fn allows(
     }
 }
 
+/// Kueue's `canPreemptWhileBorrowing`: whether the preemptor may look for
+/// victims when its request exceeds its queue's nominal quota (and no
+/// cohort below the root has room for it): with `borrowWithinCohort`, or
+/// under fair sharing with `reclaimWithinCohort`. Otherwise such a request
+/// waits for quota without preempting (flavor assignment, `assign.rs`).
+pub fn may_preempt_while_borrowing(policy: &PreemptionPolicy, fair_sharing: bool) -> bool {
+    policy.borrow_within_cohort.policy != BorrowWithinCohortPolicy::Never
+        || (fair_sharing && policy.reclaim_within_cohort != ReclaimWithinCohort::Never)
+}
+
 /// Whether the policy permits any preemption at all.
 pub fn allows_any(policy: &PreemptionPolicy) -> bool {
     policy.within_cluster_queue != WithinClusterQueue::Never

@@ -308,6 +308,35 @@ fn fits_in_quota(
     (fits, remaining)
 }
 
+/// The second half of Kueue's `FindHeightOfLowestSubtreeThatFits`: whether
+/// `q` of `fr`, beyond what `node` has of its own, fits in the quota of a
+/// cohort above it that is not the root; then the preemptor may reclaim
+/// there (a hierarchical advantage) even if it exceeds its nominal quota.
+pub(crate) fn may_reclaim_in_hierarchy(
+    tree: &QuotaTree,
+    usage: &Usage,
+    node: NodeId,
+    fr: FrId,
+    q: u64,
+) -> bool {
+    let n = &tree.nodes[node];
+    if usage.get(node, fr).saturating_add(q) <= n.subtree_quota[fr] {
+        return n.parent.is_some();
+    }
+    let mut remaining = q.saturating_sub(n.guaranteed[fr].saturating_sub(usage.get(node, fr)));
+    let mut level = n.parent;
+    while let Some(cohort) = level {
+        let c = &tree.nodes[cohort];
+        let used = usage.get(cohort, fr);
+        if used.saturating_add(remaining) <= c.subtree_quota[fr] {
+            return c.parent.is_some();
+        }
+        remaining = remaining.saturating_sub(c.guaranteed[fr].saturating_sub(used));
+        level = c.parent;
+    }
+    false
+}
+
 fn candidates<'s>(
     cycle: &Cycle<'s>,
     node: NodeId,
