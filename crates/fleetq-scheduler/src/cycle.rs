@@ -7,7 +7,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 
-use fleetq_model::cluster_queue::{QueueingStrategy, StopPolicy};
+use fleetq_model::cluster_queue::{QueueingStrategy, ReclaimWithinCohort, StopPolicy};
 use fleetq_model::resources::GPU;
 use fleetq_model::{ClusterQueue, Quantity, Timestamp};
 
@@ -17,7 +17,7 @@ use crate::clusters::ClusterUsage;
 use crate::decision::{Admission, Decisions, PendingReason, ReasonKind};
 use crate::fair;
 use crate::preempt;
-use crate::quota::{NodeId, NodeKind, Usage};
+use crate::quota::{FrId, NodeId, NodeKind, QuotaTree, Usage};
 use crate::snapshot::{PendingWorkload, QueueKey, Snapshot};
 use crate::{SchedulerConfig, WorkloadId};
 
@@ -88,6 +88,48 @@ pub(crate) struct Cycle<'a> {
     tried_nominated: HashSet<WorkloadId>,
     /// Whether a queue's namespaceSelector selects a namespace.
     namespaces: HashMap<(NodeId, String), bool>,
+    /// Quota held for the rest of the cycle, per ClusterQueue, by workloads
+    /// that need preemption and found no victims (see `hold`).
+    holds: HashMap<NodeId, Holds>,
+}
+
+/// Kueue's `reserveCapacityForUnreclaimablePreempt` for one ClusterQueue:
+/// what each of its workloads that holds quota requests, and what is
+/// charged in the cycle's `usage` for them now.
+#[derive(Default)]
+struct Holds {
+    requests: Vec<Vec<(FrId, u64)>>,
+    charged: Vec<(FrId, u64)>,
+}
+
+/// Kueue's `quotaResourcesToReserve` for a workload that needs preemption:
+/// if it would borrow, its whole request (up to nominal + borrowingLimit);
+/// otherwise what is left of its queue's nominal quota, up to its request.
+fn held_quota(
+    tree: &QuotaTree,
+    usage: &Usage,
+    node: NodeId,
+    requests: &[(FrId, u64)],
+) -> Vec<(FrId, u64)> {
+    let borrowing = requests
+        .iter()
+        .any(|&(fr, q)| usage.get(node, fr).saturating_add(q) > tree.nominal(node, fr));
+    requests
+        .iter()
+        .map(|&(fr, q)| {
+            let (used, nominal) = (usage.get(node, fr), tree.nominal(node, fr));
+            let limit = tree.nodes[node].limits[fr]
+                .as_ref()
+                .and_then(|l| l.borrowing_limit);
+            let held = match (borrowing, limit) {
+                (true, None) => q,
+                (true, Some(limit)) => q.min(nominal.saturating_add(limit).saturating_sub(used)),
+                (false, _) => q.min(nominal.saturating_sub(used)),
+            };
+            (fr, held)
+        })
+        .filter(|&(_, held)| held > 0)
+        .collect()
 }
 
 enum Outcome {
@@ -126,6 +168,7 @@ impl<'a> Cycle<'a> {
             exhausted: HashMap::new(),
             tried_nominated: HashSet::new(),
             namespaces: HashMap::new(),
+            holds: HashMap::new(),
         }
     }
 
@@ -301,11 +344,74 @@ impl<'a> Cycle<'a> {
     }
 
     /// Whether `node` has no quota left in any cell it holds quota for.
-    fn quota_exhausted(&self, node: NodeId) -> bool {
+    fn quota_exhausted(&mut self, node: NodeId) -> bool {
+        self.lift_holds(node);
         let tree = &self.snap.tree;
-        (0..tree.cells.len())
+        let exhausted = (0..tree.cells.len())
             .filter(|&fr| tree.nodes[node].limits[fr].is_some())
-            .all(|fr| tree.available(&self.usage, node, fr) == 0)
+            .all(|fr| tree.available(&self.usage, node, fr) == 0);
+        self.lay_holds(node);
+        exhausted
+    }
+
+    /// Kueue's `reserveCapacityForUnreclaimablePreempt`: `w` needs
+    /// preemption and found no victims, so it holds the quota it would take
+    /// for the rest of the cycle (`held_quota`). A borrower coming after it
+    /// cannot take what its queue's nominal quota is waiting for, unless
+    /// the queue can always reclaim (`reclaimWithinCohort: Any`). Only
+    /// where quota, not devices, is short.
+    fn hold(&mut self, node: NodeId, cq: &ClusterQueue, plan: &assign::Plan) {
+        if plan.mode != Mode::Preempt
+            || cq.spec.preemption.reclaim_within_cohort == ReclaimWithinCohort::Any
+        {
+            return;
+        }
+        let mut requests: Vec<(FrId, u64)> = Vec::new();
+        for &(fr, q) in &plan.cells {
+            match requests.iter_mut().find(|r| r.0 == fr) {
+                Some(r) => r.1 = r.1.saturating_add(q),
+                None => requests.push((fr, q)),
+            }
+        }
+        let tree = &self.snap.tree;
+        if requests
+            .iter()
+            .all(|&(fr, q)| q <= tree.available(&self.usage, node, fr))
+        {
+            return;
+        }
+        self.holds.entry(node).or_default().requests.push(requests);
+    }
+
+    /// Takes `node`'s holds out of `usage` while its own workloads are
+    /// looked at. In Kueue a hold lasts for the rest of the cycle, in which
+    /// its queue has no other head, and in the next cycles the queue moves
+    /// past the workload (BestEffortFIFO); here the queue's later workloads
+    /// come in the same cycle, so the hold binds the other queues only.
+    fn lift_holds(&mut self, node: NodeId) {
+        let tree = &self.snap.tree;
+        if let Some(holds) = self.holds.get_mut(&node) {
+            for (fr, q) in holds.charged.drain(..) {
+                tree.release(&mut self.usage, node, fr, q);
+            }
+        }
+    }
+
+    /// Charges `node`'s holds again, recomputed on `usage` as it is now
+    /// (what its own workloads took since comes off them).
+    fn lay_holds(&mut self, node: NodeId) {
+        let tree = &self.snap.tree;
+        let Some(holds) = self.holds.get_mut(&node) else {
+            return;
+        };
+        let mut charged = Vec::new();
+        for requests in &holds.requests {
+            for (fr, q) in held_quota(tree, &self.usage, node, requests) {
+                tree.charge(&mut self.usage, node, fr, q);
+                charged.push((fr, q));
+            }
+        }
+        holds.charged = charged;
     }
 
     fn defer_remaining(&mut self) {
@@ -352,10 +458,18 @@ impl<'a> Cycle<'a> {
             .map_or(1000, |w| w.milli())
     }
 
+    /// Finds the next eligible workload of `node` and puts it in the heap,
+    /// judged without the quota its own workloads hold (`lift_holds`).
+    fn push_head(&mut self, node: NodeId) {
+        self.lift_holds(node);
+        self.push_head_unheld(node);
+        self.lay_holds(node);
+    }
+
     /// Finds the next eligible workload of `node` and puts it in the heap.
     /// Sub-queues asking for a resource the queue has run out of are
     /// skipped whole; if that leaves nothing, the queue's reason says why.
-    fn push_head(&mut self, node: NodeId) {
+    fn push_head_unheld(&mut self, node: NodeId) {
         let snap = self.snap;
         let queue = &snap.queues[node];
         let mut best: Option<(HeadKey, usize)> = None;
@@ -552,7 +666,21 @@ impl<'a> Cycle<'a> {
             .clone()
     }
 
+    /// Tries to admit `w`, judged without the quota its own queue's
+    /// workloads hold (`lift_holds`); any hold `w` takes is laid after.
     fn attempt(&mut self, node: NodeId, cq: &'a ClusterQueue, w: &'a PendingWorkload) -> Outcome {
+        self.lift_holds(node);
+        let outcome = self.attempt_unheld(node, cq, w);
+        self.lay_holds(node);
+        outcome
+    }
+
+    fn attempt_unheld(
+        &mut self,
+        node: NodeId,
+        cq: &'a ClusterQueue,
+        w: &'a PendingWorkload,
+    ) -> Outcome {
         if !self.namespace_selected(node, cq, &w.workload.namespace) {
             // Kueue's reason, with who and what.
             return Outcome::Wait(PendingReason::new(
@@ -612,6 +740,7 @@ impl<'a> Cycle<'a> {
                 return outcome;
             }
         }
+        self.hold(node, cq, &plan);
         let mut reason = plan.reason.unwrap_or_else(|| {
             PendingReason::new(
                 ReasonKind::NoClusterCapacity,

@@ -660,3 +660,75 @@ fn hierarchical_cohorts_lend_through_the_tree() {
     assert_eq!(s.used("prod", "h100/nvidia.com/gpu"), units(8));
     assert_eq!(s.used("org", "h100/nvidia.com/gpu"), units(8 + 4));
 }
+
+/// a lends its 8 GPUs but may reclaim them only from lower priorities; b
+/// owns nothing and borrows.
+const LENDER_CANNOT_RECLAIM: &str = r#"
+- kind: ResourceFlavor
+  name: h100
+- kind: ClusterQueue
+  name: team-a
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 8}
+    preemption:
+      reclaimWithinCohort: LowerPriority
+- kind: ClusterQueue
+  name: team-b
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 0}
+- kind: LocalQueue
+  namespace: ns
+  name: a
+  spec: {clusterQueue: team-a}
+- kind: LocalQueue
+  namespace: ns
+  name: b
+  spec: {clusterQueue: team-b}
+- kind: WorkloadPriorityClass
+  name: high
+  value: 1000
+- kind: WorkloadPriorityClass
+  name: low
+  value: 10
+"#;
+
+#[test]
+fn a_lender_that_cannot_reclaim_holds_its_quota_from_borrowers() {
+    let mut s = Sim::new(LENDER_CANNOT_RECLAIM, ONE_CLUSTER_16);
+    s.submit("b0 q=b gpu=4 pc=high");
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["b0"]));
+    // a-big needs 6 of a's nominal 8, 4 are free, and b0 ranks above it:
+    // no victims. It holds what it waits for for the rest of the cycle
+    // (Kueue's reserveCapacityForUnreclaimablePreempt), so b1, which would
+    // borrow it, does not get it. a's own a-small, behind a-big, still
+    // takes what is free: the hold binds the other queues only.
+    s.submit("a-big q=a gpu=6 pc=low");
+    s.submit("a-small q=a gpu=2 pc=low");
+    s.submit("b1 q=b gpu=2 pc=high");
+    s.cycle();
+    assert!(s.last.preemptions.is_empty());
+    assert_eq!(s.admitted_now(), set(&["a-small"]));
+    assert_eq!(s.reason_kind("a-big"), ReasonKind::WaitingForQuota);
+    assert_eq!(s.reason_kind("b1"), ReasonKind::WaitingForQuota);
+    // Every cycle, until b0 ends and a-big gets its quota.
+    s.cycle();
+    assert!(s.last.admissions.is_empty());
+    s.finish("b0");
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["a-big"]));
+    assert_eq!(s.used("team-a", "h100/nvidia.com/gpu"), units(8));
+    assert_eq!(s.reason_kind("b1"), ReasonKind::WaitingForQuota);
+}
