@@ -195,15 +195,30 @@ impl AssignContext<'_> {
                 (m, Some(r)) => worsen(m, r, &mut mode, &mut reason),
             }
         }
+        let together: Vec<(FrId, u64)> = before.iter().chain(&cells).copied().collect();
         if mode <= Mode::Preempt {
-            let together: Vec<(FrId, u64)> = before.iter().chain(&cells).copied().collect();
             let (phys, why) = self.judge_devices(flavor, &together);
             if phys > mode {
                 mode = phys;
                 reason = why;
             }
+        } else if reason
+            .as_ref()
+            .is_some_and(|r| r.kind == ReasonKind::WaitingForQuota)
+            && !self.fits_some_cluster(&together)
+        {
+            // Quota may free up; a request larger than every eligible
+            // cluster never fits. The permanent reason is the one to show.
+            reason = self.judge_devices(flavor, &together).1;
         }
         (mode, cells, reason)
+    }
+
+    /// Whether some eligible cluster could hold `cells` once empty.
+    fn fits_some_cluster(&self, cells: &[(FrId, u64)]) -> bool {
+        self.eligible
+            .iter()
+            .any(|&c| self.clusters.fits_empty(c, cells))
     }
 
     /// Devices: `Fit` if an eligible cluster has the room now, `Preempt` if
@@ -217,11 +232,7 @@ impl AssignContext<'_> {
             return (Mode::Fit, None);
         }
         let what = describe(self.tree, cells);
-        if self
-            .eligible
-            .iter()
-            .any(|&c| self.clusters.fits_empty(c, cells))
-        {
+        if self.fits_some_cluster(cells) {
             return (
                 Mode::Preempt,
                 Some(PendingReason::new(

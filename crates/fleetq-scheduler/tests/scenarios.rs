@@ -549,6 +549,30 @@ fn more_than_nominal_plus_borrowing_limit_exceeds_max_quota() {
     assert_eq!(s.used("team-a", "h100/nvidia.com/gpu"), units(10));
 }
 
+/// A request larger than every cluster says so, even while quota is also
+/// short: quota frees up, a bigger cluster does not appear by waiting.
+#[test]
+fn a_request_no_cluster_can_hold_names_the_clusters_not_the_quota() {
+    let mut s = Sim::new(
+        TWO_TEAMS,
+        &["east: h100/nvidia.com/gpu=8", "west: h100/nvidia.com/gpu=8"],
+    );
+    s.submit("b1 q=b gpu=6");
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["b1"]));
+    // 12 is above team-a's nominal 8 and the cohort has 10 left, so quota
+    // alone says WaitingForQuota; but no cluster has 12 GPUs at all.
+    s.submit("a-big q=a gpu=12");
+    s.submit("a-fits q=a gpu=6");
+    s.cycle();
+    s.assert_waits(
+        "a-big",
+        ReasonKind::NoClusterCapacity,
+        &["no eligible cluster is large enough"],
+    );
+    assert!(s.admitted_now().contains("a-fits"));
+}
+
 /// org (8 GPUs of its own) has two child cohorts: research (r1, r2, 4
 /// each) and prod (4 of its own, kept private with lendingLimit 0, plus
 /// p1's 4).
