@@ -874,6 +874,10 @@ impl Harness {
                                 y >> 2,
                             ),
                             grace_period: None,
+                            // Named, unknown or absent: a claim on a
+                            // cluster that is not there must be harmless.
+                            cluster: [Some("east"), Some("nowhere"), None][usize::from(x % 3)]
+                                .map(str::to_string),
                         });
                     }
                 }

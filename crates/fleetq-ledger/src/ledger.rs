@@ -468,6 +468,7 @@ impl Ledger {
         let created_at = record.created_at;
         let not_before = record.not_before;
         let nominated = record.nominated;
+        let nominated_on = record.nominated_on.clone();
         let borrow_preemptions = borrow_preemptions_of(record);
         let reclaimed = reclaimed_of(record);
         let workload = Arc::clone(&record.workload);
@@ -485,6 +486,9 @@ impl Ledger {
                     borrow_preemptions,
                     reclaimed,
                 });
+                if queued.is_ok() && nominated {
+                    self.snapshot.set_nominated_on(id, nominated_on);
+                }
                 if let (Err(e), Some(record)) = (queued, self.record_mut(id)) {
                     record.reason = Some(Box::new(PendingReason::new(
                         ReasonKind::Misconfigured,
@@ -710,6 +714,7 @@ impl Ledger {
             requeue_count: 0,
             not_before: None,
             nominated: false,
+            nominated_on: None,
         };
         record.push_event(at, WorkloadState::Pending, "submitted");
         self.state.by_name.insert(key, id);
@@ -809,7 +814,7 @@ impl Ledger {
             return Response::ok(Outcome::Admitted(outcome));
         }
         for p in &batch.preemptions {
-            match self.preempt(p.victim, p.preemptor, &p.reason, at) {
+            match self.preempt(p.victim, p.preemptor, &p.reason, p.cluster.as_deref(), at) {
                 Ok(()) => {
                     outcome.preempted += 1;
                     self.counters.preemptions += 1;
@@ -849,6 +854,7 @@ impl Ledger {
                     record.reason = Some(Box::new(reason.clone()));
                     if denominate && record.nominated {
                         record.nominated = false;
+                        record.nominated_on = None;
                         cleared = true;
                     }
                 }
@@ -919,6 +925,7 @@ impl Ledger {
             record.reason = None;
             record.not_before = None;
             record.nominated = false;
+            record.nominated_on = None;
             record.push_event(
                 at,
                 WorkloadState::Admitted,
@@ -936,6 +943,7 @@ impl Ledger {
         victim: WorkloadId,
         preemptor: WorkloadId,
         reason: &fleetq_scheduler::PreemptionReason,
+        room_on: Option<&str>,
         at: Timestamp,
     ) -> Result<(), (&'static str, String)> {
         let Some(p) = self.snapshot.get_pending(preemptor) else {
@@ -992,10 +1000,19 @@ impl Ledger {
             self.counters.preemptions_repeated += 1;
         }
         self.counters.preempted_by(&p_cq, &format!("{reason:?}"));
-        // What the victim frees is meant for its preemptor: nominate it.
+        // What the victim frees is meant for its preemptor: nominate it,
+        // with the cluster the scheduler planned its room on (entries
+        // written before decisions named it nominate without a cluster).
+        let on = room_on.map(str::to_string);
         self.snapshot.set_nominated(preemptor, true);
+        if on.is_some() {
+            self.snapshot.set_nominated_on(preemptor, on.clone());
+        }
         if let Some(record) = self.record_mut(preemptor) {
             record.nominated = true;
+            if on.is_some() {
+                record.nominated_on = on;
+            }
         }
         if let Some(record) = self.record_mut(victim) {
             let message = format!("preempted ({reason:?}) to admit workload {preemptor}");

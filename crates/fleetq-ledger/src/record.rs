@@ -130,6 +130,12 @@ pub struct WorkloadRecord {
     /// serialised state (and so the hash) while false, as before it existed.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub nominated: bool,
+    /// The cluster its victims were on, while nominated: the scheduler
+    /// admits it there only (`Snapshot::set_nominated_on`). Absent while
+    /// none, as before it existed; a nomination recorded without it lets
+    /// the workload go anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nominated_on: Option<String>,
 }
 
 impl WorkloadRecord {

@@ -1647,6 +1647,7 @@ fn forged_preemption(
         preemptor,
         reason,
         grace_period: None,
+        cluster: None,
     }];
     batch
 }

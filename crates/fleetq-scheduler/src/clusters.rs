@@ -68,6 +68,14 @@ pub struct ClusterUsage {
 }
 
 impl ClusterUsage {
+    #[cfg(test)]
+    pub(crate) fn zeroed(clusters: usize, cells: usize) -> Self {
+        ClusterUsage {
+            cells,
+            values: vec![0; clusters * cells],
+        }
+    }
+
     pub fn get(&self, cluster: usize, fr: FrId) -> u64 {
         self.values[cluster * self.cells + fr]
     }

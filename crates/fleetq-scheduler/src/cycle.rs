@@ -13,6 +13,7 @@ use fleetq_model::{ClusterQueue, Quantity, Timestamp};
 
 use crate::assign::{self, AssignContext, GroupDemand, Mode};
 use crate::budget;
+use crate::claims::{Claim, Claims};
 use crate::clusters::ClusterUsage;
 use crate::decision::{Admission, Decisions, PendingReason, ReasonKind};
 use crate::fair;
@@ -91,6 +92,11 @@ pub(crate) struct Cycle<'a> {
     /// Quota held for the rest of the cycle, per ClusterQueue, by workloads
     /// that need preemption and found no victims (see `hold`).
     holds: HashMap<NodeId, Holds>,
+    /// Room kept for nominated preemptors on their planned clusters.
+    claims: Claims,
+    /// In the nominated pass each attempt sees other claims than the last,
+    /// so the memo is neither read nor fed there.
+    in_nominated_pass: bool,
 }
 
 /// Kueue's `reserveCapacityForUnreclaimablePreempt` for one ClusterQueue:
@@ -169,6 +175,8 @@ impl<'a> Cycle<'a> {
             tried_nominated: HashSet::new(),
             namespaces: HashMap::new(),
             holds: HashMap::new(),
+            claims: Claims::default(),
+            in_nominated_pass: false,
         }
     }
 
@@ -300,9 +308,12 @@ impl<'a> Cycle<'a> {
             .map(|w| (Reverse(w.priority), w.created_at, w.id))
             .collect();
         order.sort_unstable();
+        self.claims = self.build_claims();
+        self.lay_claims(None);
+        self.in_nominated_pass = true;
         for (_, _, id) in order {
             if self.decisions.admissions.len() >= self.cfg.max_admissions_per_cycle {
-                return;
+                break;
             }
             let Some(w) = snap.pending.get(&id) else {
                 continue;
@@ -319,14 +330,89 @@ impl<'a> Cycle<'a> {
             }
             self.tried_nominated.insert(id);
             self.decisions.stats.examined += 1;
+            // Every other nominee's room stays out of reach; its own is
+            // lifted.
+            self.lift_claims();
+            self.lay_claims(Some(id));
             let outcome = self.attempt(node, cq, w);
+            self.lift_claims();
             match outcome {
-                Outcome::Admitted => {}
-                Outcome::Preempting(reason) | Outcome::Wait(reason) => {
+                Outcome::Admitted => self.claims.remove(id),
+                Outcome::Preempting(reason) => {
+                    // try_preempt reserved its room again.
+                    self.claims.remove(id);
+                    self.decisions.pending.insert(id, reason);
+                }
+                Outcome::Wait(reason) => {
                     self.decisions.pending.insert(id, reason);
                 }
             }
+            self.lay_claims(None);
         }
+        // The claims left stay laid for the heads after this pass.
+        self.in_nominated_pass = false;
+    }
+
+    /// A claim for every nominated workload whose decision named the
+    /// cluster its room was planned on, while that cluster is eligible:
+    /// its request there, in the flavor assignment would pick now.
+    fn build_claims(&mut self) -> Claims {
+        let snap = self.snap;
+        let mut claims = Vec::new();
+        for (&id, cluster) in &snap.nominated_on {
+            let Some(w) = snap.pending.get(&id) else {
+                continue;
+            };
+            let Some(node) = snap.tree.cluster_queue(&w.cluster_queue) else {
+                continue;
+            };
+            let cq = self.cluster_queue(node);
+            let Some(ci) = snap.clusters.index_of(cluster) else {
+                continue;
+            };
+            if !self.eligible_clusters(node, cq).contains(&ci) {
+                continue;
+            }
+            let full: Vec<u32> = w.workload.spec.pod_sets.iter().map(|p| p.count).collect();
+            let Ok(demands) = assign::demand(cq, w, &full) else {
+                continue;
+            };
+            let plan = self.context(node, cq, &[ci]).assign(&demands);
+            if plan.mode != Mode::NoFit && !plan.cells.is_empty() {
+                claims.push(Claim {
+                    id,
+                    cluster: ci,
+                    cells: plan.cells,
+                });
+            }
+        }
+        if claims.is_empty() {
+            return Claims::default();
+        }
+        let mut evicting: HashMap<usize, Vec<(FrId, u64)>> = HashMap::new();
+        for a in snap.evicting.iter().filter_map(|id| snap.admitted.get(id)) {
+            if let Some(ci) = snap.clusters.index_of(&a.assignment.cluster) {
+                evicting
+                    .entry(ci)
+                    .or_default()
+                    .extend(snap.cells_of(&a.assignment));
+            }
+        }
+        Claims::new(claims, evicting)
+    }
+
+    fn lay_claims(&mut self, except: Option<WorkloadId>) {
+        if !self.claims.is_empty() {
+            self.claims.lay(
+                except,
+                [&mut self.cluster_usage, &mut self.projected_cluster],
+            );
+        }
+    }
+
+    fn lift_claims(&mut self) {
+        self.claims
+            .lift([&mut self.cluster_usage, &mut self.projected_cluster]);
     }
 
     /// Whether `cq`'s namespaceSelector selects `namespace`, once per
@@ -715,9 +801,11 @@ impl<'a> Cycle<'a> {
             Err(reason) => return Outcome::Wait(reason),
         };
         let memo_key = (node, w.priority, demands.clone());
-        if let Some(reason) = self.memo.get(&memo_key) {
-            self.decisions.stats.memo_hits += 1;
-            return Outcome::Wait(reason.clone());
+        if !self.in_nominated_pass {
+            if let Some(reason) = self.memo.get(&memo_key) {
+                self.decisions.stats.memo_hits += 1;
+                return Outcome::Wait(reason.clone());
+            }
         }
         let eligible = self.eligible_clusters(node, cq);
         let plan = self.context(node, cq, &eligible).assign(&demands);
@@ -757,7 +845,9 @@ impl<'a> Cycle<'a> {
         if reason.kind == ReasonKind::WaitingForQuota && !preempt::policy_allows_any(cq) {
             self.note_exhausted(node, cq, &demands, &reason);
         }
-        self.memo.insert(memo_key, reason.clone());
+        if !self.in_nominated_pass {
+            self.memo.insert(memo_key, reason.clone());
+        }
         Outcome::Wait(reason)
     }
 

@@ -63,6 +63,11 @@ pub struct Preemption {
     pub reason: PreemptionReason,
     /// Time the executor gives the victim to checkpoint before the kill.
     pub grace_period: Option<Duration>,
+    /// The cluster the preemptor's room was planned on. The nomination
+    /// keeps that room for it (`Snapshot::set_nominated_on`). Absent in
+    /// entries written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
 }
 
 /// Why a workload is still pending, as the CLI, API and metrics show it.

@@ -54,6 +54,7 @@
 
 pub mod assign;
 pub mod budget;
+mod claims;
 pub mod clusters;
 mod cycle;
 pub mod decision;

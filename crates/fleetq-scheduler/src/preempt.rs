@@ -132,6 +132,7 @@ pub(crate) fn try_preempt(
             preemptor: w.id,
             reason: cand.reason,
             grace_period: cand.workload.pending.workload.spec.preemption_grace_period,
+            cluster: Some(snap.clusters.clusters[cluster].name().to_string()),
         });
     }
     for &(fr, q) in &reserve {

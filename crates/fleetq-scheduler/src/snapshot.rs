@@ -164,6 +164,10 @@ pub struct Snapshot {
     /// Pending workloads that are [`PendingWorkload::nominated`]: a cycle
     /// tries these first.
     pub(crate) nominated: BTreeSet<WorkloadId>,
+    /// The cluster a nominated workload's victims were on: it is admitted
+    /// there only, so it cannot take room freed for another preemptor
+    /// elsewhere (soak seed 121199). Absent: anywhere.
+    pub(crate) nominated_on: BTreeMap<WorkloadId, String>,
 }
 
 impl Snapshot {
@@ -188,6 +192,7 @@ impl Snapshot {
             pending_by_local_queue: BTreeMap::new(),
             evicting: BTreeSet::new(),
             nominated: BTreeSet::new(),
+            nominated_on: BTreeMap::new(),
         }
     }
 
@@ -252,6 +257,7 @@ impl Snapshot {
             pending_by_local_queue: BTreeMap::new(),
             evicting: BTreeSet::new(),
             nominated: BTreeSet::new(),
+            nominated_on: BTreeMap::new(),
         }
     }
 
@@ -416,6 +422,7 @@ impl Snapshot {
                     self.nominated.insert(id);
                 } else {
                     self.nominated.remove(&id);
+                    self.nominated_on.remove(&id);
                 }
                 true
             }
@@ -423,10 +430,24 @@ impl Snapshot {
         }
     }
 
+    /// The cluster a nominated workload's victims were on (see
+    /// `nominated_on`); `None` lets it go anywhere.
+    pub fn set_nominated_on(&mut self, id: WorkloadId, cluster: Option<String>) {
+        match cluster {
+            Some(c) if self.pending.contains_key(&id) => {
+                self.nominated_on.insert(id, c);
+            }
+            _ => {
+                self.nominated_on.remove(&id);
+            }
+        }
+    }
+
     /// Takes a workload out of its queue (cancelled, or about to be admitted).
     pub fn remove_pending(&mut self, id: WorkloadId) -> Option<PendingWorkload> {
         let workload = self.pending.remove(&id)?;
         self.nominated.remove(&id);
+        self.nominated_on.remove(&id);
         if let Some(n) = self.pending_by_local_queue.get_mut(&workload.local_queue) {
             *n -= 1;
             if *n == 0 {

@@ -431,3 +431,81 @@ fn a_victim_of_another_queue_frees_the_preemptor_no_quota() {
     assert_eq!(s.admitted_now(), set(&["hi"]));
     assert_eq!(s.cluster_of("hi"), "east");
 }
+
+/// Two queues of their own, 8 GPUs of quota each.
+const TWO_QUEUES: &str = r#"
+- kind: ResourceFlavor
+  name: h100
+- kind: ClusterQueue
+  name: team
+  spec:
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 8}
+    preemption: {withinClusterQueue: LowerPriority}
+- kind: ClusterQueue
+  name: other
+  spec:
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 8}
+    preemption: {withinClusterQueue: LowerPriority}
+- kind: LocalQueue
+  namespace: ns
+  name: t
+  spec: {clusterQueue: team}
+- kind: LocalQueue
+  namespace: ns
+  name: o
+  spec: {clusterQueue: other}
+- kind: WorkloadPriorityClass
+  name: high
+  value: 1000
+- kind: WorkloadPriorityClass
+  name: low
+  value: 10
+"#;
+
+/// Room freed for a nominated preemptor on the cluster its decision named
+/// is claimed for it: another nominee does not take it. Soak seed 121199:
+/// an older nominated preemptor (its own victim still stopping elsewhere)
+/// took that room, the other preemptor preempted its victims again, and
+/// so three rounds.
+#[test]
+fn a_nominated_preemptor_takes_no_other_preemptors_room() {
+    let mut s = Sim::new(
+        TWO_QUEUES,
+        &["east: h100/nvidia.com/gpu=4", "west: h100/nvidia.com/gpu=4"],
+    );
+    s.submit("vt q=t gpu=4 pc=low");
+    s.submit("vo q=o gpu=4 pc=low");
+    s.cycle();
+    assert_eq!(s.running(), set(&["vt", "vo"]));
+    let (here, there) = (s.cluster_of("vt"), s.cluster_of("vo"));
+    assert_ne!(here, there);
+    // p1 (older) preempted vt, which is still stopping; p2 preempted vo,
+    // which has stopped: p2's room on `there` is free.
+    s.submit("p1 q=t gpu=4 pc=high");
+    s.submit("p2 q=o gpu=4 pc=high");
+    let (vt, p1, p2) = (s.id("vt"), s.id("p1"), s.id("p2"));
+    s.snap.mark_evicting(vt).unwrap();
+    s.finish("vo");
+    for (p, on) in [(p1, &here), (p2, &there)] {
+        assert!(s.snap.set_nominated(p, true));
+        s.snap.set_nominated_on(p, Some(on.clone()));
+    }
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["p2"]), "p1 took p2's room");
+    assert_eq!(s.cluster_of("p2"), there);
+    // Once vt has stopped, p1 has its own room.
+    s.evictions_complete();
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["p1"]));
+    assert_eq!(s.cluster_of("p1"), here);
+}

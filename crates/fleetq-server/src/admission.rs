@@ -434,6 +434,7 @@ spec: {clusterQueue: team}
                 preemptor: b,
                 reason: PreemptionReason::InClusterQueue,
                 grace_period: None,
+                cluster: None,
             }],
             ..AdmitBatch::default()
         };
