@@ -643,6 +643,77 @@ fn peers_are_authenticated_as_themselves() {
         "{}",
         err.message()
     );
+    // The client API and the Agent service identify the caller from its
+    // headers too. 64 MB is far above --max-request-bytes: had the body
+    // been read first, decoding would have refused it as too large.
+    let anonymous = || TlsFiles {
+        ca: fleet.tls.join("ca.pem"),
+        identity: None,
+    };
+    let bearer = |token: &str| {
+        let value: tonic::metadata::MetadataValue<tonic::metadata::Ascii> =
+            format!("Bearer {token}").parse().expect("header");
+        move |mut request: tonic::Request<()>| {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+            Ok(request)
+        }
+    };
+    let channel = |files: TlsFiles| {
+        let tls = Tls::load(files).expect("client TLS");
+        tls_channel(&fleet.addrs[0], &Timeouts::default(), &tls, None).expect("channel")
+    };
+    let huge = || pb::ApplyRequest {
+        manifests: " ".repeat(64 << 20),
+        dry_run: false,
+    };
+    let err = runtime
+        .block_on(
+            pb::fleet_q_client::FleetQClient::with_interceptor(
+                channel(anonymous()),
+                bearer("not-a-token-anyone-issued"),
+            )
+            .max_encoding_message_size(usize::MAX)
+            .apply(huge()),
+        )
+        .expect_err("an unknown token is refused");
+    assert_eq!(err.code(), tonic::Code::Unauthenticated, "{err:?}");
+    assert!(
+        err.message()
+            .contains("the bearer token is not in the authorization policy"),
+        "{}",
+        err.message()
+    );
+    let err = runtime
+        .block_on(
+            pb::fleet_q_client::FleetQClient::new(channel(anonymous()))
+                .max_encoding_message_size(usize::MAX)
+                .apply(huge()),
+        )
+        .expect_err("no token and no certificate is refused");
+    assert_eq!(err.code(), tonic::Code::Unauthenticated, "{err:?}");
+    // A tenant's valid token on the Agent service: not an agent.
+    let err = runtime
+        .block_on(
+            pb::agent_client::AgentClient::with_interceptor(
+                channel(anonymous()),
+                bearer(&fleet.token),
+            )
+            .max_encoding_message_size(usize::MAX)
+            .report(pb::ReportRequest {
+                cluster: "x".repeat(64 << 20),
+                ..Default::default()
+            }),
+        )
+        .expect_err("a tenant on the Agent service is refused");
+    assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+    assert!(
+        err.message()
+            .contains("only agents may use the Agent service"),
+        "{}",
+        err.message()
+    );
     // The group still answers, with the same leader.
     assert!(fleet.admin(&["get", "cq"]).status.success());
 }

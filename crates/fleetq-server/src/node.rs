@@ -24,7 +24,7 @@ use tonic::transport::server::Connected;
 use crate::admission::{self, AdmissionStats};
 use crate::agent_service::AgentService;
 use crate::api_service::ApiService;
-use crate::auth::peer_gate::PeerGateLayer;
+use crate::auth::gate::GateLayer;
 use crate::auth::Authorizer;
 use crate::batcher::SubmitBatcher;
 use crate::clock::SharedClock;
@@ -291,7 +291,7 @@ impl Node {
             .max_concurrent_streams(limits.max_concurrent_streams)
             .concurrency_limit_per_connection(limits.concurrency_per_connection)
             .layer(RequestSizeLayer::new(metrics.clone()))
-            .layer(PeerGateLayer::new(peer.auth.clone()))
+            .layer(GateLayer::new(peer.auth.clone()))
             .add_service(
                 RaftServer::new(peer)
                     .max_decoding_message_size(raft_bytes)

@@ -17,7 +17,7 @@
 //! happens before anything is proposed. With `--insecure` there is no TLS,
 //! every caller is [`Caller::Insecure`] and everything is allowed.
 
-pub mod peer_gate;
+pub mod gate;
 pub mod policy;
 
 use std::path::PathBuf;
@@ -340,13 +340,30 @@ impl Authorizer {
     /// Who sent `request`: its bearer token's tenant, else its client
     /// certificate's identity.
     fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Status> {
+        let certs = request.peer_certs();
+        self.caller_of(
+            request
+                .metadata()
+                .get("authorization")
+                .map(|v| v.as_bytes()),
+            certs.as_ref().map(|c| c.as_slice()),
+        )
+    }
+
+    /// [`Self::caller`] from what arrives before the body: the
+    /// `authorization` header and the connection's client certificates.
+    /// The service door (`gate`) and the handlers both ask this.
+    pub(crate) fn caller_of(
+        &self,
+        authorization: Option<&[u8]>,
+        certs: Option<&[tonic::transport::CertificateDer<'static>]>,
+    ) -> Result<Caller, Status> {
         if !self.secure {
             return Ok(Caller::Insecure);
         }
         let policy = self.policy();
-        if let Some(value) = request.metadata().get("authorization") {
-            let token = value
-                .to_str()
+        if let Some(value) = authorization {
+            let token = std::str::from_utf8(value)
                 .ok()
                 .and_then(|v| v.strip_prefix("Bearer "))
                 .ok_or_else(|| {
@@ -359,7 +376,7 @@ impl Authorizer {
                     Status::unauthenticated("the bearer token is not in the authorization policy")
                 });
         }
-        let certs = request.peer_certs().ok_or_else(|| {
+        let certs = certs.ok_or_else(|| {
             Status::unauthenticated(
                 "no client certificate and no bearer token (see `fleetq certs`)",
             )
