@@ -71,6 +71,7 @@ kind: ClusterQueue
 metadata:
   name: neg
 spec:
+  namespaceSelector: {}
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]
     flavors:

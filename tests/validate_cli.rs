@@ -18,6 +18,7 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: team-a}
 spec:
+  namespaceSelector: {}
   cohortName: gpu-pool
   resourceGroups:
   - coveredResources: [cpu, nvidia.com/gpu]
@@ -35,6 +36,7 @@ apiVersion: kueue.x-k8s.io/v1beta1
 kind: ClusterQueue
 metadata: {name: team-b}
 spec:
+  namespaceSelector: {}
   cohort: gpu-pool
   resourceGroups:
   - coveredResources: [cpu, nvidia.com/gpu]

@@ -55,6 +55,7 @@ kind: ClusterQueue
 metadata:
   name: team-a
 spec:
+  namespaceSelector: {}
   cohortName: pool
   preemption:
     withinClusterQueue: LowerPriority
@@ -72,6 +73,7 @@ kind: ClusterQueue
 metadata:
   name: team-b
 spec:
+  namespaceSelector: {}
   cohortName: pool
   preemption:
     withinClusterQueue: LowerPriority
@@ -130,6 +132,7 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: team-a}
 spec:
+  namespaceSelector: {}
   cohortName: shared
   preemption:
     withinClusterQueue: LowerPriority
@@ -146,6 +149,7 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: team-b}
 spec:
+  namespaceSelector: {}
   cohortName: sub
   preemption:
     withinClusterQueue: LowerOrNewerEqualPriority
@@ -162,6 +166,7 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: team-c}
 spec:
+  namespaceSelector: {}
   cohortName: sub
   queueingStrategy: StrictFIFO
   resourceGroups:

@@ -325,6 +325,7 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: a}
 spec:
+  namespaceSelector: {}
   cohortName: pool
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]
@@ -337,6 +338,7 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: b}
 spec:
+  namespaceSelector: {}
   cohortName: pool
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]

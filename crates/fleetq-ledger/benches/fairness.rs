@@ -72,7 +72,7 @@ fn config(mode: Mode) -> String {
             Mode::FairSharing => "  preemption: {reclaimWithinCohort: Any, withinClusterQueue: LowerPriority}\n",
         };
         y.push_str(&format!(
-            "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: {name}}}\nspec:\n  cohortName: fleet\n  fairSharing: {{weight: {weight}}}\n{preemption}  resourceGroups:\n  - coveredResources: [\"nvidia.com/gpu\"]\n    flavors:\n    - name: h100\n      resources:\n      - {{name: \"nvidia.com/gpu\", nominalQuota: 0}}\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {{namespace: default, name: {name}}}\nspec: {{clusterQueue: {name}}}\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: WorkloadPriorityClass\nmetadata: {{name: {class}}}\nvalue: {}\n",
+            "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: {name}}}\nspec:\n  namespaceSelector: {{}}\n  cohortName: fleet\n  fairSharing: {{weight: {weight}}}\n{preemption}  resourceGroups:\n  - coveredResources: [\"nvidia.com/gpu\"]\n    flavors:\n    - name: h100\n      resources:\n      - {{name: \"nvidia.com/gpu\", nominalQuota: 0}}\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {{namespace: default, name: {name}}}\nspec: {{clusterQueue: {name}}}\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: WorkloadPriorityClass\nmetadata: {{name: {class}}}\nvalue: {}\n",
             // Strict priority: t4 over t3 over t2 over t1.
             if mode == Mode::StrictPriority { 10i32.pow(i as u32 + 1) } else { 0 }
         ));

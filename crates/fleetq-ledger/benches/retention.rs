@@ -38,6 +38,7 @@ kind: ClusterQueue
 metadata:
   name: team-a
 spec:
+  namespaceSelector: {}
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]
     flavors:

@@ -112,6 +112,7 @@ kind: ClusterQueue
 metadata:
   name: cq-{q}
 spec:
+  namespaceSelector: {{}}
   cohortName: cohort-{cohort}
   resourceGroups:
   - coveredResources: ["{GPU}", "cpu"]

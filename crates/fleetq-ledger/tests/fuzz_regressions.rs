@@ -18,6 +18,7 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: team-a}
 spec:
+  namespaceSelector: {}
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]
     flavors:

@@ -37,6 +37,7 @@ kind: ClusterQueue
 metadata:
   name: team-a
 spec:
+  namespaceSelector: {}
   preemption:
     withinClusterQueue: LowerPriority
   resourceGroups:
@@ -401,6 +402,7 @@ kind: ClusterQueue
 metadata:
   name: team-a
 spec:
+  namespaceSelector: {}
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]
     flavors:
@@ -1526,6 +1528,7 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: team-a}
 spec:
+  namespaceSelector: {}
   cohortName: shared
   preemption:
     withinClusterQueue: LowerPriority
@@ -1542,6 +1545,7 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: team-b}
 spec:
+  namespaceSelector: {}
   cohortName: sub
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]
@@ -1555,6 +1559,7 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: team-c}
 spec:
+  namespaceSelector: {}
   cohortName: other
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]

@@ -31,6 +31,7 @@ kind: ClusterQueue
 metadata:
   name: team-a
 spec:
+  namespaceSelector: {}
   cohortName: pool
   preemption:
     withinClusterQueue: LowerPriority
@@ -48,6 +49,7 @@ kind: ClusterQueue
 metadata:
   name: team-b
 spec:
+  namespaceSelector: {}
   cohortName: pool
   preemption:
     withinClusterQueue: LowerPriority

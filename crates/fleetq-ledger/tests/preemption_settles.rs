@@ -326,6 +326,7 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: team}
 spec:
+  namespaceSelector: {}
   preemption: {withinClusterQueue: LowerOrNewerEqualPriority}
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]

@@ -23,8 +23,10 @@ pub struct ClusterQueueSpec {
     pub queueing_strategy: QueueingStrategy,
     /// Which namespaces' LocalQueues it admits from (a Kubernetes label
     /// selector over namespace labels, crate::namespace). `{}` admits
-    /// every namespace; absent admits every namespace too (Kueue: none; a
-    /// departure recorded in docs/architecture.md).
+    /// every namespace. A Kueue manifest without one admits none, as in
+    /// Kueue: the importer stores [`nothing_selector`] for it. Absent here
+    /// (fleetq's own shorthand, and objects applied before that) admits
+    /// every namespace, so a ledger replays as it was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<serde_json::Value>,
     #[serde(default)]
@@ -245,4 +247,16 @@ pub enum PlacementStrategy {
     BinPack,
     /// Use the emptiest cluster that fits, spreading load and blast radius.
     Spread,
+}
+
+/// Kueue's nil `namespaceSelector`, which selects no namespace, as a real
+/// label selector: every namespace carries `kubernetes.io/metadata.name`
+/// (crate::namespace), so none lacks it. Stored explicitly, not as an
+/// absent field, so that what a ledger already holds keeps its meaning.
+pub fn nothing_selector() -> serde_json::Value {
+    serde_json::json!({
+        "matchExpressions": [
+            {"key": crate::namespace::NAME_LABEL, "operator": "DoesNotExist"}
+        ]
+    })
 }

@@ -186,11 +186,10 @@ fn single_clusterqueue_setup_v1beta2_and_v1beta1() {
         );
         let queue = cq(&set, "cluster-queue");
         assert_eq!(queue.spec.cohort, None);
-        assert_eq!(
-            queue.spec.namespace_selector,
-            Some(serde_json::json!({})),
-            "{name}"
-        );
+        // `{}` selects every namespace: stored as no selector, which is
+        // what fleetq's shorthand means by it.
+        assert_eq!(queue.spec.namespace_selector, None, "{name}");
+        assert!(set.config.admits_namespace(queue, "anywhere"), "{name}");
         assert_eq!(
             queue.spec.resource_groups[0].covered_resources,
             ["cpu", "memory"]
@@ -1666,4 +1665,62 @@ fn controller_settings_of_kueues_configuration_are_accepted() {
         "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\npprofBindAddress: :8083\ntls: {minVersion: VersionTLS12}\nvisibilityServer: {}\n",
     );
     assert!(matches!(docs[0].object, Object::Configuration(_)));
+}
+
+/// Kueue's API: "namespaceSelector ... Defaults to null which is a nothing
+/// selector (no namespaces eligible). If set to an empty selector `{}`,
+/// then all namespaces are eligible." Both survive export and import.
+#[test]
+fn a_missing_namespace_selector_selects_no_namespace_as_in_kueue() {
+    let queue = |selector: &str| {
+        format!(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: q}}\nspec:\n{selector}  resourceGroups: []\n"
+        )
+    };
+    for (selector, admits_a, admits_b) in [
+        ("", false, false),
+        ("  namespaceSelector: {}\n", true, true),
+        (
+            "  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: a}}\n",
+            true,
+            false,
+        ),
+    ] {
+        let set = set_of(&[queue(selector)]);
+        let cq = cq(&set, "q");
+        assert_eq!(
+            (
+                set.config.admits_namespace(cq, "a"),
+                set.config.admits_namespace(cq, "b")
+            ),
+            (admits_a, admits_b),
+            "{selector:?}"
+        );
+        // Exported as Kueue writes it, and imported back the same.
+        let exported = fleetq_model::kueue::export::object(&Object::ClusterQueue(cq.clone()));
+        assert_eq!(
+            exported["spec"].get("namespaceSelector").is_some(),
+            !selector.is_empty(),
+            "{selector:?}: {exported}"
+        );
+        let yaml = serde_json::to_string(&exported).expect("json");
+        let again = set_of(&[yaml]);
+        assert_eq!(again.config.cluster_queues["q"], *cq, "{selector:?}");
+    }
+    // fleetq's stored form keeps "no selector" as every namespace, so
+    // objects applied before the importer stored Kueue's nil replay alike.
+    let shorthand: Config =
+        serde_norway::from_str("- kind: ClusterQueue\n  name: q\n  spec: {resourceGroups: []}\n")
+            .map(|objects: Vec<Object>| {
+                let mut config = Config::default();
+                for o in objects {
+                    let _ = config.upsert(o);
+                }
+                config
+            })
+            .expect("shorthand");
+    let q = &shorthand.cluster_queues["q"];
+    assert!(shorthand.admits_namespace(q, "a"));
+    let exported = fleetq_model::kueue::export::object(&Object::ClusterQueue(q.clone()));
+    assert_eq!(exported["spec"]["namespaceSelector"], serde_json::json!({}));
 }

@@ -769,10 +769,17 @@ impl<'a> Cycle<'a> {
     ) -> Outcome {
         if !self.namespace_selected(node, cq, &w.workload.namespace) {
             // Kueue's reason, with who and what.
+            let hint = if cq.spec.namespace_selector
+                == Some(fleetq_model::cluster_queue::nothing_selector())
+            {
+                " (it was applied without one, which in Kueue selects no namespace; `namespaceSelector: {}` selects every namespace)"
+            } else {
+                ""
+            };
             return Outcome::Wait(PendingReason::new(
                 ReasonKind::Misconfigured,
                 format!(
-                    "Workload namespace doesn't match ClusterQueue selector: the namespaceSelector of ClusterQueue {:?} does not select namespace {:?}",
+                    "Workload namespace doesn't match ClusterQueue selector: the namespaceSelector of ClusterQueue {:?} does not select namespace {:?}{hint}",
                     cq.name, w.workload.namespace
                 ),
             ));

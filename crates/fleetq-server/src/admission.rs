@@ -346,6 +346,7 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
 metadata: {name: team}
 spec:
+  namespaceSelector: {}
   preemption: {withinClusterQueue: LowerPriority}
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]

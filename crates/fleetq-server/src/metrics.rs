@@ -1406,6 +1406,7 @@ kind: ClusterQueue
 metadata:
   name: team-a
 spec:
+  namespaceSelector: {}
   cohortName: research
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]
@@ -1420,6 +1421,7 @@ kind: ClusterQueue
 metadata:
   name: team-b
 spec:
+  namespaceSelector: {}
   cohortName: research
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu"]

@@ -807,6 +807,7 @@ kind: ClusterQueue
 metadata:
   name: team-a
 spec:
+  namespaceSelector: {}
   cohortName: research
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]
@@ -823,6 +824,7 @@ kind: ClusterQueue
 metadata:
   name: team-b
 spec:
+  namespaceSelector: {}
   cohortName: research
   resourceGroups:
   - coveredResources: ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]

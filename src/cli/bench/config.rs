@@ -104,7 +104,7 @@ impl Mix {
             };
             let stop = if held { "  stopPolicy: Hold\n" } else { "" };
             doc(format!(
-                "kind: ClusterQueue\nmetadata:\n  name: bench-{q}\nspec:\n{cohort}{stop}{}",
+                "kind: ClusterQueue\nmetadata:\n  name: bench-{q}\nspec:\n  namespaceSelector: {{}}\n{cohort}{stop}{}",
                 self.resource_groups(false)
             ));
             doc(format!(
@@ -113,7 +113,7 @@ impl Mix {
         }
         if parked {
             doc(format!(
-                "kind: ClusterQueue\nmetadata:\n  name: bench-parked\nspec:\n{}",
+                "kind: ClusterQueue\nmetadata:\n  name: bench-parked\nspec:\n  namespaceSelector: {{}}\n{}",
                 self.resource_groups(true)
             ));
             doc(format!(

@@ -88,8 +88,16 @@ pub(super) fn cohort(value: Value, at: &Location) -> Result<Converted, Vec<Field
 
 pub(super) fn cluster_queue(value: Value, at: &Location) -> Result<Converted, Vec<FieldError>> {
     let (name, _, spec) = manifest::<ClusterQueueSpec>(value, at)?;
-    let spec = spec.unwrap_or_default();
+    let mut spec: ClusterQueueSpec = spec.unwrap_or_default();
     whole_devices(&spec.resource_groups, at)?;
+    // Kueue: a nil namespaceSelector admits no namespace; `{}` admits
+    // every one, which fleetq stores as none (what its shorthand means),
+    // so export and import give back the same object.
+    spec.namespace_selector = match spec.namespace_selector.take() {
+        None => Some(crate::cluster_queue::nothing_selector()),
+        Some(Value::Object(map)) if map.is_empty() => None,
+        other => other,
+    };
     Ok(Converted::plain(Object::ClusterQueue(ClusterQueue {
         name,
         spec,

@@ -44,6 +44,22 @@ pub(super) fn cluster_queue(cq: &ClusterQueue, status: Option<&QueueStatus>) -> 
             map.remove("placement");
         }
     }
+    // In Kueue's terms: no selector (fleetq's shorthand) admits every
+    // namespace, `{}`; the stored nothing-selector is Kueue's nil.
+    if let Value::Object(map) = &mut spec {
+        match &cq.spec.namespace_selector {
+            None => {
+                map.insert(
+                    "namespaceSelector".into(),
+                    Value::Object(Default::default()),
+                );
+            }
+            Some(s) if *s == crate::cluster_queue::nothing_selector() => {
+                map.remove("namespaceSelector");
+            }
+            Some(_) => {}
+        }
+    }
     let top = fields([
         ("spec", Some(spec)),
         ("status", status.map(QueueStatus::cluster_queue_value)),
