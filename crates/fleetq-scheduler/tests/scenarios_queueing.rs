@@ -489,3 +489,42 @@ fn a_namespace_selector_keeps_other_namespaces_out() {
         reason.message
     );
 }
+
+/// Kueue's nil selector, as the importer stores it, admits no namespace,
+/// and the reason says how to admit every one.
+#[test]
+fn a_queue_applied_without_a_selector_admits_no_namespace() {
+    const NIL: &str = r#"
+- kind: ResourceFlavor
+  name: h100
+- kind: ClusterQueue
+  name: team-a
+  spec:
+    namespaceSelector:
+      matchExpressions:
+      - {key: kubernetes.io/metadata.name, operator: DoesNotExist}
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 8}
+- kind: LocalQueue
+  namespace: team-a
+  name: q
+  spec: {clusterQueue: team-a}
+"#;
+    let mut s = Sim::new(NIL, &["east: h100/nvidia.com/gpu=16"]);
+    s.submit_in("team-a", "own q=q gpu=2");
+    s.cycle();
+    assert!(s.admitted_now().is_empty());
+    let reason = s.reason("own");
+    assert_eq!(reason.kind, ReasonKind::Misconfigured);
+    assert!(
+        reason
+            .message
+            .contains("`namespaceSelector: {}` selects every namespace"),
+        "{}",
+        reason.message
+    );
+}
