@@ -91,6 +91,11 @@ struct Fleet {
 
 impl Fleet {
     fn start() -> Fleet {
+        Fleet::start_with(&[])
+    }
+
+    /// Three nodes, each with `extra` server flags.
+    fn start_with(extra: &[&str]) -> Fleet {
         let dir = tempfile::tempdir().expect("temp dir");
         let tls = dir.path().join("tls");
         let t = s(&tls);
@@ -159,6 +164,7 @@ impl Fleet {
                 ])
                 .args(["--peers", &peers, "--http-listen", &fleet.http[id - 1]])
                 .args(["--auth-policy", s(&fleet.dir.path().join("policy.yaml"))])
+                .args(extra)
                 .env_remove("FLEETQ_INSECURE")
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().expect("log"))
@@ -830,4 +836,143 @@ fn the_http_side_shows_each_tenant_its_own_namespaces() {
     );
     // A token the policy does not know is refused.
     assert_eq!(get("/api/v1/overview", Some("not-a-token")).status, 401);
+}
+
+/// One HTTPS request (`--http-tls`) with the client certificate `as_who`
+/// (a name in the fleet's TLS directory, or none) and `headers`.
+fn https(
+    fleet: &Fleet,
+    path: &str,
+    as_who: Option<&str>,
+    headers: &str,
+) -> Option<common::HttpReply> {
+    use fleetq_proto::tls::{Tls, TlsFiles};
+    use std::io::{Read, Write};
+    let files = match as_who {
+        Some(name) => TlsFiles::in_dir(&fleet.tls, name),
+        None => TlsFiles {
+            ca: fleet.tls.join("ca.pem"),
+            identity: None,
+        },
+    };
+    let tls = Tls::load(files).expect("client TLS");
+    let mut config = (*tls.client_config()).clone();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let addr = &fleet.http[0];
+    let host = addr.rsplit_once(':').expect("host:port").0.to_string();
+    let name = rustls_pki_types::ServerName::try_from(host).expect("server name");
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).ok()?;
+    let tcp = std::net::TcpStream::connect(addr).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut stream = rustls::StreamOwned::new(conn, tcp);
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = Vec::new();
+    // A close without close_notify still leaves the whole reply read.
+    let _ = stream.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some(common::HttpReply {
+        status,
+        head: head.to_ascii_lowercase(),
+        body: body.to_string(),
+    })
+}
+
+/// Issue 25, item 6: with `--http-tls` the HTTP listener speaks HTTPS and
+/// knows callers by the same client certificates as the API, or by a
+/// bearer token, no longer sent in the clear.
+#[test]
+fn the_https_side_knows_client_certificates_and_tokens() {
+    let fleet = Fleet::start_with(&["--http-tls"]);
+    let up = wait_for(Duration::from_secs(20), || {
+        fleet.admin(&["get", "cq"]).status.success().then_some(())
+    });
+    assert!(up.is_some(), "the group never answered: {}", fleet.logs());
+    let out = fleet.apply(&[], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    for ns in ["team-a", "team-b"] {
+        let name = format!("big-{ns}");
+        let out = fleet.admin(&[
+            "submit",
+            "-n",
+            ns,
+            "--queue",
+            ns,
+            "--name",
+            &name,
+            "--request",
+            "nvidia.com/gpu=16",
+        ]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let names = |body: &str| -> Vec<String> {
+        let v: Value = serde_json::from_str(body).unwrap_or_default();
+        v["pending"]["workloads"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|w| w["name"].as_str().map(String::from))
+            .collect()
+    };
+    let overview = |who: Option<&str>, headers: &str| {
+        wait_for(Duration::from_secs(10), || {
+            let r = https(&fleet, "/api/v1/overview", who, headers)?;
+            let v: Option<Value> = serde_json::from_str(&r.body).ok();
+            let counted = v.is_none_or(|v| v["pending"]["total"].as_u64() == Some(2));
+            counted.then_some(r)
+        })
+        .expect("the HTTPS listener answers")
+    };
+    // Open to all, over TLS.
+    let health = wait_for(Duration::from_secs(10), || {
+        https(&fleet, "/healthz", None, "")
+    });
+    assert_eq!(health.map(|r| r.status), Some(200));
+    // Anonymous: totals only.
+    let r = overview(None, "");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(names(&r.body).is_empty(), "{}", r.body);
+    // team-a's certificate, and team-a's token: its namespace only.
+    let r = overview(Some("client-team-a"), "");
+    assert_eq!(names(&r.body), ["big-team-a"], "{}", r.body);
+    let bearer = format!("Authorization: Bearer {}\r\n", fleet.token);
+    let r = overview(None, &bearer);
+    assert_eq!(names(&r.body), ["big-team-a"], "{}", r.body);
+    // The admin's certificate: everything.
+    let r = overview(Some("client"), "");
+    let mut all = names(&r.body);
+    all.sort();
+    assert_eq!(all, ["big-team-a", "big-team-b"], "{}", r.body);
+    // A certificate of a tenant the policy lacks is refused.
+    ok(&[
+        "certs",
+        "issue",
+        "--dir",
+        s(&fleet.tls),
+        "client",
+        "--tenant",
+        "mallory",
+    ]);
+    let r = https(&fleet, "/api/v1/overview", Some("client-mallory"), "").expect("a reply");
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert!(
+        r.body
+            .contains("tenant mallory is not in the authorization policy"),
+        "{}",
+        r.body
+    );
+    // Plain HTTP on the HTTPS port gets no page.
+    let plain = common::http_with(
+        &fleet.http[0],
+        "GET",
+        "/healthz",
+        "",
+        Duration::from_secs(5),
+    );
+    assert!(plain.as_ref().is_none_or(|r| r.status != 200), "{plain:?}");
 }

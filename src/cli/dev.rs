@@ -262,7 +262,7 @@ fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
             }
             let node = fleetq_server::tcp::start_node(config, limits, *addr, &dir, None, tls).await?;
             // The local dashboard: dev's listener is loopback, trusted.
-            http.push(fleetq_server::http::serve(listener, &node, metrics, true)?);
+            http.push(fleetq_server::http::serve(listener, &node, metrics, true, None)?);
             nodes.push(node);
         }
         // One real agent per cluster (static inventory, simulated

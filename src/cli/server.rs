@@ -114,6 +114,11 @@ pub struct ServerArgs {
     /// over HTTP on this address, e.g. 0.0.0.0:9464 (off unless set).
     #[arg(long, value_name = "ADDR")]
     pub http_listen: Option<SocketAddr>,
+    /// Serve the HTTP listener over TLS with this node's certificate;
+    /// callers may present a client certificate (as for the API) or a
+    /// bearer token. Needs TLS (not --insecure).
+    #[arg(long)]
+    pub http_tls: bool,
     /// Quota-leak canary: fleetq_quota_reserved_not_running counts
     /// reservations older than this that their agent has not reported
     /// running (default 60s).
@@ -170,6 +175,8 @@ struct FileConfig {
     admit_on_submit: Option<bool>,
     finished_retention: Option<String>,
     http_listen: Option<SocketAddr>,
+    #[serde(default)]
+    http_tls: bool,
     reserved_not_running_after: Option<String>,
     log_format: Option<LogFormat>,
     max_request_bytes: Option<Bytes>,
@@ -199,6 +206,8 @@ pub struct ServerSettings {
     pub log_format: LogFormat,
     /// Where /metrics, /healthz, /readyz and /ui are served, if anywhere.
     pub http_listen: Option<SocketAddr>,
+    /// Over TLS (`--http-tls`).
+    pub http_tls: bool,
     pub metrics: MetricsConfig,
     /// Limits against abuse (request size, write rate, pending, agents).
     pub limits: Limits,
@@ -454,6 +463,7 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
         data_dir,
         log_format: args.log_format.or(file.log_format).unwrap_or_default(),
         http_listen: args.http_listen.or(file.http_listen),
+        http_tls: args.http_tls || file.http_tls,
         metrics,
         limits,
         tls: TlsArgs {
@@ -576,6 +586,15 @@ pub fn run(args: &ServerArgs, tls_args: &TlsArgs) -> ExitCode {
         }
         settings.node.auth.spawn_reloader(RELOAD_EVERY);
         let secure = tls.is_some();
+        let http_tls = match (settings.http_tls, &tls) {
+            (false, _) => None,
+            (true, Some(tls)) => Some(tls.clone()),
+            (true, None) => {
+                eprintln!("error: --http-tls: needs TLS (--tls-dir or --tls-cert/--tls-key), and this node runs --insecure");
+                return ExitCode::from(2);
+            }
+        };
+        let scheme = if http_tls.is_some() { "https" } else { "http" };
         let node = match fleetq_server::tcp::start_node(settings.node, settings.limits, settings.listen, &settings.data_dir, settings.source_address, tls).await {
             Ok(n) => n,
             Err(e) => {
@@ -604,10 +623,10 @@ pub fn run(args: &ServerArgs, tls_args: &TlsArgs) -> ExitCode {
                 node.stopping(),
             ));
         }
-        let http = match http.map(|l| fleetq_server::http::serve(l, &node, settings.metrics, false)) {
+        let http = match http.map(|l| fleetq_server::http::serve(l, &node, settings.metrics, false, http_tls)) {
             Some(Ok(h)) => {
                 println!(
-                    "fleetq server: node {id} serving http://{0}/metrics, /healthz, /readyz and the dashboard http://{0}/ui",
+                    "fleetq server: node {id} serving {scheme}://{0}/metrics, /healthz, /readyz and the dashboard {scheme}://{0}/ui",
                     h.local_addr()
                 );
                 Some(h)

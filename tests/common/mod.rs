@@ -58,6 +58,7 @@ pub fn consecutive_free_ports(from: u16, span: u16, count: u16, avoid: &[u16]) -
 }
 
 /// What one plain HTTP/1.1 request got back.
+#[derive(Debug)]
 pub struct HttpReply {
     pub status: u16,
     /// Status line and headers, lower-cased.

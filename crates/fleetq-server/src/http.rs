@@ -22,9 +22,11 @@
 //! Who sees what (crate::auth::Viewer): `/healthz`, `/readyz`, `/metrics`
 //! and the cluster-wide figures of the overview are everyone's; pending
 //! workloads and events are shown per namespace, to a tenant with a
-//! bearer token (`Authorization: Bearer TOKEN`) as the API would, all to
-//! an admin; the visibility API needs a token. Without TLS, or on
-//! `fleetq dev`'s loopback listener, everyone sees everything.
+//! bearer token (`Authorization: Bearer TOKEN`) or, over HTTPS
+//! (`--http-tls`), a tenant's client certificate, as the API would; all
+//! to an admin; the visibility API needs one of them. Without TLS, or on
+//! `fleetq dev`'s loopback listener, everyone sees everything. Plain HTTP
+//! carries a bearer token in the clear: with tokens, use `--http-tls`.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -46,10 +48,15 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use fleetq_proto::tls::{HandshakeRefused, Tls};
+use tonic::transport::CertificateDer;
+
 use crate::metrics::{self, MetricsConfig, NodeCollector};
 use crate::node::Node;
 
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// How long an HTTPS client may take to finish its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const OPENMETRICS_TEXT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// A running HTTP server; it stops when its node shuts down.
@@ -98,12 +105,19 @@ struct State {
 /// anyone (`fleetq dev`'s local dashboard); otherwise, with TLS on, a
 /// caller without a bearer token sees cluster-wide figures only and a
 /// tenant its own namespaces' workloads.
+///
+/// `tls`: serve HTTPS with the node's certificate (`--http-tls`); a
+/// client certificate names the caller as a bearer token would.
 pub fn serve(
     listener: TcpListener,
     node: &Node,
     config: MetricsConfig,
     trust_loopback: bool,
+    tls: Option<Tls>,
 ) -> Result<HttpServer, String> {
+    if tls.as_ref().is_some_and(|t| t.server_config().is_none()) {
+        return Err("HTTPS needs the node's own certificate and key".into());
+    }
     let local_addr = listener
         .local_addr()
         .map_err(|e| format!("HTTP listener has no address: {e}"))?;
@@ -123,15 +137,20 @@ pub fn serve(
         visibility: crate::visibility::Visibility::new(node),
         ui: crate::ui::Dashboard::new(node),
     });
-    let task = tokio::spawn(accept_loop(listener, state, node.stopping()));
+    let task = tokio::spawn(accept_loop(listener, state, node.stopping(), tls));
     Ok(HttpServer { local_addr, task })
 }
 
-async fn accept_loop(listener: TcpListener, state: Arc<State>, mut stop: watch::Receiver<bool>) {
+async fn accept_loop(
+    listener: TcpListener,
+    state: Arc<State>,
+    mut stop: watch::Receiver<bool>,
+    tls: Option<Tls>,
+) {
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: back off.
                     tracing::debug!(error = %e, "HTTP accept failed");
@@ -142,56 +161,113 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, mut stop: watch::
             _ = stopped(&mut stop) => return,
         };
         let state = Arc::clone(&state);
-        let mut stop = stop.clone();
+        let stop = stop.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let service = service_fn(move |req| {
-                let state = Arc::clone(&state);
-                async move {
-                    let authorization = req
-                        .headers()
-                        .get(hyper::header::AUTHORIZATION)
-                        .and_then(|v| v.to_str().ok());
-                    let viewer = match state.auth.http_viewer(authorization, state.loopback) {
-                        Ok(v) => v,
-                        Err(why) => {
-                            let mut r = text(StatusCode::UNAUTHORIZED, format!("{why}\n"));
-                            r.headers_mut().insert(
-                                hyper::header::WWW_AUTHENTICATE,
-                                HeaderValue::from_static("Bearer"),
-                            );
-                            return Ok::<_, Infallible>(r);
-                        }
-                    };
-                    // /apis/visibility.kueue.x-k8s.io/...: see crate::visibility.
-                    let visibility = crate::visibility::respond(
-                        &state.visibility,
-                        req.method(),
-                        req.uri(),
-                        &viewer,
-                    );
-                    if let Some(r) = visibility.await {
-                        return Ok(r);
+            match tls {
+                None => serve_connection(stream, None, state, stop).await,
+                Some(tls) => {
+                    if let Some((stream, cert)) = handshake(stream, peer, &tls, &state.auth).await {
+                        serve_connection(stream, cert, state, stop).await;
                     }
-                    Ok::<_, Infallible>(handle(&state, &req, &viewer))
-                }
-            });
-            let conn = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
-                .serve_connection(TokioIo::new(stream), service);
-            let mut conn = std::pin::pin!(conn);
-            tokio::select! {
-                result = conn.as_mut() => {
-                    if let Err(e) = result {
-                        tracing::debug!(error = %e, "HTTP connection");
-                    }
-                }
-                _ = stopped(&mut stop) => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
                 }
             }
         });
+    }
+}
+
+/// The TLS handshake of an HTTPS connection (`--http-tls`), with the
+/// node's current certificate; the client's certificate, if it sent one
+/// the CA signed, names the caller as on the API.
+async fn handshake(
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    tls: &Tls,
+    auth: &crate::auth::Authorizer,
+) -> Option<(
+    tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    Option<CertificateDer<'static>>,
+)> {
+    let mut config = (*tls.server_config()?).clone();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let error = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(stream)) => {
+            let cert = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .cloned();
+            return Some((stream, cert));
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no TLS handshake within {HANDSHAKE_TIMEOUT:?}"),
+    };
+    auth.handshake_refused(HandshakeRefused {
+        peer: Some(peer),
+        error,
+    });
+    None
+}
+
+/// Serves the requests of one connection, plain or TLS.
+async fn serve_connection<S>(
+    stream: S,
+    cert: Option<CertificateDer<'static>>,
+    state: Arc<State>,
+    mut stop: watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let cert = cert.map(Arc::new);
+    let service = service_fn(move |req| {
+        let state = Arc::clone(&state);
+        let cert = cert.clone();
+        async move {
+            let authorization = req
+                .headers()
+                .get(hyper::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok());
+            let viewer =
+                match state
+                    .auth
+                    .http_viewer(authorization, cert.as_deref(), state.loopback)
+                {
+                    Ok(v) => v,
+                    Err(why) => {
+                        let mut r = text(StatusCode::UNAUTHORIZED, format!("{why}\n"));
+                        r.headers_mut().insert(
+                            hyper::header::WWW_AUTHENTICATE,
+                            HeaderValue::from_static("Bearer"),
+                        );
+                        return Ok::<_, Infallible>(r);
+                    }
+                };
+            // /apis/visibility.kueue.x-k8s.io/...: see crate::visibility.
+            let visibility =
+                crate::visibility::respond(&state.visibility, req.method(), req.uri(), &viewer);
+            if let Some(r) = visibility.await {
+                return Ok(r);
+            }
+            Ok::<_, Infallible>(handle(&state, &req, &viewer))
+        }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10))
+        .serve_connection(TokioIo::new(stream), service);
+    let mut conn = std::pin::pin!(conn);
+    tokio::select! {
+        result = conn.as_mut() => {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "HTTP connection");
+            }
+        }
+        _ = stopped(&mut stop) => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+        }
     }
 }
 

@@ -225,24 +225,48 @@ impl Authorizer {
     /// The viewer of an HTTP request with this `Authorization` header, on
     /// a listener that `trusts` its callers (bound to loopback); an
     /// unknown token is an error (the caller meant to be someone).
-    pub fn http_viewer(&self, authorization: Option<&str>, trusts: bool) -> Result<Viewer, String> {
+    pub fn http_viewer(
+        &self,
+        authorization: Option<&str>,
+        cert: Option<&tonic::transport::CertificateDer<'static>>,
+        trusts: bool,
+    ) -> Result<Viewer, String> {
         if !self.secure || trusts {
             return Ok(Viewer::All);
         }
-        let Some(value) = authorization else {
-            return Ok(Viewer::Anonymous);
+        let refused = |why: String| {
+            self.metrics.refused(reason::UNAUTHENTICATED);
+            why
         };
-        let token = value
-            .strip_prefix("Bearer ")
-            .ok_or("Authorization: expected \"Bearer TOKEN\"")?;
-        match self.policy().tenant_of_token(token.trim()) {
-            Some(t) if t.admin => Ok(Viewer::All),
-            Some(t) => Ok(Viewer::Tenant(t.clone())),
-            None => {
-                self.metrics.refused(reason::UNAUTHENTICATED);
-                Err("the bearer token is not in the authorization policy".into())
+        let policy = self.policy();
+        let tenant = match (authorization, cert) {
+            (Some(value), _) => {
+                let token = value
+                    .strip_prefix("Bearer ")
+                    .ok_or("Authorization: expected \"Bearer TOKEN\"")?;
+                policy
+                    .tenant_of_token(token.trim())
+                    .cloned()
+                    .ok_or_else(|| {
+                        refused("the bearer token is not in the authorization policy".into())
+                    })?
             }
-        }
+            // A client certificate (HTTPS, `--http-tls`): the same
+            // identities as on the API. Nodes and agents see what anyone
+            // sees; their rights are the peer and agent services'.
+            (None, Some(leaf)) => match Identity::of_certificate(leaf).map_err(refused)? {
+                Identity::Tenant(name) => policy.tenant(&name).cloned().ok_or_else(|| {
+                    refused(format!("tenant {name} is not in the authorization policy"))
+                })?,
+                Identity::Node(_) | Identity::Agent(_) => return Ok(Viewer::Anonymous),
+            },
+            (None, None) => return Ok(Viewer::Anonymous),
+        };
+        Ok(if tenant.admin {
+            Viewer::All
+        } else {
+            Viewer::Tenant(tenant)
+        })
     }
 
     /// Where the group's members are read from (the node's Raft metrics).
