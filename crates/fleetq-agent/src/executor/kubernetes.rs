@@ -40,6 +40,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use backon::{ExponentialBuilder, Retryable};
 use fleetq_model::resources::{is_mig, ResourceList, GPU, GPU_MEMORY};
 use fleetq_model::Workload;
 use fleetq_scheduler::Assignment;
@@ -61,6 +62,12 @@ use crate::kubernetes::{
 /// Kueue's queue label: a Job carrying it would be held by a Kueue running
 /// in the target cluster, so fleetq's copy drops it.
 const KUEUE_QUEUE_LABEL: &str = "kueue.x-k8s.io/queue-name";
+
+/// Why adopting a user's Job did not work: a conflict is retried.
+enum Adopt {
+    Conflict(String),
+    Failed(String),
+}
 
 /// How long the executor waits, after the pods of an adopted Job its
 /// user deleted are gone, for the stop the front door's cancel brings.
@@ -714,16 +721,27 @@ impl KubernetesExecutor {
             self.mapping.clone(),
         );
         tokio::spawn(async move {
-            let result = async {
+            // The patch carries the resourceVersion it was computed from;
+            // a 409 Conflict (the front door annotating the Job meanwhile,
+            // or its user) is read again and retried, as controllers do.
+            let adopt = || async {
                 let current = match api.get_opt(&name).await {
-                    Ok(Some(job)) => serde_json::to_value(job).map_err(|e| e.to_string())?,
-                    Ok(None) => return Err(format!("Job {namespace}/{name} is gone")),
-                    Err(e) => return Err(format!("cannot read Job {namespace}/{name}: {e}")),
+                    Ok(Some(job)) => {
+                        serde_json::to_value(job).map_err(|e| Adopt::Failed(e.to_string()))?
+                    }
+                    Ok(None) => {
+                        return Err(Adopt::Failed(format!("Job {namespace}/{name} is gone")))
+                    }
+                    Err(e) => {
+                        return Err(Adopt::Failed(format!(
+                            "cannot read Job {namespace}/{name}: {e}"
+                        )))
+                    }
                 };
                 if current["metadata"]["uid"].as_str() != Some(uid.as_str()) {
-                    return Err(format!(
+                    return Err(Adopt::Failed(format!(
                         "Job {namespace}/{name} was replaced by another of the same name"
-                    ));
+                    )));
                 }
                 let patch = adoption_patch(
                     id,
@@ -733,14 +751,33 @@ impl KubernetesExecutor {
                     &assignment,
                     &mapping,
                     &current,
-                )?;
+                )
+                .map_err(Adopt::Failed)?;
                 api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
-                    .map_err(|e| format!("cannot unsuspend Job {namespace}/{name}: {e}"))?;
+                    .map_err(|e| {
+                        let why = format!("cannot unsuspend Job {namespace}/{name}: {e}");
+                        match e {
+                            kube::Error::Api(status) if status.is_conflict() => {
+                                Adopt::Conflict(why)
+                            }
+                            _ => Adopt::Failed(why),
+                        }
+                    })?;
                 tracing::info!(job = %format!("{namespace}/{name}"), workload = id, epoch, "adopted the user's Job: unsuspended in place");
                 Ok(())
-            }
-            .await;
+            };
+            let result = adopt
+                .retry(
+                    ExponentialBuilder::default()
+                        .with_min_delay(Duration::from_millis(50))
+                        .with_max_times(8),
+                )
+                .when(|e| matches!(e, Adopt::Conflict(_)))
+                .await
+                .map_err(|e| match e {
+                    Adopt::Conflict(why) | Adopt::Failed(why) => why,
+                });
             if let Err(e) = result {
                 if lock(&jobs).remove(&(id, epoch)).is_some() {
                     report(&events, id, epoch, Event::Failed, e);
