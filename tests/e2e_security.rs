@@ -976,3 +976,149 @@ fn the_https_side_knows_client_certificates_and_tokens() {
     );
     assert!(plain.as_ref().is_none_or(|r| r.status != 200), "{plain:?}");
 }
+
+/// Issue 27: an agent's front door (`--watch-queued-jobs`) works under
+/// TLS. On the client API an agent's certificate may submit, read and
+/// cancel the workloads of its own cluster's Jobs (their template's
+/// `fleetq.dev/adopt-cluster`), and nothing else.
+#[test]
+fn an_agent_speaks_on_the_client_api_only_for_its_own_front_door() {
+    use fleetq_proto::tls::{tls_channel, Tls, TlsFiles};
+    use fleetq_proto::transport::Timeouts;
+    use fleetq_proto::v1 as pb;
+
+    let fleet = Fleet::start();
+    let up = wait_for(Duration::from_secs(20), || {
+        fleet.admin(&["get", "cq"]).status.success().then_some(())
+    });
+    assert!(up.is_some(), "the group never answered: {}", fleet.logs());
+    let out = fleet.apply(&[], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    // A workload the admin submitted, which no front door made.
+    let out = fleet.admin(&[
+        "submit",
+        "-n",
+        "team-a",
+        "--queue",
+        "team-a",
+        "--name",
+        "admins",
+        "--request",
+        "nvidia.com/gpu=16",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // A Job as the front door imports it, adopted by `cluster`.
+    let job = |name: &str, cluster: Option<&str>| -> String {
+        let annotations = cluster
+            .map(|c| {
+                serde_json::json!({
+                    "fleetq.dev/adopt-cluster": c,
+                    "fleetq.dev/adopt-uid": format!("uid-{name}"),
+                })
+            })
+            .unwrap_or_else(|| serde_json::json!({}));
+        let manifest = serde_json::json!({
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": name,
+                "namespace": "team-b",
+                "labels": {"kueue.x-k8s.io/queue-name": "team-b"},
+                "annotations": annotations,
+            },
+            "spec": {"suspend": true, "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox", "resources": {
+                    "requests": {"nvidia.com/gpu": "16"},
+                    "limits": {"nvidia.com/gpu": "16"},
+                }}],
+            }}},
+        });
+        let docs =
+            fleetq_model::kueue::import_manifests(&manifest.to_string()).expect("the Job imports");
+        match docs.into_iter().next().map(|d| d.object) {
+            Some(fleetq_model::config::Object::Workload(mut w)) => {
+                w.name = format!("job-{name}");
+                serde_json::to_string(&w).expect("json")
+            }
+            other => panic!("not a workload: {other:?}"),
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let _context = runtime.enter();
+    let tls = Tls::load(TlsFiles::in_dir(&fleet.tls, "agent-east")).expect("agent TLS");
+    let channel = tls_channel(&fleet.addrs[0], &Timeouts::default(), &tls, None).expect("channel");
+    let mut api = pb::fleet_q_client::FleetQClient::new(channel);
+    let submit = |api: &mut pb::fleet_q_client::FleetQClient<_>, id: &str, json: String| {
+        runtime.block_on(api.submit(pb::SubmitRequest {
+            request_id: id.into(),
+            workload_json: json,
+            workloads_json: Vec::new(),
+        }))
+    };
+    // Its own cluster's Job: submitted, read, cancelled.
+    submit(&mut api, "uid-mine", job("mine", Some("east"))).expect("east's front door submits");
+    let reference = |name: &str| pb::WorkloadRef {
+        namespace: "team-b".into(),
+        name: name.into(),
+        with_spec: false,
+    };
+    let mine = "job-mine".to_string();
+    runtime
+        .block_on(api.get_workload(reference(&mine)))
+        .expect("east reads its own");
+    // Another cluster's Job, or one no front door made: refused.
+    for (what, json) in [
+        ("west's", job("theirs", Some("west"))),
+        ("no front door's", job("plain", None)),
+    ] {
+        let err = submit(&mut api, what, json).expect_err(what);
+        assert_eq!(err.code(), tonic::Code::PermissionDenied, "{what}: {err:?}");
+        assert!(
+            err.message()
+                .contains("only the workloads of its own cluster's Jobs"),
+            "{}",
+            err.message()
+        );
+    }
+    // The admin's workload: neither read nor cancelled.
+    let err = runtime
+        .block_on(api.get_workload(pb::WorkloadRef {
+            namespace: "team-a".into(),
+            name: "admins".into(),
+            with_spec: false,
+        }))
+        .expect_err("not east's");
+    assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+    let err = runtime
+        .block_on(api.cancel(pb::CancelRequest {
+            namespace: "team-a".into(),
+            name: "admins".into(),
+        }))
+        .expect_err("not east's");
+    assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+    // Nor anything else on the client API.
+    let err = runtime
+        .block_on(api.apply(pb::ApplyRequest {
+            manifests: CONFIG.into(),
+            dry_run: false,
+        }))
+        .expect_err("no apply");
+    assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err:?}");
+    runtime
+        .block_on(api.cancel(pb::CancelRequest {
+            namespace: "team-b".into(),
+            name: mine.clone(),
+        }))
+        .expect("east cancels its own");
+    let out = fleet.admin(&["get", "workload", "-n", "team-a", "admins"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Pending"),
+        "{}",
+        text(&out)
+    );
+}

@@ -51,8 +51,9 @@ pub const ANNOTATION_QUEUE_POSITION: &str = "fleetq.dev/queue-position";
 pub const ANNOTATION_ADMITTED_CLUSTER: &str = "fleetq.dev/admitted-cluster";
 /// In a submitted workload's `run.jobTemplate` only: the cluster whose
 /// agent unsuspends the Job in place, and the Job's uid.
-pub const ADOPT_CLUSTER: &str = "fleetq.dev/adopt-cluster";
-pub const ADOPT_UID: &str = "fleetq.dev/adopt-uid";
+pub use fleetq_model::workload::{
+    ADOPT_CLUSTER_ANNOTATION as ADOPT_CLUSTER, ADOPT_UID_ANNOTATION as ADOPT_UID,
+};
 
 /// How often pending workloads' reasons are read and work is retried.
 const TICK: Duration = Duration::from_secs(1);

@@ -20,7 +20,22 @@ pub struct Workload {
     pub spec: WorkloadSpec,
 }
 
+/// In a workload's `run.jobTemplate` annotations, put there by an agent's
+/// front door (`fleetq agent --watch-queued-jobs`): the cluster whose
+/// agent unsuspends the user's own Job in place, and that Job's uid. The
+/// server lets an agent submit, read and cancel only workloads naming its
+/// own cluster here.
+pub const ADOPT_CLUSTER_ANNOTATION: &str = "fleetq.dev/adopt-cluster";
+pub const ADOPT_UID_ANNOTATION: &str = "fleetq.dev/adopt-uid";
+
 impl Workload {
+    /// The cluster whose front door made this workload from a user's Job
+    /// ([`ADOPT_CLUSTER_ANNOTATION`]), if one did.
+    pub fn adopting_cluster(&self) -> Option<&str> {
+        self.spec.run.job_template.as_ref()?["metadata"]["annotations"][ADOPT_CLUSTER_ANNOTATION]
+            .as_str()
+    }
+
     /// `namespace/name`, unique among live workloads.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)

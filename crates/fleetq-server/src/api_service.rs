@@ -116,6 +116,29 @@ impl ApiService {
         self.proposer.read_barrier().await.map_err(Status::from)
     }
 
+    /// An agent may read or cancel a workload only if its own cluster's
+    /// front door made it (`Action::FrontDoor`). Read after the barrier,
+    /// so a workload it has just submitted through another node is seen;
+    /// one that does not exist is refused the same way, naming nothing.
+    async fn allow_front_door<T>(
+        &self,
+        request: &Request<T>,
+        rpc: &str,
+        caller: &crate::auth::Caller,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), Status> {
+        self.barrier().await?;
+        let owner = {
+            let sm = self.handle.read();
+            sm.ledger
+                .workload_by_name(namespace, name)
+                .and_then(|r| r.workload.adopting_cluster().map(str::to_string))
+        };
+        self.auth
+            .allow(request, rpc, caller, Action::FrontDoor(owner.as_deref()))
+    }
+
     async fn submit_many(
         &self,
         request_id: &str,
@@ -565,8 +588,8 @@ impl FleetQ for ApiService {
             return Err(refused(&errors));
         }
         for w in &workloads {
-            self.auth
-                .allow(&request, "Submit", &caller, Action::Submit(&w.namespace))?;
+            let action = Action::on_workload(&caller, Action::Submit(&w.namespace), w);
+            self.auth.allow(&request, "Submit", &caller, action)?;
         }
         let more = u32::try_from(workloads.len().saturating_sub(1)).unwrap_or(u32::MAX);
         self.writes.admit_more("Submit", &request, &caller, more)?;
@@ -575,11 +598,24 @@ impl FleetQ for ApiService {
     }
 
     async fn cancel(&self, request: Request<pb::CancelRequest>) -> Reply<pb::CancelResponse> {
-        let caller = self.auth.api(
-            &request,
-            "Cancel",
-            Action::Cancel(&request.get_ref().namespace),
-        )?;
+        let caller = self.auth.identify(&request, "Cancel")?;
+        if matches!(caller, crate::auth::Caller::Agent(_)) {
+            self.allow_front_door(
+                &request,
+                "Cancel",
+                &caller,
+                &request.get_ref().namespace,
+                &request.get_ref().name,
+            )
+            .await?;
+        } else {
+            self.auth.allow(
+                &request,
+                "Cancel",
+                &caller,
+                Action::Cancel(&request.get_ref().namespace),
+            )?;
+        }
         self.writes.admit("Cancel", &request, &caller)?;
         let req = request.into_inner();
         let response = self
@@ -608,11 +644,24 @@ impl FleetQ for ApiService {
     }
 
     async fn get_workload(&self, request: Request<pb::WorkloadRef>) -> Reply<pb::WorkloadStatus> {
-        self.auth.api(
-            &request,
-            "GetWorkload",
-            Action::Read(&request.get_ref().namespace),
-        )?;
+        let caller = self.auth.identify(&request, "GetWorkload")?;
+        if matches!(caller, crate::auth::Caller::Agent(_)) {
+            self.allow_front_door(
+                &request,
+                "GetWorkload",
+                &caller,
+                &request.get_ref().namespace,
+                &request.get_ref().name,
+            )
+            .await?;
+        } else {
+            self.auth.allow(
+                &request,
+                "GetWorkload",
+                &caller,
+                Action::Read(&request.get_ref().namespace),
+            )?;
+        }
         let req = request.into_inner();
         self.barrier().await?;
         let sm = self.handle.read();

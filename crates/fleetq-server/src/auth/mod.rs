@@ -24,6 +24,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use fleetq_model::Workload;
 use fleetq_proto::tls::Identity;
 use tonic::{Request, Status};
 
@@ -74,6 +75,22 @@ pub enum Action<'a> {
     /// Write anything at all: checked before a request's manifests are
     /// parsed, so a caller that may only read costs no parsing.
     WriteAny,
+    /// An agent submitting, reading or cancelling a workload its cluster's
+    /// front door made (`--watch-queued-jobs`): the workload's
+    /// `fleetq.dev/adopt-cluster`, if any.
+    FrontDoor(Option<&'a str>),
+}
+
+impl<'a> Action<'a> {
+    /// What `caller` needs for `action` on `workload`: for an agent, that
+    /// the workload is its own cluster's front door's; for anyone else,
+    /// `action` itself.
+    pub fn on_workload(caller: &Caller, action: Action<'a>, workload: &'a Workload) -> Action<'a> {
+        match caller {
+            Caller::Agent(_) => Action::FrontDoor(workload.adopting_cluster()),
+            _ => action,
+        }
+    }
 }
 
 /// Whether `caller` may do `action`; the error says why not.
@@ -89,9 +106,15 @@ pub fn permits(caller: &Caller, action: Action<'_>) -> Result<(), String> {
                 "node {id}'s certificate grants peer rights only; use a client certificate or token the authorization policy names"
             ))
         }
+        // An agent's front door submits, reads and cancels the workloads
+        // of its own cluster's Jobs; nothing else on the client API.
+        Caller::Agent(_) if matches!(action, Action::WriteAny) => return Ok(()),
+        Caller::Agent(c) if matches!(action, Action::FrontDoor(Some(own)) if own == c) => {
+            return Ok(())
+        }
         Caller::Agent(c) => {
             return Err(format!(
-                "the agent of cluster {c} may use only the Agent service"
+                "the agent of cluster {c} may use only the Agent service, and on the client API only the workloads of its own cluster's Jobs (fleetq.dev/adopt-cluster: {c})"
             ))
         }
         Caller::Tenant(t) if t.admin => return Ok(()),
@@ -120,6 +143,12 @@ pub fn permits(caller: &Caller, action: Action<'_>) -> Result<(), String> {
         Action::Submit(ns) => (Verb::Submit, Some(ns)),
         Action::Cancel(ns) => (Verb::Cancel, Some(ns)),
         Action::ApplyNamespaced(ns) => (Verb::Apply, Some(ns)),
+        Action::FrontDoor(_) => {
+            return Err(format!(
+                "tenant {}: only an agent acts for its cluster's front door",
+                tenant.name
+            ))
+        }
         Action::Admin(what) | Action::Membership(what) => {
             return Err(format!(
                 "tenant {} is not an admin; only admins may {what}",
