@@ -664,6 +664,14 @@ fn dump_log(disks: &BTreeMap<NodeId, MemDisk>) {
                         reasons.join("; ")
                     )
                 }
+                // FLEETQ_CHAOS_DEBUG=full: configurations and submissions
+                // whole too (quotas and requests, to redo the arithmetic).
+                fleetq_ledger::command::Command::SubmitWorkloads { .. }
+                | fleetq_ledger::command::Command::ApplyObjects { .. }
+                    if std::env::var_os("FLEETQ_CHAOS_DEBUG").is_some_and(|v| v == "full") =>
+                {
+                    text
+                }
                 fleetq_ledger::command::Command::SubmitWorkloads { .. }
                 | fleetq_ledger::command::Command::ApplyObjects { .. } => {
                     text.chars().take(160).collect()

@@ -7,7 +7,9 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 
-use fleetq_model::cluster_queue::{QueueingStrategy, ReclaimWithinCohort, StopPolicy};
+use fleetq_model::cluster_queue::{
+    QueueingStrategy, ReclaimWithinCohort, StopPolicy, WithinClusterQueue,
+};
 use fleetq_model::resources::GPU;
 use fleetq_model::{ClusterQueue, Quantity, Timestamp};
 
@@ -97,6 +99,26 @@ pub(crate) struct Cycle<'a> {
     /// In the nominated pass each attempt sees other claims than the last,
     /// so the memo is neither read nor fed there.
     in_nominated_pass: bool,
+    /// Per ClusterQueue, the highest-priority workload preempting this
+    /// cycle, with the resources it requests (see `behind_preemptor`).
+    preempting: HashMap<NodeId, Preemptor>,
+}
+
+/// A workload that is preempting for room in its ClusterQueue this cycle.
+struct Preemptor {
+    id: WorkloadId,
+    priority: i32,
+    resources: BTreeSet<String>,
+}
+
+/// The resource names a workload requests.
+fn requested(w: &PendingWorkload) -> BTreeSet<String> {
+    w.workload
+        .spec
+        .pod_sets
+        .iter()
+        .flat_map(|p| p.requests.keys().cloned())
+        .collect()
 }
 
 /// Kueue's `reserveCapacityForUnreclaimablePreempt` for one ClusterQueue:
@@ -177,6 +199,7 @@ impl<'a> Cycle<'a> {
             holds: HashMap::new(),
             claims: Claims::default(),
             in_nominated_pass: false,
+            preempting: HashMap::new(),
         }
     }
 
@@ -755,10 +778,73 @@ impl<'a> Cycle<'a> {
     /// Tries to admit `w`, judged without the quota its own queue's
     /// workloads hold (`lift_holds`); any hold `w` takes is laid after.
     fn attempt(&mut self, node: NodeId, cq: &'a ClusterQueue, w: &'a PendingWorkload) -> Outcome {
+        if let Some(reason) = self.behind_preemptor(node, cq, w) {
+            return Outcome::Wait(reason);
+        }
         self.lift_holds(node);
         let outcome = self.attempt_unheld(node, cq, w);
         self.lay_holds(node);
+        if matches!(outcome, Outcome::Preempting(_))
+            && self
+                .preempting
+                .get(&node)
+                .is_none_or(|p| p.priority < w.priority)
+        {
+            self.preempting.insert(
+                node,
+                Preemptor {
+                    id: w.id,
+                    priority: w.priority,
+                    resources: requested(w),
+                },
+            );
+        }
         outcome
+    }
+
+    /// Kueue takes one head per ClusterQueue per cycle, so while a
+    /// workload preempts for room its queue admits nothing it outranks.
+    /// fleetq looks at a queue's later workloads in the same cycle; one of
+    /// lower priority, that the preemptor may preempt within the queue and
+    /// that needs what the preemptor needs, would take
+    /// the quota its victims free and be preempted again (soak seed
+    /// 142349: a victim of another cluster, requeued, was re-admitted by
+    /// borrowing while its preemptor waited for a victim behind a cut-off
+    /// agent, four rounds). It waits behind the preemptor instead.
+    fn behind_preemptor(
+        &self,
+        node: NodeId,
+        cq: &ClusterQueue,
+        w: &PendingWorkload,
+    ) -> Option<PendingReason> {
+        let p = self.preempting.get(&node)?;
+        // Only what the preemptor may take back: a workload it outranks,
+        // under a policy that lets it preempt within its queue.
+        if p.id == w.id
+            || w.priority >= p.priority
+            || cq.spec.preemption.within_cluster_queue == WithinClusterQueue::Never
+        {
+            return None;
+        }
+        let needs = requested(w);
+        let shared: Vec<&String> = needs.intersection(&p.resources).collect();
+        if shared.is_empty() {
+            return None;
+        }
+        Some(PendingReason::new(
+            ReasonKind::WaitingForQuota,
+            format!(
+                "workload {} of ClusterQueue {:?} (priority {}) is preempting for {}; workloads of its queue it outranks that need the same wait behind it, as behind Kueue's queue head",
+                p.id,
+                cq.name,
+                p.priority,
+                shared
+                    .iter()
+                    .map(|r| r.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ))
     }
 
     fn attempt_unheld(

@@ -509,3 +509,73 @@ fn a_nominated_preemptor_takes_no_other_preemptors_room() {
     assert_eq!(s.admitted_now(), set(&["p1"]));
     assert_eq!(s.cluster_of("p1"), here);
 }
+
+/// Kueue takes one head per ClusterQueue per cycle: while a workload
+/// preempts within its queue, the workloads it outranks there are not
+/// admitted into the room its victims free. Soak seed 142349: a victim,
+/// requeued while the other victim could not stop, was re-admitted (by
+/// borrowing) and preempted again, four rounds.
+#[test]
+fn a_queue_admits_nothing_its_preemptor_outranks_while_it_waits() {
+    const CONFIG: &str = r#"
+- kind: ResourceFlavor
+  name: h100
+- kind: ClusterQueue
+  name: team-a
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 4}
+    preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}
+- kind: ClusterQueue
+  name: team-c
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 2}
+- kind: LocalQueue
+  namespace: ns
+  name: a
+  spec: {clusterQueue: team-a}
+- kind: WorkloadPriorityClass
+  name: high
+  value: 1000
+- kind: WorkloadPriorityClass
+  name: low
+  value: 10
+"#;
+    let mut s = Sim::new(CONFIG, &["east: h100/nvidia.com/gpu=4"]);
+    s.submit("lo q=a gpu=2 pc=low");
+    s.submit("stuck q=a gpu=2 pc=low");
+    s.cycle();
+    assert_eq!(s.running(), set(&["lo", "stuck"]));
+    s.submit("hi q=a gpu=4 pc=high");
+    s.cycle();
+    assert_eq!(s.preempted_now(), set(&["lo", "stuck"]));
+    // lo stops and comes back; stuck cannot stop (its agent is cut off).
+    s.finish("lo");
+    s.submit("lo-again q=a gpu=2 pc=low");
+    s.cycle();
+    // It waits behind hi, which would preempt it again. (Here hi's room
+    // on east keeps it out too; where the victim ran on another cluster
+    // than the preemptor's room nothing did: seed 142349, which .ci/run
+    // replays.)
+    assert!(s.admitted_now().is_empty(), "{:?}", s.admitted_now());
+    assert_eq!(s.reason_kind("hi"), ReasonKind::Preempting);
+    s.assert_waits(
+        "lo-again",
+        ReasonKind::WaitingForQuota,
+        &["is preempting for nvidia.com/gpu"],
+    );
+    s.evictions_complete();
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["hi"]));
+}
