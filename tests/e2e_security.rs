@@ -873,14 +873,7 @@ fn https(
     let mut raw = Vec::new();
     // A close without close_notify still leaves the whole reply read.
     let _ = stream.read_to_end(&mut raw);
-    let raw = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some(common::HttpReply {
-        status,
-        head: head.to_ascii_lowercase(),
-        body: body.to_string(),
-    })
+    common::HttpReply::parse(&String::from_utf8_lossy(&raw))
 }
 
 /// Issue 25, item 6: with `--http-tls` the HTTP listener speaks HTTPS and

@@ -90,13 +90,20 @@ pub fn http_with(
     .ok()?;
     let mut raw = String::new();
     stream.read_to_string(&mut raw).ok()?;
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some(HttpReply {
-        status,
-        head: head.to_ascii_lowercase(),
-        body: body.to_string(),
-    })
+    HttpReply::parse(&raw)
+}
+
+impl HttpReply {
+    /// A whole HTTP/1.1 response as read from the socket.
+    pub fn parse(raw: &str) -> Option<HttpReply> {
+        let (head, body) = raw.split_once("\r\n\r\n")?;
+        let status = head.split_whitespace().nth(1)?.parse().ok()?;
+        Some(HttpReply {
+            status,
+            head: head.to_ascii_lowercase(),
+            body: body.to_string(),
+        })
+    }
 }
 
 pub struct Group {

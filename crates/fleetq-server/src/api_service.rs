@@ -116,18 +116,25 @@ impl ApiService {
         self.proposer.read_barrier().await.map_err(Status::from)
     }
 
-    /// An agent may read or cancel a workload only if its own cluster's
-    /// front door made it (`Action::FrontDoor`). Read after the barrier,
-    /// so a workload it has just submitted through another node is seen;
-    /// one that does not exist is refused the same way, naming nothing.
-    async fn allow_front_door<T>(
+    /// The caller of a request about one workload, if it may do
+    /// `action` there. An agent may read or cancel a workload only if its
+    /// own cluster's front door made it (`Action::FrontDoor`), looked up
+    /// after the barrier so one it has just submitted through another
+    /// node is seen; one that does not exist is refused the same way,
+    /// naming nothing.
+    async fn allow_on_workload<T>(
         &self,
         request: &Request<T>,
         rpc: &str,
-        caller: &crate::auth::Caller,
+        action: Action<'_>,
         namespace: &str,
         name: &str,
-    ) -> Result<(), Status> {
+    ) -> Result<crate::auth::Caller, Status> {
+        let caller = self.auth.identify(request, rpc)?;
+        if !matches!(caller, crate::auth::Caller::Agent(_)) {
+            self.auth.allow(request, rpc, &caller, action)?;
+            return Ok(caller);
+        }
         self.barrier().await?;
         let owner = {
             let sm = self.handle.read();
@@ -136,7 +143,8 @@ impl ApiService {
                 .and_then(|r| r.workload.adopting_cluster().map(str::to_string))
         };
         self.auth
-            .allow(request, rpc, caller, Action::FrontDoor(owner.as_deref()))
+            .allow(request, rpc, &caller, Action::FrontDoor(owner.as_deref()))?;
+        Ok(caller)
     }
 
     async fn submit_many(
@@ -598,24 +606,16 @@ impl FleetQ for ApiService {
     }
 
     async fn cancel(&self, request: Request<pb::CancelRequest>) -> Reply<pb::CancelResponse> {
-        let caller = self.auth.identify(&request, "Cancel")?;
-        if matches!(caller, crate::auth::Caller::Agent(_)) {
-            self.allow_front_door(
+        let (namespace, name) = (&request.get_ref().namespace, &request.get_ref().name);
+        let caller = self
+            .allow_on_workload(
                 &request,
                 "Cancel",
-                &caller,
-                &request.get_ref().namespace,
-                &request.get_ref().name,
+                Action::Cancel(namespace),
+                namespace,
+                name,
             )
             .await?;
-        } else {
-            self.auth.allow(
-                &request,
-                "Cancel",
-                &caller,
-                Action::Cancel(&request.get_ref().namespace),
-            )?;
-        }
         self.writes.admit("Cancel", &request, &caller)?;
         let req = request.into_inner();
         let response = self
@@ -644,24 +644,15 @@ impl FleetQ for ApiService {
     }
 
     async fn get_workload(&self, request: Request<pb::WorkloadRef>) -> Reply<pb::WorkloadStatus> {
-        let caller = self.auth.identify(&request, "GetWorkload")?;
-        if matches!(caller, crate::auth::Caller::Agent(_)) {
-            self.allow_front_door(
-                &request,
-                "GetWorkload",
-                &caller,
-                &request.get_ref().namespace,
-                &request.get_ref().name,
-            )
-            .await?;
-        } else {
-            self.auth.allow(
-                &request,
-                "GetWorkload",
-                &caller,
-                Action::Read(&request.get_ref().namespace),
-            )?;
-        }
+        let (namespace, name) = (&request.get_ref().namespace, &request.get_ref().name);
+        self.allow_on_workload(
+            &request,
+            "GetWorkload",
+            Action::Read(namespace),
+            namespace,
+            name,
+        )
+        .await?;
         let req = request.into_inner();
         self.barrier().await?;
         let sm = self.handle.read();
