@@ -44,10 +44,25 @@ fn catchers(mutant: Mutant) -> &'static [&'static str] {
 }
 
 /// The first FAIL line of a run with `mutant` on, if any.
+/// Seeds each mutant gets: 200, but expire-without-waiting, which needs
+/// a leader change while a cluster's workloads run and since 1e89654's
+/// scheduling is first caught at seed 210 (was 66); see docs/testing.md.
+fn seeds(mutant: Mutant) -> u32 {
+    match mutant {
+        Mutant::ExpireWithoutWaiting => 300,
+        _ => 200,
+    }
+}
+
 fn caught(mutant: Mutant, ledger_checks: &str) -> Option<String> {
     let out = Command::new(env!("CARGO_BIN_EXE_fleetq-chaos"))
         .env("FLEETQ_MUTANT", mutant.name())
-        .args(["sim", "--seeds", "200", "--until-violation"])
+        .args([
+            "sim",
+            "--seeds",
+            &seeds(mutant).to_string(),
+            "--until-violation",
+        ])
         .args(["--ledger-checks", ledger_checks])
         .output()
         .expect("fleetq-chaos runs");
@@ -75,8 +90,9 @@ fn every_mutant_is_caught_by_the_outside_checks_alone_and_with_the_ledgers() {
         for checks in ["off", "on"] {
             let Some(line) = caught(mutant, checks) else {
                 wrong.push(format!(
-                    "{} (ledger checks {checks}): not caught within 200 seeds",
-                    mutant.name()
+                    "{} (ledger checks {checks}): not caught within {} seeds",
+                    mutant.name(),
+                    seeds(mutant)
                 ));
                 continue;
             };
