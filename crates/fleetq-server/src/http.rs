@@ -48,15 +48,13 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use fleetq_proto::tls::{HandshakeRefused, Tls};
+use fleetq_proto::tls::{HandshakeRefused, Tls, HANDSHAKE_TIMEOUT};
 use tonic::transport::CertificateDer;
 
 use crate::metrics::{self, MetricsConfig, NodeCollector};
 use crate::node::Node;
 
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
-/// How long an HTTPS client may take to finish its handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const OPENMETRICS_TEXT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// A running HTTP server; it stops when its node shuts down.

@@ -12,7 +12,7 @@ use super::Tls;
 
 /// How long a connection may take to finish its handshake; a client that
 /// opens a socket and says nothing must not hold a task forever.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A connection whose TLS handshake failed (no trusted certificate, a
 /// certificate from another CA, plaintext, a stalled client).

@@ -25,7 +25,7 @@ use rustls::{ClientConfig, RootCertStore, ServerConfig};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-pub use accept::{accept, HandshakeRefused};
+pub use accept::{accept, HandshakeRefused, HANDSHAKE_TIMEOUT};
 pub use connect::{dial, tls_channel, TlsConnector};
 pub use identity::{Identity, TRUST_DOMAIN};
 
