@@ -7,9 +7,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 
-use fleetq_model::cluster_queue::{
-    QueueingStrategy, ReclaimWithinCohort, StopPolicy, WithinClusterQueue,
-};
+use fleetq_model::cluster_queue::{QueueingStrategy, ReclaimWithinCohort, StopPolicy};
 use fleetq_model::resources::GPU;
 use fleetq_model::{ClusterQueue, Quantity, Timestamp};
 
@@ -19,6 +17,7 @@ use crate::claims::{Claim, Claims};
 use crate::clusters::ClusterUsage;
 use crate::decision::{Admission, Decisions, PendingReason, ReasonKind};
 use crate::fair;
+use crate::policy::{within_cluster_queue_allows, Rank};
 use crate::preempt;
 use crate::quota::{FrId, NodeId, NodeKind, QuotaTree, Usage};
 use crate::snapshot::{PendingWorkload, QueueKey, Snapshot};
@@ -107,8 +106,15 @@ pub(crate) struct Cycle<'a> {
 /// A workload that is preempting for room in its ClusterQueue this cycle.
 struct Preemptor {
     id: WorkloadId,
-    priority: i32,
+    rank: Rank,
     resources: BTreeSet<String>,
+}
+
+fn rank_of(w: &PendingWorkload) -> Rank {
+    Rank {
+        priority: w.priority,
+        created_at: w.created_at,
+    }
 }
 
 /// The resource names a workload requests.
@@ -788,13 +794,13 @@ impl<'a> Cycle<'a> {
             && self
                 .preempting
                 .get(&node)
-                .is_none_or(|p| p.priority < w.priority)
+                .is_none_or(|p| p.rank.priority < w.priority)
         {
             self.preempting.insert(
                 node,
                 Preemptor {
                     id: w.id,
-                    priority: w.priority,
+                    rank: rank_of(w),
                     resources: requested(w),
                 },
             );
@@ -804,13 +810,15 @@ impl<'a> Cycle<'a> {
 
     /// Kueue takes one head per ClusterQueue per cycle, so while a
     /// workload preempts for room its queue admits nothing it outranks.
-    /// fleetq looks at a queue's later workloads in the same cycle; one of
-    /// lower priority, that the preemptor may preempt within the queue and
-    /// that needs what the preemptor needs, would take
-    /// the quota its victims free and be preempted again (soak seed
-    /// 142349: a victim of another cluster, requeued, was re-admitted by
-    /// borrowing while its preemptor waited for a victim behind a cut-off
-    /// agent, four rounds). It waits behind the preemptor instead.
+    /// fleetq looks at a queue's later workloads in the same cycle; one
+    /// that the preemptor may preempt within the queue and that needs what
+    /// the preemptor needs would take the quota its victims free and be
+    /// preempted again. Soak seed 142349: a victim of another cluster,
+    /// requeued, was re-admitted by borrowing while its preemptor waited
+    /// for a victim behind a cut-off agent, four rounds. Seed 153216: the
+    /// same with a newer victim of equal priority under
+    /// `LowerOrNewerEqualPriority`, which "lower priority" alone let
+    /// through. It waits behind the preemptor instead.
     fn behind_preemptor(
         &self,
         node: NodeId,
@@ -818,11 +826,13 @@ impl<'a> Cycle<'a> {
         w: &PendingWorkload,
     ) -> Option<PendingReason> {
         let p = self.preempting.get(&node)?;
-        // Only what the preemptor may take back: a workload it outranks,
-        // under a policy that lets it preempt within its queue.
+        // Only what the preemptor may take back: the policy's own test.
         if p.id == w.id
-            || w.priority >= p.priority
-            || cq.spec.preemption.within_cluster_queue == WithinClusterQueue::Never
+            || !within_cluster_queue_allows(
+                cq.spec.preemption.within_cluster_queue,
+                p.rank,
+                rank_of(w),
+            )
         {
             return None;
         }
@@ -837,7 +847,7 @@ impl<'a> Cycle<'a> {
                 "workload {} of ClusterQueue {:?} (priority {}) is preempting for {}; workloads of its queue it outranks that need the same wait behind it, as behind Kueue's queue head",
                 p.id,
                 cq.name,
-                p.priority,
+                p.rank.priority,
                 shared
                     .iter()
                     .map(|r| r.as_str())

@@ -13,6 +13,7 @@
 //! lowest-priority victims wins.
 
 use std::cmp::Reverse;
+use std::collections::BTreeSet;
 
 use fleetq_model::ClusterQueue;
 
@@ -103,6 +104,9 @@ pub(crate) fn try_preempt(
     let snap = cycle.snap;
     let mut new_victims = 0;
     let mut waiting_for = 0;
+    // Where the victims it waits for run: victims chosen for quota may run
+    // on another cluster than the preemptor's room.
+    let mut waiting_on = BTreeSet::new();
     // Victims keep their quota until they really stop (quota follows
     // physical truth), so the cycle's working state keeps charging them:
     // nobody else in this cycle may use what they will free. What the
@@ -124,6 +128,9 @@ pub(crate) fn try_preempt(
         }
         if cand.evicting {
             waiting_for += 1;
+            if let Some(c) = cand.cluster {
+                waiting_on.insert(snap.clusters.clusters[c].name());
+            }
             continue;
         }
         new_victims += 1;
@@ -153,7 +160,8 @@ pub(crate) fn try_preempt(
     let message = if new_victims > 0 {
         format!("preempting {new_victims} workload(s) on cluster {cluster_name}; admitted once they stop")
     } else if waiting_for > 0 {
-        format!("waiting for {waiting_for} evicted workload(s) on cluster {cluster_name} to stop")
+        let on = waiting_on.into_iter().collect::<Vec<_>>().join(", ");
+        format!("waiting for {waiting_for} evicted workload(s) on cluster(s) {on} to stop; its room is on cluster {cluster_name}")
     } else {
         // Room that this cycle's earlier victims free beyond their preemptors' needs.
         format!("waiting for workloads preempted on cluster {cluster_name} to stop")

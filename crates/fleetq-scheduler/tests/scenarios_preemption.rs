@@ -579,3 +579,92 @@ fn a_queue_admits_nothing_its_preemptor_outranks_while_it_waits() {
     s.cycle();
     assert_eq!(s.admitted_now(), set(&["hi"]));
 }
+
+/// The same under `LowerOrNewerEqualPriority`: the preemptor may take a
+/// newer workload of its own priority, so such a workload waits behind it
+/// too. Soak seed 153216: an older workload, requeued after a fence,
+/// preempted newer equals on another cluster than its room; one of them,
+/// requeued while the preemptor waited, was re-admitted by borrowing and
+/// preempted again, three rounds.
+#[test]
+fn a_queue_admits_no_newer_equal_its_preemptor_may_take_while_it_waits() {
+    const CONFIG: &str = r#"
+- kind: ResourceFlavor
+  name: h100
+- kind: ClusterQueue
+  name: team
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 4}
+    preemption: {withinClusterQueue: LowerOrNewerEqualPriority}
+- kind: ClusterQueue
+  name: lender
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 1}
+- kind: LocalQueue
+  namespace: ns
+  name: q
+  spec: {clusterQueue: team}
+- kind: WorkloadPriorityClass
+  name: low
+  value: 10
+"#;
+    let mut s = Sim::new(
+        CONFIG,
+        &["east: h100/nvidia.com/gpu=4", "west: h100/nvidia.com/gpu=4"],
+    );
+    // `old` is the oldest; it runs on east, then is requeued (its cluster
+    // was fenced) while two newer equals took the quota on west.
+    s.set_cluster_state("west", ClusterState::Unreachable);
+    s.submit("old q=q gpu=4 pc=low");
+    s.cycle();
+    assert_eq!(s.cluster_of("old"), "east");
+    let old = s.snap.release(s.id("old"), s.now).unwrap().pending;
+    s.set_cluster_state("east", ClusterState::Unreachable);
+    s.set_cluster_state("west", ClusterState::Ready);
+    s.submit("v1 q=q gpu=2 pc=low");
+    s.submit("v2 q=q gpu=2 pc=low");
+    s.cycle();
+    assert_eq!(s.running(), set(&["v1", "v2"]));
+    s.set_cluster_state("east", ClusterState::Ready);
+    s.snap.add_pending(old).unwrap();
+    // `old` takes its quota back from the newer equals on west; its room
+    // is on east.
+    s.cycle();
+    assert_eq!(s.preempted_now(), set(&["v1", "v2"]));
+    // v1 stops and is resubmitted smaller; v2 cannot stop yet. What old
+    // still needs beyond v2 is reserved, but v1-again could borrow the
+    // lender's unused GPU, as w12 did in the seed.
+    s.finish("v1");
+    s.submit("v1-again q=q gpu=1 pc=low");
+    s.cycle();
+    assert!(s.admitted_now().is_empty(), "{:?}", s.admitted_now());
+    s.assert_waits(
+        "v1-again",
+        ReasonKind::WaitingForQuota,
+        &["is preempting for nvidia.com/gpu"],
+    );
+    s.assert_waits(
+        "old",
+        ReasonKind::Preempting,
+        &[
+            "1 evicted workload(s) on cluster(s) west",
+            "room is on cluster east",
+        ],
+    );
+    s.evictions_complete();
+    s.cycle();
+    // old has its room; v1-again borrows the lender's GPU beside it.
+    assert_eq!(s.admitted_now(), set(&["old", "v1-again"]));
+}
