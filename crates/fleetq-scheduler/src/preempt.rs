@@ -436,6 +436,15 @@ fn candidates<'s>(
     if root == node {
         return sorted(out, node);
     }
+    // Kueue's FairSharingPreemptWithinNominal (on by default): a
+    // preemptor that stays within its queue's nominal quota in what needs
+    // preemption reclaims from other queues whatever their shares, for
+    // reason InCohortReclamation; `minimal_set` skips the strategies then.
+    let fair_reason = if within_nominal_after(cycle, node, plan) {
+        PreemptionReason::InCohortReclamation
+    } else {
+        PreemptionReason::InCohortFairSharing
+    };
     let mut take_from = |other: NodeId, advantage: bool, lca: Option<NodeId>| {
         for &(priority, _, id) in &snap.admitted_by_node[other] {
             let a = &snap.admitted[&id];
@@ -447,17 +456,16 @@ fn candidates<'s>(
                 created_at: a.pending.created_at,
             };
             if cycle.cfg.fair_sharing {
-                let reason = PreemptionReason::InCohortFairSharing;
                 if policy::allows(
                     &policy,
-                    reason,
+                    fair_reason,
                     policy::Relation::SameTree,
                     preemptor,
                     victim,
                     a.pending.borrow_preemptions,
                     w.reclaimed,
                 ) {
-                    consider(a, false, reason, None, None);
+                    consider(a, false, fair_reason, None, None);
                 }
             } else if let Some(variant) = policy::classify_in_cohort(
                 &policy,
@@ -473,7 +481,8 @@ fn candidates<'s>(
     };
     if cycle.cfg.fair_sharing {
         // Fair sharing: every other queue of the tree that borrows what the
-        // preemptor needs; the strategies decide (`minimal_set`).
+        // preemptor needs; the strategies decide (`minimal_set`), unless
+        // the preemptor stays within its nominal quota.
         for other in tree.cluster_queues_under(root) {
             if other != node && !within_quota(tree, &cycle.projected, other, &needed) {
                 take_from(other, false, None);
@@ -517,6 +526,18 @@ fn candidates<'s>(
         level = tree.nodes[cohort].parent;
     }
     sorted(out, node)
+}
+
+/// Kueue's `queueWithinNominalInResourcesNeedingPreemption`, asked with
+/// the preemptor's request added: in every flavor-resource that needs
+/// preemption (its request does not fit what is available now), its
+/// queue's usage stays within the queue's nominal quota.
+fn within_nominal_after(cycle: &Cycle<'_>, node: NodeId, plan: &Plan) -> bool {
+    let tree = &cycle.snap.tree;
+    requests(plan).iter().all(|&(fr, q)| {
+        q <= tree.available(&cycle.projected, node, fr)
+            || cycle.projected.get(node, fr).saturating_add(q) <= tree.nodes[node].subtree_quota[fr]
+    })
 }
 
 fn sorted(mut out: Vec<Candidate<'_>>, own: NodeId) -> Vec<Candidate<'_>> {
@@ -747,6 +768,7 @@ fn minimal_set(
         if cycle.cfg.fair_sharing
             && !cand.evicting
             && cand.node != node
+            && cand.reason == PreemptionReason::InCohortFairSharing
             && !fair_share_allows(cycle, node, cq, plan, cand)
         {
             continue;
