@@ -27,7 +27,15 @@ use crate::{SchedulerConfig, WorkloadId};
 /// borrow (false first), fair share (0 when fair sharing is off),
 /// priority; then admission-fair-sharing usage, age and id. (Nominated
 /// preemptors go before every head: `run_nominated`.)
-type HeadKey = (bool, u64, Reverse<i32>, u64, Timestamp, WorkloadId, NodeId);
+type HeadKey = (
+    bool,
+    (bool, u64),
+    Reverse<i32>,
+    u64,
+    Timestamp,
+    WorkloadId,
+    NodeId,
+);
 
 /// Per-ClusterQueue progress through its pending set in this cycle.
 #[derive(Default)]
@@ -612,7 +620,7 @@ impl<'a> Cycle<'a> {
                     .saturating_mul(1000)
                     / weight
             };
-            let candidate = (false, 0, key.0, afs, key.1, key.2, node);
+            let candidate = (false, (false, 0), key.0, afs, key.1, key.2, node);
             if best.as_ref().is_none_or(|(b, _)| candidate < *b) {
                 best = Some((candidate, position));
             }
@@ -632,12 +640,7 @@ impl<'a> Cycle<'a> {
             && !fleetq_model::mutants::active(fleetq_model::mutants::Mutant::PreemptorNotNominated);
         if self.cfg.fair_sharing {
             let cq = self.cluster_queue(node);
-            key.1 = fair::dominant_resource_share(
-                &snap.tree,
-                &self.usage,
-                node,
-                cq.fair_sharing_weight(),
-            );
+            key.1 = fair::drs(&snap.tree, &self.usage, node, cq.fair_sharing_weight()).sort_key();
         }
         self.cursors.entry(node).or_default().head_sub = Some(sub);
         self.heads.insert(key);

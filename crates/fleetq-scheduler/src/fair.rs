@@ -8,46 +8,118 @@ use serde::{Deserialize, Serialize};
 
 use crate::quota::{NodeId, QuotaTree, Usage};
 
-/// Dominant resource share of `node`: over every cell, what it borrows
-/// beyond its own quota as a fraction (per million) of what its cohort
-/// tree can lend, divided by its weight. 0 when it borrows nothing. A weight
-/// of 0 makes any borrowing infinitely expensive (`u64::MAX`).
-pub fn dominant_resource_share(
-    tree: &QuotaTree,
-    usage: &Usage,
-    node: NodeId,
-    weight: Quantity,
-) -> u64 {
-    dominant_resource_share_with(tree, node, weight, |fr| usage.get(node, fr))
+/// Kueue's `DominantResourceShare` of a node (ClusterQueue or cohort):
+/// for each resource name, what the node uses beyond its subtree quota,
+/// summed over flavors, per thousand of what its parent could ever lend
+/// it (`potentialAvailable`, summed over flavors); the largest such
+/// ratio, divided by the node's fair-sharing weight. Floating point as in
+/// Kueue: only the leader's scheduler computes it, and apply() never
+/// re-derives a share, so replicas cannot disagree on it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Drs {
+    /// Largest borrowed/lendable ratio, per thousand, before the weight.
+    pub unweighted: f64,
+    /// The node's fair-sharing weight (1 unless set).
+    pub weight: f64,
+    /// Whether the node uses more than its quota of some cell (even one
+    /// whose parent lends nothing, where the ratio stays 0).
+    pub borrowing: bool,
 }
 
-/// Like [`dominant_resource_share`] with the node's usage given per cell.
-pub fn dominant_resource_share_with(
-    tree: &QuotaTree,
-    node: NodeId,
-    weight: Quantity,
-    usage_of: impl Fn(usize) -> u64,
-) -> u64 {
-    let mut root = node;
-    while let Some(p) = tree.nodes[root].parent {
-        root = p;
-    }
-    let mut share: u128 = 0;
-    for fr in 0..tree.cells.len() {
-        let borrowed = usage_of(fr).saturating_sub(tree.nodes[node].subtree_quota[fr]);
-        if borrowed == 0 {
-            continue;
+impl Drs {
+    /// The start of every comparison: below any real share.
+    pub const NEGATIVE: Drs = Drs {
+        unweighted: -1.0,
+        weight: 1.0,
+        borrowing: false,
+    };
+
+    /// The share, +inf for a borrowing node of weight 0.
+    pub fn weighted(&self) -> f64 {
+        if self.unweighted == 0.0 {
+            0.0
+        } else if self.weight == 0.0 {
+            f64::INFINITY
+        } else {
+            self.unweighted / self.weight
         }
-        let lendable = tree.nodes[root].subtree_quota[fr].max(1);
-        share = share.max(u128::from(borrowed) * 1_000_000 / u128::from(lendable));
     }
-    if share == 0 {
-        return 0;
+
+    fn zero_weight_borrows(&self) -> bool {
+        self.weight == 0.0 && self.unweighted != 0.0
     }
-    if weight.is_zero() {
-        return u64::MAX;
+
+    /// Kueue's `CompareDRS`: lower is preferred for admission, higher for
+    /// preemption.
+    pub fn compare(&self, other: &Drs) -> std::cmp::Ordering {
+        match (self.zero_weight_borrows(), other.zero_weight_borrows()) {
+            (true, true) => self.unweighted.total_cmp(&other.unweighted),
+            (true, false) => std::cmp::Ordering::Greater,
+            (false, true) => std::cmp::Ordering::Less,
+            (false, false) => self.weighted().total_cmp(&other.weighted()),
+        }
     }
-    (share * 1000 / u128::from(weight.milli())).min(u128::from(u64::MAX - 1)) as u64
+
+    /// A key that sorts as [`Drs::compare`] (shares are never negative,
+    /// so their bit patterns sort as the numbers do).
+    pub fn sort_key(&self) -> (bool, u64) {
+        if self.zero_weight_borrows() {
+            (true, self.unweighted.to_bits())
+        } else {
+            (false, self.weighted().to_bits())
+        }
+    }
+}
+
+/// The share of `node` with `usage`, Kueue's `dominantResourceShare`.
+/// A root has no share (nobody to borrow from).
+pub fn drs(tree: &QuotaTree, usage: &Usage, node: NodeId, weight: Quantity) -> Drs {
+    let weight = weight.milli() as f64 / 1000.0;
+    let mut out = Drs {
+        unweighted: 0.0,
+        weight,
+        borrowing: false,
+    };
+    let Some(parent) = tree.nodes[node].parent else {
+        return out;
+    };
+    // Per resource name: (borrowed, lendable), summed over flavors.
+    let mut per_resource: std::collections::BTreeMap<&str, (u128, u128)> =
+        std::collections::BTreeMap::new();
+    for (fr, cell) in tree.cells.iter().enumerate() {
+        let entry = per_resource.entry(cell.resource.as_str()).or_default();
+        entry.1 += u128::from(potential_available(tree, parent, fr));
+        let borrowed = usage
+            .get(node, fr)
+            .saturating_sub(tree.nodes[node].subtree_quota[fr]);
+        if borrowed > 0 {
+            out.borrowing = true;
+            entry.0 += u128::from(borrowed);
+        }
+    }
+    for (borrowed, lendable) in per_resource.into_values() {
+        if borrowed > 0 && lendable > 0 {
+            let ratio = borrowed as f64 * 1000.0 / lendable as f64;
+            if ratio > out.unweighted {
+                out.unweighted = ratio;
+            }
+        }
+    }
+    out
+}
+
+/// Kueue's `potentialAvailable`: the most `node` could hold of `fr` with
+/// nothing in use, within borrowing limits.
+fn potential_available(tree: &QuotaTree, node: NodeId, fr: usize) -> u64 {
+    let n = &tree.nodes[node];
+    let Some(parent) = n.parent else {
+        return n.subtree_quota[fr];
+    };
+    let avail = n.guaranteed[fr].saturating_add(potential_available(tree, parent, fr));
+    match n.limits[fr].as_ref().and_then(|l| l.borrowing_limit) {
+        Some(limit) => avail.min(n.subtree_quota[fr].saturating_add(limit)),
+        None => avail,
+    }
 }
 
 /// A LocalQueue's consumed GPU-seconds (milli), decaying with a half-life.

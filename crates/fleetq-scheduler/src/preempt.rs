@@ -12,6 +12,8 @@
 //! Each eligible cluster is tried; the one needing the fewest,
 //! lowest-priority victims wins.
 
+mod fair_sharing;
+
 use std::cmp::Reverse;
 use std::collections::BTreeSet;
 
@@ -20,11 +22,10 @@ use fleetq_model::ClusterQueue;
 use crate::assign::Plan;
 use crate::cycle::Cycle;
 use crate::decision::{PendingReason, Preemption, PreemptionReason, ReasonKind};
-use crate::fair;
 use crate::policy::{self, CohortVariant, Rank};
 use crate::quota::{FrId, NodeId, NodeKind, QuotaTree, Usage};
 use crate::snapshot::{AdmittedWorkload, PendingWorkload};
-use crate::{FairSharingStrategy, WorkloadId};
+use crate::WorkloadId;
 
 struct Candidate<'a> {
     workload: &'a AdmittedWorkload,
@@ -89,13 +90,13 @@ pub(crate) fn try_preempt(
     cycle.decisions.stats.preemption_searches += 1;
     let all = candidates(cycle, node, cq, w, plan, false);
     let tries = attempts(cycle, node, cq, plan, &all);
-    let mut best = search(cycle, node, cq, plan, eligible, &all, &tries).map(|(c, v)| (c, v, all));
+    let mut best = search(cycle, node, plan, eligible, &all, &tries).map(|(c, v)| (c, v, all));
     if best.is_none() {
         // minRuntimeBeforePreemption protects young workloads unless nothing
         // else frees enough and they rank below the preemptor.
         let with_protected = candidates(cycle, node, cq, w, plan, true);
         let tries = attempts(cycle, node, cq, plan, &with_protected);
-        best = search(cycle, node, cq, plan, eligible, &with_protected, &tries)
+        best = search(cycle, node, plan, eligible, &with_protected, &tries)
             .map(|(c, v)| (c, v, with_protected));
     }
     let Some((cluster, chosen, all)) = best else {
@@ -676,42 +677,12 @@ fn fits(cycle: &Cycle<'_>, node: NodeId, plan: &Plan, cluster: usize, borrowing:
         .fits_now(&cycle.projected_cluster, cluster, &plan.cells)
 }
 
-/// Whether fair sharing lets the preemptor's queue take from `cand`'s
-/// queue, by the configured strategies (any one suffices).
-fn fair_share_allows(
-    cycle: &Cycle<'_>,
-    node: NodeId,
-    cq: &ClusterQueue,
-    plan: &Plan,
-    cand: &Candidate<'_>,
-) -> bool {
-    let snap = cycle.snap;
-    let tree = &snap.tree;
-    let preemptor_after =
-        fair::dominant_resource_share_with(tree, node, cq.fair_sharing_weight(), |fr| {
-            let extra: u64 = plan.cells.iter().filter(|c| c.0 == fr).map(|c| c.1).sum();
-            cycle.projected.get(node, fr).saturating_add(extra)
-        });
-    let target_cq = &snap.config.cluster_queues[&tree.nodes[cand.node].name];
-    let weight = target_cq.fair_sharing_weight();
-    let target_before = fair::dominant_resource_share(tree, &cycle.projected, cand.node, weight);
-    let target_after = fair::dominant_resource_share_with(tree, cand.node, weight, |fr| {
-        let freed: u64 = cand.cells.iter().filter(|c| c.0 == fr).map(|c| c.1).sum();
-        cycle.projected.get(cand.node, fr).saturating_sub(freed)
-    });
-    cycle.cfg.fair_sharing_strategies.iter().any(|s| match s {
-        FairSharingStrategy::LessThanOrEqualToFinalShare => preemptor_after <= target_after,
-        FairSharingStrategy::LessThanInitialShare => preemptor_after < target_before,
-    })
-}
-
 /// The best (cluster, victim indices into `all`) over all eligible
 /// clusters, or `None`. On each cluster the `attempts` are tried in
 /// order; the first that frees enough counts.
 fn search(
     cycle: &mut Cycle<'_>,
     node: NodeId,
-    cq: &ClusterQueue,
     plan: &Plan,
     eligible: &[usize],
     all: &[Candidate<'_>],
@@ -724,7 +695,7 @@ fn search(
         }
         let Some(victims) = attempts
             .iter()
-            .find_map(|&borrowing| minimal_set(cycle, node, cq, plan, cluster, all, borrowing))
+            .find_map(|&borrowing| minimal_set(cycle, node, plan, cluster, all, borrowing))
         else {
             continue;
         };
@@ -750,12 +721,14 @@ fn search(
 fn minimal_set(
     cycle: &mut Cycle<'_>,
     node: NodeId,
-    cq: &ClusterQueue,
     plan: &Plan,
     cluster: usize,
     all: &[Candidate<'_>],
     borrowing: bool,
 ) -> Option<Vec<usize>> {
+    if cycle.cfg.fair_sharing {
+        return fair_sharing::victims(cycle, node, plan, cluster, all);
+    }
     let mut removed: Vec<usize> = Vec::new();
     let mut fit = fits(cycle, node, plan, cluster, borrowing);
     for (i, cand) in all.iter().enumerate() {
@@ -763,14 +736,6 @@ fn minimal_set(
             break;
         }
         if !still_valid(cycle, node, plan, cand, borrowing) {
-            continue;
-        }
-        if cycle.cfg.fair_sharing
-            && !cand.evicting
-            && cand.node != node
-            && cand.reason == PreemptionReason::InCohortFairSharing
-            && !fair_share_allows(cycle, node, cq, plan, cand)
-        {
             continue;
         }
         release(cycle, cand);

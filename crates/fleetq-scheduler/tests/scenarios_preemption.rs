@@ -285,10 +285,11 @@ fn fair_sharing_preempts_until_shares_are_equal() {
     // 16 borrowed) is no higher than a's after losing a2 (4 of 16). b2
     // would leave b above a (8/16 vs 0): not allowed.
     assert_eq!(s.preempted_now(), set(&["a3", "a2"]));
-    assert!(s
-        .preemption_reasons()
-        .values()
-        .all(|r| *r == PreemptionReason::InCohortFairSharing));
+    // b0 stays within b's nominal quota: it reclaims without asking the
+    // strategies (Kueue's FairSharingPreemptWithinNominal).
+    let reasons = s.preemption_reasons();
+    assert_eq!(reasons["a3"], PreemptionReason::InCohortReclamation);
+    assert_eq!(reasons["a2"], PreemptionReason::InCohortFairSharing);
     assert_eq!(s.reason_kind("b0"), ReasonKind::Preempting);
     assert_eq!(s.reason_kind("b1"), ReasonKind::Preempting);
     assert_eq!(s.reason_kind("b2"), ReasonKind::WaitingForQuota);

@@ -542,13 +542,14 @@ fn units(milli: u64) -> f64 {
     milli as f64 / 1000.0
 }
 
-/// Kueue's weighted share from fleetq's dominant resource share (which is
-/// per million for weight 1, Kueue's per mille).
-fn kueue_share(drs: u64) -> f64 {
-    if drs == u64::MAX {
+/// Kueue's `roundedWeightedShare`: the share rounded up, `i64::MAX` for a
+/// borrowing queue of weight 0.
+fn kueue_share(drs: fair::Drs) -> f64 {
+    let share = drs.weighted();
+    if share.is_infinite() {
         i64::MAX as f64
     } else {
-        drs as f64 / 1000.0
+        share.ceil()
     }
 }
 
@@ -717,12 +718,7 @@ impl LedgerSample {
                     .get(name.as_str())
                     .map(|r| r.iter().map(|(k, v)| (k.clone(), units(*v))).collect())
                     .unwrap_or_default(),
-                weighted_share: kueue_share(fair::dominant_resource_share(
-                    tree,
-                    usage,
-                    node,
-                    cq.fair_sharing_weight(),
-                )),
+                weighted_share: kueue_share(fair::drs(tree, usage, node, cq.fair_sharing_weight())),
                 quota,
             });
         }
@@ -776,12 +772,8 @@ impl LedgerSample {
                     .and_then(|c| c.spec.fair_sharing)
                     .and_then(|f| f.weight)
                     .unwrap_or(fleetq_model::Quantity::units(1));
-                let share = if n.parent.is_some() {
-                    fair::dominant_resource_share(tree, usage, id, weight)
-                } else {
-                    // A root has nobody to borrow from.
-                    0
-                };
+                // A root has nobody to borrow from: drs() gives it 0.
+                let share = fair::drs(tree, usage, id, weight);
                 let queues = tree.cluster_queues_under(id);
                 let subtree = tree
                     .cells
@@ -1743,8 +1735,15 @@ spec:
 
     #[test]
     fn a_borrowing_queue_of_weight_zero_reports_kueues_maximum() {
-        assert_eq!(kueue_share(u64::MAX), 9223372036854775807.0);
-        assert_eq!(kueue_share(250_000), 250.0);
+        let drs = |unweighted, weight| fair::Drs {
+            unweighted,
+            weight,
+            borrowing: unweighted > 0.0,
+        };
+        assert_eq!(kueue_share(drs(10.0, 0.0)), 9223372036854775807.0);
+        assert_eq!(kueue_share(drs(250.0, 1.0)), 250.0);
+        // Rounded up, as Kueue's roundedWeightedShare.
+        assert_eq!(kueue_share(drs(250.0, 3.0)), 84.0);
     }
 
     /// Kueue's series added from its metrics.go (main): each with Kueue's
