@@ -60,7 +60,24 @@ pub struct DrawnConfig {
     pub cohorts: Vec<DrawnCohort>,
     /// (name, value), lowest first.
     pub priorities: Vec<(&'static str, i32)>,
+    /// Kueue's Configuration: fair sharing on, with these preemption
+    /// strategies (empty: Kueue's default, both) and these weights per
+    /// queue (None: unset, 1). Drawn by [`DrawnConfig::draw_fair_sharing`].
+    pub fair_sharing: Option<FairSharing>,
 }
+
+/// Fair sharing as a plan draws it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FairSharing {
+    pub strategies: Vec<&'static str>,
+    /// Per queue, its `fairSharing.weight` as written, or None.
+    pub weights: Vec<Option<&'static str>>,
+}
+
+/// Mixed into the seed for fair sharing's own stream: a seed's queues,
+/// workloads and faults stay what they were before fair sharing was
+/// drawn.
+pub const FAIR_SHARING_STREAM: u64 = 0xfa12_5a3e_0b1d;
 
 fn quota(rng: &mut StdRng, max: u32) -> Quota {
     let nominal = rng.gen_range(0..=max);
@@ -131,6 +148,7 @@ impl DrawnConfig {
             queues,
             cohorts,
             priorities,
+            fair_sharing: None,
         };
         // Every workload needs a queue that can hold it: if the draw left
         // none able to hold anything, the first gets GPUs of its own (its
@@ -143,6 +161,32 @@ impl DrawnConfig {
             drawn.queues[0].gpu.lending_limit = None;
         }
         drawn
+    }
+
+    /// One plan in three turns fair sharing on, with one of the
+    /// strategy lists Kueue accepts and a weight per queue (unset, 0, 0.5,
+    /// 1 or 2; 0 borrows only what nobody else wants).
+    pub fn draw_fair_sharing(&mut self, rng: &mut StdRng) {
+        if !rng.gen_ratio(1, 3) {
+            return;
+        }
+        const FINAL: &str = "LessThanOrEqualToFinalShare";
+        const INITIAL: &str = "LessThanInitialShare";
+        let strategies = match rng.gen_range(0..4) {
+            0 => vec![],
+            1 => vec![FINAL],
+            2 => vec![INITIAL],
+            _ => vec![FINAL, INITIAL],
+        };
+        let weights = self
+            .queues
+            .iter()
+            .map(|_| [None, Some("0"), Some("0.5"), Some("1"), Some("2")][rng.gen_range(0..5)])
+            .collect();
+        self.fair_sharing = Some(FairSharing {
+            strategies,
+            weights,
+        });
     }
 
     /// Whether any queue may preempt.
@@ -160,6 +204,15 @@ impl DrawnConfig {
             y,
             "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata:\n  name: {FLAVOR}\n"
         );
+        if let Some(fs) = &self.fair_sharing {
+            let _ = write!(
+                y,
+                "---\napiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nfairSharing:\n  enable: true\n"
+            );
+            if !fs.strategies.is_empty() {
+                let _ = writeln!(y, "  preemptionStrategies: [{}]", fs.strategies.join(", "));
+            }
+        }
         for (name, value) in &self.priorities {
             let _ = write!(
                 y,
@@ -203,6 +256,13 @@ impl DrawnConfig {
             );
             if let Some(c) = &q.cohort {
                 let _ = writeln!(y, "  cohortName: {c}");
+            }
+            if let Some(w) = self
+                .fair_sharing
+                .as_ref()
+                .and_then(|fs| fs.weights.get(i).copied().flatten())
+            {
+                let _ = writeln!(y, "  fairSharing:\n    weight: \"{w}\"");
             }
             let _ = write!(
                 y,
@@ -348,6 +408,7 @@ mod tests {
     #[test]
     fn every_drawn_configuration_imports_and_validates() {
         let mut shapes = std::collections::BTreeSet::new();
+        let mut fair_drawn = 0;
         for seed in 0..300 {
             let drawn = DrawnConfig::draw(&mut stream(seed));
             let yaml = drawn.render(None);
@@ -355,6 +416,20 @@ mod tests {
             let cut = drawn.render(Some((0, 1)));
             assert!(parse(&cut).is_some(), "seed {seed} cut:\n{cut}");
             shapes.insert((drawn.queues.len(), drawn.cohorts.len()));
+            let mut fair = drawn.clone();
+            fair.draw_fair_sharing(&mut StdRng::seed_from_u64(seed ^ FAIR_SHARING_STREAM));
+            if fair.fair_sharing.is_some() {
+                fair_drawn += 1;
+                let yaml = fair.render(Some((0, 1)));
+                let config = parse(&yaml).unwrap_or_else(|| panic!("seed {seed}:\n{yaml}"));
+                assert!(
+                    config
+                        .settings
+                        .as_ref()
+                        .is_some_and(|s| s.fair_sharing_enabled()),
+                    "seed {seed}"
+                );
+            }
             let mut rng = stream(seed);
             let _ = DrawnConfig::draw(&mut rng);
             assert!(
@@ -369,6 +444,7 @@ mod tests {
         for c in [0, 1, 3] {
             assert!(shapes.iter().any(|s| s.1 == c), "{shapes:?}");
         }
+        assert!((60..140).contains(&fair_drawn), "{fair_drawn} of 300");
     }
 
     #[test]

@@ -579,7 +579,10 @@ impl Plan {
     /// of them in one burst. Durations, cancels and faults stay.
     fn draw_config(&mut self) {
         let mut rng = crate::draw::stream(self.seed);
-        let drawn = crate::draw::DrawnConfig::draw(&mut rng);
+        let mut drawn = crate::draw::DrawnConfig::draw(&mut rng);
+        drawn.draw_fair_sharing(&mut StdRng::seed_from_u64(
+            self.seed ^ crate::draw::FAIR_SHARING_STREAM,
+        ));
         self.config = drawn.render(None);
         self.may_preempt = drawn.may_preempt();
         for w in &mut self.workloads {
@@ -672,6 +675,14 @@ impl Plan {
         }
         if self.nodes != 3 {
             parts.push(format!("{} nodes", self.nodes));
+        }
+        if let Some(fs) = self.drawn.as_ref().and_then(|d| d.fair_sharing.as_ref()) {
+            let strategies = if fs.strategies.is_empty() {
+                "default strategies".to_string()
+            } else {
+                fs.strategies.join("+")
+            };
+            parts.push(format!("fair sharing ({strategies})"));
         }
         if self.faults.is_empty() {
             parts.push("no fault".into());
