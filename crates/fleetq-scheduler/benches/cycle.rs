@@ -169,7 +169,23 @@ fn cycle(c: &mut Criterion) {
     group.finish();
 }
 
-/// Median of a few timed cycles per size, printed as the README table.
+/// Median of 15 timed cycles, and what the last one admitted.
+fn median_cycle(snap: &Snapshot, cfg: &SchedulerConfig) -> (Duration, usize) {
+    let mut times = Vec::new();
+    let mut admitted = 0;
+    for _ in 0..15 {
+        let start = Instant::now();
+        let d = schedule(snap, Timestamp(1_000_000), cfg);
+        times.push(start.elapsed());
+        admitted = d.admissions.len();
+    }
+    times.sort();
+    (times[times.len() / 2], admitted)
+}
+
+/// Median of a few timed cycles per size, printed as the README table;
+/// then the same cycles with fair sharing on (Kueue's head tournament per
+/// cohort), side by side.
 fn summary() {
     let cfg = SchedulerConfig::default();
     println!(
@@ -179,21 +195,29 @@ fn summary() {
     let mut base: BTreeMap<usize, f64> = BTreeMap::new();
     for (pending, queues) in SIZES.into_iter().chain(SUMMARY_ONLY_SIZES) {
         let snap = snapshot(pending, queues);
-        let mut times = Vec::new();
-        let mut admitted = 0;
-        for _ in 0..15 {
-            let start = Instant::now();
-            let d = schedule(&snap, Timestamp(1_000_000), &cfg);
-            times.push(start.elapsed());
-            admitted = d.admissions.len();
-        }
-        times.sort();
-        let median = times[times.len() / 2];
+        let (median, admitted) = median_cycle(&snap, &cfg);
         let per = median.as_secs_f64() * 1e6 / admitted.max(1) as f64;
         let ratio = per / *base.entry(queues).or_insert(per);
         println!(
             "| {pending} | {queues} | {admitted} | {:.2} ms | {per:.2} µs | {ratio:.2}x |",
             median.as_secs_f64() * 1e3
+        );
+    }
+    let fair = SchedulerConfig {
+        fair_sharing: true,
+        ..SchedulerConfig::default()
+    };
+    println!("\n| pending | ClusterQueues | fair sharing off | on | on / off |");
+    println!("|---:|---:|---:|---:|---:|");
+    for (pending, queues) in SIZES {
+        let snap = snapshot(pending, queues);
+        let (off, _) = median_cycle(&snap, &cfg);
+        let (on, _) = median_cycle(&snap, &fair);
+        println!(
+            "| {pending} | {queues} | {:.2} ms | {:.2} ms | {:.2}x |",
+            off.as_secs_f64() * 1e3,
+            on.as_secs_f64() * 1e3,
+            on.as_secs_f64() / off.as_secs_f64()
         );
     }
 }

@@ -148,15 +148,19 @@ impl AssignContext<'_> {
     }
 
     /// Judges one flavor for one pod set's group, on top of what the
-    /// workload's earlier pod sets already took (`before`).
+    /// workload's earlier pod sets already took (`before`): its mode, its
+    /// borrowing level (Kueue's height of the lowest subtree whose quota
+    /// holds it, 0 within the queue's own), its cells and why it does not
+    /// fit.
     fn judge(
         &self,
         flavor: &str,
         demand: &GroupDemand,
         before: &[(FrId, u64)],
-    ) -> (Mode, Vec<(FrId, u64)>, Option<PendingReason>) {
+    ) -> (Mode, usize, Vec<(FrId, u64)>, Option<PendingReason>) {
         let mut cells = Vec::with_capacity(demand.resources.len());
         let mut mode = Mode::Fit;
+        let mut level = 0;
         let mut reason = None;
         let worsen =
             |m: Mode, r: PendingReason, mode: &mut Mode, reason: &mut Option<PendingReason>| {
@@ -185,7 +189,15 @@ impl AssignContext<'_> {
             let earlier: u64 = before.iter().filter(|c| c.0 == fr).map(|c| c.1).sum();
             let total = q.saturating_add(earlier);
             match quota_verdict(self.tree, self.usage, self.node, &self.cq.name, fr, total) {
-                (m, None) => mode = mode.max(m),
+                (m, None) => {
+                    if m == Mode::Borrow {
+                        let (height, _) = self
+                            .tree
+                            .lowest_subtree_that_fits(self.usage, self.node, fr, total);
+                        level = level.max(height);
+                    }
+                    mode = mode.max(m);
+                }
                 (Mode::Preempt, Some(r)) if !self.may_try_preemption(fr, total) => worsen(
                     Mode::NoFit,
                     self.no_preemption(r, fr),
@@ -211,7 +223,7 @@ impl AssignContext<'_> {
             // cluster never fits. The permanent reason is the one to show.
             reason = self.judge_devices(flavor, &together).1;
         }
-        (mode, cells, reason)
+        (mode, level, cells, reason)
     }
 
     /// Whether some eligible cluster could hold `cells` once empty.
@@ -255,8 +267,25 @@ impl AssignContext<'_> {
         )
     }
 
-    /// Picks a flavor for every group, honouring `flavorFungibility`.
+    /// Picks a flavor for every group, honouring `flavorFungibility`,
+    /// without simulating preemption (a flavor that needs it counts as
+    /// `Preempt`).
     pub fn assign(&self, demands: &[GroupDemand]) -> Plan {
+        match self.assign_with(demands, None) {
+            Assigned::Plan(plan) | Assigned::Simulate { plan, .. } => plan,
+        }
+    }
+
+    /// Picks a flavor for every group, honouring `flavorFungibility`. With
+    /// `simulated`, as Kueue's flavor assigner with its preemption oracle:
+    /// a flavor that needs preemption is ranked by what preemption could
+    /// do there (reclaim from other queues, better than preempting in the
+    /// own queue, better than no candidates at all), and one without
+    /// candidates does not stop the search. A flavor not simulated yet
+    /// ends the walk with [`Assigned::Simulate`]; the caller simulates it,
+    /// records the answer and asks again. Only groups with more than one
+    /// flavor are simulated: with one flavor there is nothing to choose.
+    pub fn assign_with(&self, demands: &[GroupDemand], simulated: Option<&Simulated>) -> Assigned {
         let fungibility = self.cq.spec.flavor_fungibility;
         let mut plan = Plan {
             flavors: Vec::new(),
@@ -264,30 +293,52 @@ impl AssignContext<'_> {
             mode: Mode::Fit,
             reason: None,
         };
-        for demand in demands {
+        for (index, demand) in demands.iter().enumerate() {
             let group = &self.cq.spec.resource_groups[demand.group];
-            let mut best: Option<FlavorChoice> = None;
+            let simulating = simulated.filter(|_| group.flavors.len() > 1 && self.can_preempt());
+            let mut best: Option<(Rank, FlavorChoice)> = None;
             for flavor in &group.flavors {
-                let (mode, cells, reason) = self.judge(&flavor.name, demand, &plan.cells);
+                let (mode, level, cells, reason) = self.judge(&flavor.name, demand, &plan.cells);
+                let possibility = match (mode, simulating) {
+                    (Mode::Preempt, Some(known)) => {
+                        match known.get(&(index, flavor.name.clone())) {
+                            Some(p) => Some(*p),
+                            None => {
+                                plan.flavors
+                                    .push(((demand.pod_set, demand.group), flavor.name.clone()));
+                                plan.cells.extend(cells);
+                                plan.mode = plan.mode.max(mode);
+                                return Assigned::Simulate {
+                                    demand: index,
+                                    flavor: flavor.name.clone(),
+                                    plan,
+                                };
+                            }
+                        }
+                    }
+                    _ => None,
+                };
                 let stop = match mode {
                     Mode::Fit => true,
                     Mode::Borrow => fungibility.when_can_borrow == FungibilityPolicy::MayStopSearch,
                     Mode::Preempt => {
                         self.can_preempt()
+                            && possibility != Some(Possibility::NoCandidates)
                             && fungibility.when_can_preempt == FungibilityPolicy::MayStopSearch
                     }
                     Mode::NoFit => false,
                 };
-                // Keep the first flavor of the best mode; for reasons keep the
+                // Keep the first flavor of the best rank; for reasons keep the
                 // first flavor's, which is the one the user expects to get.
-                if best.as_ref().is_none_or(|b| mode < b.0) {
-                    best = Some((mode, flavor.name.clone(), cells, reason));
+                let rank = rank(mode, possibility, level);
+                if best.as_ref().is_none_or(|b| rank < b.0) {
+                    best = Some((rank, (mode, flavor.name.clone(), cells, reason)));
                 }
                 if stop {
                     break;
                 }
             }
-            let Some((mode, flavor, cells, reason)) = best else {
+            let Some((_, (mode, flavor, cells, reason))) = best else {
                 plan.mode = Mode::NoFit;
                 plan.reason = Some(PendingReason::new(
                     ReasonKind::Misconfigured,
@@ -296,7 +347,7 @@ impl AssignContext<'_> {
                         demand.group, self.cq.name
                     ),
                 ));
-                return plan;
+                return Assigned::Plan(plan);
             };
             if mode > plan.mode || (mode == plan.mode && plan.reason.is_none()) {
                 plan.reason = reason;
@@ -305,8 +356,50 @@ impl AssignContext<'_> {
             plan.flavors.push(((demand.pod_set, demand.group), flavor));
             plan.cells.extend(cells);
         }
-        plan
+        Assigned::Plan(plan)
     }
+}
+
+/// Kueue's `PreemptionPossibility` for one flavor, best first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Possibility {
+    /// Victims only in other ClusterQueues.
+    Reclaim,
+    /// Some victim in the workload's own ClusterQueue.
+    Preempt,
+    /// Nobody could be preempted for it.
+    NoCandidates,
+}
+
+/// What preemption could do, per (demand index, flavor), as simulated.
+pub type Simulated = BTreeMap<(usize, String), Possibility>;
+
+/// A flavor's rank while choosing, Kueue's `isPreferred` (borrowing over
+/// preemption): fits (with or without borrowing) before needs preemption
+/// before never fits; then what preemption could do; then the lower
+/// borrowing level.
+type Rank = (u8, Possibility, usize);
+
+fn rank(mode: Mode, possibility: Option<Possibility>, level: usize) -> Rank {
+    let class = match mode {
+        Mode::Fit | Mode::Borrow => 0,
+        Mode::Preempt => 1,
+        Mode::NoFit => 2,
+    };
+    (class, possibility.unwrap_or(Possibility::Preempt), level)
+}
+
+/// The outcome of [`AssignContext::assign_with`].
+pub enum Assigned {
+    Plan(Plan),
+    /// Simulate preemption for `flavor` of demand `demand` under `plan`
+    /// (the earlier groups' choices and this flavor's cells), then ask
+    /// again.
+    Simulate {
+        demand: usize,
+        flavor: String,
+        plan: Plan,
+    },
 }
 
 /// How `q` of cell `fr` fits ClusterQueue `node` by quota alone: `Fit` or

@@ -21,14 +21,17 @@ use crate::policy::{within_cluster_queue_allows, Rank};
 use crate::preempt;
 use crate::quota::{FrId, NodeId, NodeKind, QuotaTree, Usage};
 use crate::snapshot::{PendingWorkload, QueueKey, Snapshot};
+use crate::tournament;
 use crate::{SchedulerConfig, WorkloadId};
 
-/// Order of ClusterQueue heads, Kueue's `entryOrdering`: whether it would
-/// borrow (false first), fair share (0 when fair sharing is off),
+/// Order of ClusterQueue heads, Kueue's `entryOrdering`: its borrowing
+/// level (0, within its own quota, first), fair share (0 when fair sharing is off),
 /// priority; then admission-fair-sharing usage, age and id. (Nominated
-/// preemptors go before every head: `run_nominated`.)
+/// preemptors go before every head: `run_nominated`. Under fair sharing
+/// the first key only names the cohort tree whose tournament picks the
+/// next head: `pop_head`.)
 type HeadKey = (
-    bool,
+    usize,
     (bool, u64),
     Reverse<i32>,
     u64,
@@ -85,6 +88,9 @@ pub(crate) struct Cycle<'a> {
     pub decisions: Decisions,
     local_queues: HashMap<String, LocalQueueNow>,
     heads: BTreeSet<HeadKey>,
+    /// Under fair sharing, what each head's flavor assignment would charge
+    /// (its ClusterQueue's tournament entry, see `pop_head`).
+    head_cells: HashMap<NodeId, Vec<(FrId, u64)>>,
     cursors: HashMap<NodeId, Cursor>,
     eligible: HashMap<NodeId, Vec<usize>>,
     /// Failed demand shapes per ClusterQueue, with their reason.
@@ -204,6 +210,7 @@ impl<'a> Cycle<'a> {
             decisions: Decisions::default(),
             local_queues: HashMap::new(),
             heads: BTreeSet::new(),
+            head_cells: HashMap::new(),
             cursors: HashMap::new(),
             eligible: HashMap::new(),
             memo: HashMap::new(),
@@ -250,7 +257,7 @@ impl<'a> Cycle<'a> {
             }
             self.push_head(node);
         }
-        while let Some(head) = self.heads.pop_first() {
+        while let Some(head) = self.pop_head() {
             let node = head.6;
             if self.decisions.admissions.len() >= self.cfg.max_admissions_per_cycle {
                 self.heads.insert(head);
@@ -620,7 +627,7 @@ impl<'a> Cycle<'a> {
                     .saturating_mul(1000)
                     / weight
             };
-            let candidate = (false, (false, 0), key.0, afs, key.1, key.2, node);
+            let candidate = (0, (false, 0), key.0, afs, key.1, key.2, node);
             if best.as_ref().is_none_or(|(b, _)| candidate < *b) {
                 best = Some((candidate, position));
             }
@@ -636,36 +643,107 @@ impl<'a> Cycle<'a> {
         // heads that would borrow, whatever their priority, so an owner
         // gets back what its victims free (or what it lent) before a
         // borrower takes it again and has to be preempted in turn.
-        key.0 = self.would_borrow(node, &snap.pending[&key.5])
-            && !fleetq_model::mutants::active(fleetq_model::mutants::Mutant::PreemptorNotNominated);
+        key.0 = if fleetq_model::mutants::active(
+            fleetq_model::mutants::Mutant::PreemptorNotNominated,
+        ) {
+            0
+        } else {
+            self.borrowing_level(node, &snap.pending[&key.5])
+        };
         if self.cfg.fair_sharing {
             let cq = self.cluster_queue(node);
             key.1 = fair::drs(&snap.tree, &self.usage, node, cq.fair_sharing_weight()).sort_key();
+            let cells = self.head_cells_of(node, cq, &snap.pending[&key.5]);
+            self.head_cells.insert(node, cells);
         }
         self.cursors.entry(node).or_default().head_sub = Some(sub);
         self.heads.insert(key);
     }
 
-    /// Whether `w`, at full count, would use more than its ClusterQueue's
-    /// own quota in every flavor of some resource group it needs, judged
-    /// on the projected state (this cycle's preemptors running).
-    fn would_borrow(&self, node: NodeId, w: &PendingWorkload) -> bool {
+    /// What `w`'s flavor assignment would charge now, at full count (none
+    /// if its demand is malformed: its attempt will say why).
+    fn head_cells_of(
+        &mut self,
+        node: NodeId,
+        cq: &'a ClusterQueue,
+        w: &PendingWorkload,
+    ) -> Vec<(FrId, u64)> {
+        let full: Vec<u32> = w.workload.spec.pod_sets.iter().map(|p| p.count).collect();
+        let Ok(demands) = assign::demand(cq, w, &full) else {
+            return Vec::new();
+        };
+        let eligible = self.eligible_clusters(node, cq);
+        self.context(node, cq, &eligible).assign(&demands).cells
+    }
+
+    /// The next head to attempt. Without fair sharing, the first in
+    /// `entryOrdering`. With it, as Kueue's `fairSharingIterator`: the
+    /// first head names a cohort tree (trees are independent), and a
+    /// tournament over that tree's heads picks the one that goes
+    /// (`tournament`).
+    fn pop_head(&mut self) -> Option<HeadKey> {
+        let first = *self.heads.first()?;
+        let tree = &self.snap.tree;
+        if !self.cfg.fair_sharing || tree.nodes[first.6].parent.is_none() {
+            return self.heads.pop_first();
+        }
+        let root = tree.root_of(first.6);
+        let keys: Vec<HeadKey> = self
+            .heads
+            .iter()
+            .filter(|k| tree.root_of(k.6) == root)
+            .copied()
+            .collect();
+        let entrants: Vec<tournament::Entrant> = keys
+            .iter()
+            .map(|k| tournament::Entrant {
+                node: k.6,
+                cells: self.head_cells.get(&k.6).cloned().unwrap_or_default(),
+                priority: k.2 .0,
+                created: k.4,
+                id: k.5,
+            })
+            .collect();
+        let config = self.snap.config();
+        let weight = |n: NodeId| fair::weight(config, tree, n);
+        let chosen = tournament::winner(tree, &mut self.usage, &weight, root, &entrants)
+            .map_or(first, |i| keys[i]);
+        self.heads.remove(&chosen);
+        Some(chosen)
+    }
+
+    /// Kueue's borrowing level of `w` at full count (`Assignment.Borrows`):
+    /// 0 if, in every resource group it needs, some flavor holds it within
+    /// its ClusterQueue's own quota; else the height of the lowest cohort
+    /// subtree whose quota would hold it, in the group's best flavor (the
+    /// highest over groups). Judged on the projected state (this cycle's
+    /// preemptors running); a flavor missing a resource does not count.
+    fn borrowing_level(&self, node: NodeId, w: &PendingWorkload) -> usize {
         let cq = self.cluster_queue(node);
         let full: Vec<u32> = w.workload.spec.pod_sets.iter().map(|p| p.count).collect();
         let Ok(demands) = assign::demand(cq, w, &full) else {
-            return false;
+            return 0;
         };
         let tree = &self.snap.tree;
-        demands.iter().any(|d| {
-            !cq.spec.resource_groups[d.group].flavors.iter().any(|f| {
-                d.resources.iter().all(|(r, q)| {
-                    tree.cell_of(&f.name, r).is_some_and(|fr| {
-                        self.projected.get(node, fr).saturating_add(*q)
-                            <= tree.nodes[node].subtree_quota[fr]
+        demands
+            .iter()
+            .map(|d| {
+                cq.spec.resource_groups[d.group]
+                    .flavors
+                    .iter()
+                    .filter_map(|f| {
+                        d.resources.iter().try_fold(0, |level, (r, q)| {
+                            let fr = tree.cell_of(&f.name, r)?;
+                            let (height, _) =
+                                tree.lowest_subtree_that_fits(&self.projected, node, fr, *q);
+                            Some(level.max(height))
+                        })
                     })
-                })
+                    .min()
+                    .unwrap_or(0)
             })
-        })
+            .max()
+            .unwrap_or(0)
     }
 
     fn exhausted_reason(
@@ -914,7 +992,7 @@ impl<'a> Cycle<'a> {
             }
         }
         let eligible = self.eligible_clusters(node, cq);
-        let plan = self.context(node, cq, &eligible).assign(&demands);
+        let plan = self.assign_simulating(node, cq, w, &demands, &eligible);
         if plan.mode <= Mode::Borrow {
             if let Some(c) = self.choose_cluster(cq, &eligible, &plan.cells) {
                 return self.admit(node, cq, w, &full, &plan, c);
@@ -955,6 +1033,42 @@ impl<'a> Cycle<'a> {
             self.memo.insert(memo_key, reason.clone());
         }
         Outcome::Wait(reason)
+    }
+
+    /// Flavor assignment with Kueue's preemption oracle: each flavor that
+    /// needs preemption is simulated (`preempt::simulate`) when the
+    /// assigner asks, until it has chosen.
+    fn assign_simulating(
+        &mut self,
+        node: NodeId,
+        cq: &'a ClusterQueue,
+        w: &PendingWorkload,
+        demands: &[assign::GroupDemand],
+        eligible: &[usize],
+    ) -> assign::Plan {
+        let mut simulated = assign::Simulated::new();
+        loop {
+            match self
+                .context(node, cq, eligible)
+                .assign_with(demands, Some(&simulated))
+            {
+                assign::Assigned::Plan(plan) => return plan,
+                assign::Assigned::Simulate {
+                    demand,
+                    flavor,
+                    plan,
+                } => {
+                    let possibility = preempt::simulate(self, node, cq, w, &plan, eligible);
+                    // Each round adds one answer, so this ends within
+                    // (groups x flavors) rounds; asked twice would be a bug
+                    // in the assigner, and must not loop.
+                    if simulated.insert((demand, flavor), possibility).is_some() {
+                        debug_assert!(false, "the assigner asked twice for one flavor");
+                        return plan;
+                    }
+                }
+            }
+        }
     }
 
     /// Whether every flavor of the group covering `resource` has nothing
@@ -1068,9 +1182,11 @@ impl<'a> Cycle<'a> {
         )
     }
 
-    /// Partial admission: the most pods, down to each pod set's minCount,
-    /// that fit without preemption. Pod sets shrink in proportion to how
-    /// much they may shrink; binary search on that step.
+    /// Partial admission, Kueue's pod-set reducer: the most pods, down to
+    /// each pod set's minCount, that fit now or that preemption would make
+    /// room for (then the victims are chosen and the workload waits for
+    /// them). Pod sets shrink in proportion to how much they may shrink;
+    /// binary search on that step.
     fn try_partial(
         &mut self,
         node: NodeId,
@@ -1094,31 +1210,47 @@ impl<'a> Cycle<'a> {
                 })
                 .collect()
         };
-        let fits = |cycle: &Self, counts: &[u32]| -> Option<(assign::Plan, usize)> {
+        // Kueue's pod-set reducer: a count is good if it fits, or if
+        // preemption would make room for it (the victim search, simulated).
+        let good = |cycle: &mut Self, counts: &[u32]| -> Option<(assign::Plan, Option<usize>)> {
             let demands = assign::demand(cq, w, counts).ok()?;
             let plan = cycle.context(node, cq, eligible).assign(&demands);
-            if plan.mode > Mode::Borrow {
-                return None;
+            if plan.mode <= Mode::Borrow {
+                if let Some(c) = cycle.choose_cluster(cq, eligible, &plan.cells) {
+                    return Some((plan, Some(c)));
+                }
             }
-            let c = cycle.choose_cluster(cq, eligible, &plan.cells)?;
-            Some((plan, c))
+            let may_preempt = plan.mode == Mode::Preempt && preempt::policy_allows_any(cq);
+            if may_preempt
+                && preempt::simulate(cycle, node, cq, w, &plan, eligible)
+                    != assign::Possibility::NoCandidates
+            {
+                return Some((plan, None));
+            }
+            None
         };
-        fits(self, &counts_at(steps))?;
+        good(self, &counts_at(steps))?;
         let (mut lo, mut hi) = (1, steps);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if fits(self, &counts_at(mid)).is_some() {
+            if good(self, &counts_at(mid)).is_some() {
                 hi = mid;
             } else {
                 lo = mid + 1;
             }
         }
         let counts = counts_at(lo);
-        let (plan, c) = fits(self, &counts)?;
+        let (plan, cluster) = good(self, &counts)?;
         if let Err(reason) = self.check_budget(w, &counts) {
             return Some(Outcome::Wait(reason));
         }
-        Some(self.admit(node, cq, w, &counts, &plan, c))
+        match cluster {
+            Some(c) => Some(self.admit(node, cq, w, &counts, &plan, c)),
+            // Admitted at whatever count fits once its victims stop.
+            None => preempt::try_preempt(self, node, cq, w, &plan, eligible)
+                .ok()
+                .map(Outcome::Preempting),
+        }
     }
 
     /// GPUs (milli) of the workload at these counts.

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use fleetq_model::{Quantity, Timestamp};
+use fleetq_model::{Config, Quantity, Timestamp};
 use serde::{Deserialize, Serialize};
 
-use crate::quota::{NodeId, QuotaTree, Usage};
+use crate::quota::{NodeId, NodeKind, QuotaTree, Usage};
 
 /// Kueue's `DominantResourceShare` of a node (ClusterQueue or cohort):
 /// for each resource name, what the node uses beyond its subtree quota,
@@ -68,6 +68,23 @@ impl Drs {
         } else {
             (false, self.weighted().to_bits())
         }
+    }
+}
+
+/// The fair-sharing weight of a ClusterQueue or cohort (1 unless set).
+pub fn weight(config: &Config, tree: &QuotaTree, node: NodeId) -> Quantity {
+    let n = &tree.nodes[node];
+    match n.kind {
+        NodeKind::ClusterQueue => config
+            .cluster_queues
+            .get(&n.name)
+            .map_or(Quantity::units(1), |cq| cq.fair_sharing_weight()),
+        NodeKind::Cohort => config
+            .cohorts
+            .get(&n.name)
+            .and_then(|c| c.spec.fair_sharing)
+            .and_then(|f| f.weight)
+            .unwrap_or(Quantity::units(1)),
     }
 }
 

@@ -63,6 +63,7 @@ pub mod policy;
 mod preempt;
 pub mod quota;
 pub mod snapshot;
+mod tournament;
 
 use std::time::Duration;
 

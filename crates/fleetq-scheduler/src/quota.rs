@@ -47,6 +47,9 @@ pub struct Node {
     pub limits: Vec<Option<Limits>>,
     pub subtree_quota: Vec<u64>,
     pub guaranteed: Vec<u64>,
+    /// Kueue's `getNodeHeight`: the distance to the furthest leaf (0 for a
+    /// ClusterQueue or an empty cohort, 1 for a cohort of ClusterQueues).
+    pub height: usize,
 }
 
 /// The static structure of the tree; usage lives in [`Usage`] so a cycle can
@@ -152,9 +155,31 @@ impl QuotaTree {
         for root in 0..tree.nodes.len() {
             if tree.nodes[root].parent.is_none() {
                 tree.compute_subtree(root);
+                tree.compute_heights(root);
             }
         }
         tree
+    }
+
+    /// Sets every node's `height` under `root`, children before parents
+    /// (iterative: a cohort tree may be deep).
+    fn compute_heights(&mut self, root: NodeId) {
+        let mut order = Vec::new();
+        let mut stack = vec![root];
+        while let Some(n) = stack.pop() {
+            order.push(n);
+            stack.extend(self.nodes[n].children.iter().copied());
+        }
+        for &n in order.iter().rev() {
+            let children = &self.nodes[n].children;
+            let mut height = usize::from(!children.is_empty());
+            for &c in children {
+                if self.nodes[c].kind == NodeKind::Cohort {
+                    height = height.max(self.nodes[c].height + 1);
+                }
+            }
+            self.nodes[n].height = height;
+        }
     }
 
     fn add_node(&mut self, name: &str, kind: NodeKind) -> NodeId {
@@ -167,6 +192,7 @@ impl QuotaTree {
             limits: Vec::new(),
             subtree_quota: Vec::new(),
             guaranteed: Vec::new(),
+            height: 0,
         });
         let index = match kind {
             NodeKind::ClusterQueue => &mut self.cluster_queues_by_name,
@@ -269,6 +295,45 @@ impl QuotaTree {
             .enumerate()
             .filter(|(_, n)| n.kind == NodeKind::ClusterQueue)
             .map(|(i, _)| i)
+    }
+
+    /// Kueue's `FindHeightOfLowestSubtreeThatFits`: the height of the
+    /// lowest subtree holding `node` whose quota has room for `q` more of
+    /// `fr` (0 when `node`'s own quota has; a workload's borrowing level),
+    /// and whether that subtree is below the root (a hierarchical
+    /// advantage). Without such a subtree, the whole tree's height.
+    pub fn lowest_subtree_that_fits(
+        &self,
+        usage: &Usage,
+        node: NodeId,
+        fr: FrId,
+        q: u64,
+    ) -> (usize, bool) {
+        let n = &self.nodes[node];
+        if usage.get(node, fr).saturating_add(q) <= n.subtree_quota[fr] || n.parent.is_none() {
+            return (0, n.parent.is_some());
+        }
+        let mut remaining = q.saturating_sub(n.guaranteed[fr].saturating_sub(usage.get(node, fr)));
+        let mut level = n.parent;
+        while let Some(cohort) = level {
+            let c = &self.nodes[cohort];
+            let used = usage.get(cohort, fr);
+            if used.saturating_add(remaining) <= c.subtree_quota[fr] {
+                return (c.height, c.parent.is_some());
+            }
+            remaining = remaining.saturating_sub(c.guaranteed[fr].saturating_sub(used));
+            level = c.parent;
+        }
+        (self.nodes[self.root_of(node)].height, false)
+    }
+
+    /// The root of the tree `node` is in (itself without a parent).
+    pub fn root_of(&self, node: NodeId) -> NodeId {
+        let mut n = node;
+        while let Some(p) = self.nodes[n].parent {
+            n = p;
+        }
+        n
     }
 
     /// ClusterQueues in the subtree of `node`, depth first.

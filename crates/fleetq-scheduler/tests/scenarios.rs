@@ -685,6 +685,22 @@ fn hierarchical_cohorts_lend_through_the_tree() {
     assert_eq!(s.used("org", "h100/nvidia.com/gpu"), units(8 + 4));
 }
 
+#[test]
+fn the_head_borrowing_from_nearer_goes_first_whatever_its_priority() {
+    // Kueue orders heads by borrowing level before priority: r-a borrows
+    // idle r2's quota inside research (level 1); p-b borrows from org
+    // (level 2). The cluster holds only one of them.
+    let yaml = format!(
+        "{TREE}- kind: WorkloadPriorityClass\n  name: high\n  value: 1000\n- kind: WorkloadPriorityClass\n  name: low\n  value: 10\n"
+    );
+    let mut s = Sim::new(&yaml, &["east: h100/nvidia.com/gpu=12"]);
+    s.submit("p-b q=p1 gpu=12 pc=high");
+    s.submit("r-a q=r1 gpu=8 pc=low");
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["r-a"]));
+    assert_eq!(s.reason_kind("p-b"), ReasonKind::NoClusterCapacity);
+}
+
 /// a lends its 8 GPUs but may reclaim them only from lower priorities; b
 /// owns nothing and borrows.
 const LENDER_CANNOT_RECLAIM: &str = r#"

@@ -113,6 +113,58 @@ fn when_can_preempt_may_stop_search_preempts_in_the_first_flavor() {
     assert_eq!(s.flavor_of("hi", "nvidia.com/gpu"), "reserved");
 }
 
+#[test]
+fn when_can_preempt_may_stop_search_goes_on_where_nobody_can_be_preempted() {
+    // The issue-33 case: hi0 fills the reserved flavor and outranks w, so
+    // preemption there has no candidates. Kueue's flavor assigner
+    // simulates it, and a flavor without candidates does not stop the
+    // search: w takes the idle spot flavor instead of waiting.
+    let yaml = TWO_FLAVORS
+        .replace("FUNGIBILITY", "{whenCanPreempt: MayStopSearch}")
+        .replace("    cohort: pool\n", "");
+    let mut s = Sim::new(&yaml, BOTH_FLAVORS);
+    s.submit("hi0 q=a gpu=4 pc=high");
+    s.cycle();
+    assert_eq!(s.flavor_of("hi0", "nvidia.com/gpu"), "reserved");
+    s.submit("w q=a gpu=4 pc=low");
+    s.cycle();
+    assert!(s.last.preemptions.is_empty());
+    assert_eq!(s.flavor_of("w", "nvidia.com/gpu"), "spot");
+}
+
+#[test]
+fn when_can_preempt_try_next_flavor_prefers_reclaim_over_preempting_its_own() {
+    // team-a's own low work fills its reserved GPUs; the lender borrows all
+    // of team-a's spot GPUs. For hi, reserved means preempting in its own
+    // queue and spot means reclaiming from the lender: Kueue's flavor
+    // assigner simulates both and prefers the reclaim, although reserved
+    // comes first.
+    let yaml = TWO_FLAVORS
+        .replace("FUNGIBILITY", "{whenCanPreempt: TryNextFlavor}")
+        .replace(
+            "preemption: {withinClusterQueue: LowerPriority}",
+            "preemption: {withinClusterQueue: LowerPriority, reclaimWithinCohort: Any}",
+        )
+        .replace(
+            "        - {name: nvidia.com/gpu, nominalQuota: 8}\n- kind: LocalQueue",
+            "        - {name: nvidia.com/gpu, nominalQuota: 8}\n      - name: spot\n        resources:\n        - {name: nvidia.com/gpu, nominalQuota: 0}\n- kind: LocalQueue\n  namespace: ns\n  name: l\n  spec: {clusterQueue: lender}\n- kind: LocalQueue",
+        );
+    let mut s = Sim::new(&yaml, BOTH_FLAVORS);
+    s.submit("own-r q=a gpu=4 pc=low");
+    s.submit("l-r q=l gpu=8 pc=low");
+    s.cycle();
+    s.submit("l-s q=l gpu=8 pc=low");
+    s.cycle();
+    assert_eq!(s.flavor_of("own-r", "nvidia.com/gpu"), "reserved");
+    assert_eq!(s.flavor_of("l-s", "nvidia.com/gpu"), "spot");
+    s.submit("hi q=a gpu=4 pc=high");
+    s.cycle();
+    assert_eq!(s.preempted_now(), set(&["l-s"]));
+    s.evictions_complete();
+    s.cycle();
+    assert_eq!(s.flavor_of("hi", "nvidia.com/gpu"), "spot");
+}
+
 /// One 24-GPU queue; `PLACEMENT` is its placement.
 const PLACED: &str = r#"
 - kind: ResourceFlavor
@@ -289,6 +341,32 @@ fn partial_admission_is_limited_by_cluster_devices_too() {
     s.cycle();
     assert_eq!(s.pods_of("elastic"), 6);
     assert_eq!(s.cluster_of("elastic"), "west");
+}
+
+#[test]
+fn partial_admission_preempts_for_the_most_pods_preemption_can_make_room_for() {
+    // Kueue's pod-set reducer: 8 pods never fit beside `keep` (high), but
+    // 6 do once `old` (low) is preempted; 2 would fit at once. It preempts
+    // for 6, then takes what is free once `old` has stopped.
+    let yaml = format!(
+        "{PARTIAL}- kind: WorkloadPriorityClass\n  name: high\n  value: 1000\n- kind: WorkloadPriorityClass\n  name: low\n  value: 10\n"
+    )
+    .replace(
+        "    resourceGroups:",
+        "    preemption: {withinClusterQueue: LowerPriority}\n    resourceGroups:",
+    );
+    let mut s = Sim::new(&yaml, &["east: h100/nvidia.com/gpu=16"]);
+    s.submit("keep q=q gpu=2 pc=high");
+    s.submit("old q=q gpu=4 pc=low");
+    s.cycle();
+    s.submit("new q=q gpu=1 n=8 min=2 pc=high");
+    s.cycle();
+    assert_eq!(s.preempted_now(), set(&["old"]));
+    assert_eq!(s.reason_kind("new"), ReasonKind::Preempting);
+    s.evictions_complete();
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["new"]));
+    assert_eq!(s.pods_of("new"), 6);
 }
 
 /// Whole GPUs and MIG slices, each its own resource (and flavor).

@@ -213,6 +213,10 @@ const FAIR: &str = r#"
   namespace: ns
   name: b
   spec: {clusterQueue: team-b}
+- kind: LocalQueue
+  namespace: ns
+  name: c
+  spec: {clusterQueue: team-c}
 "#;
 
 const SIXTEEN: &[&str] = &["east: h100/nvidia.com/gpu=16"];
@@ -258,6 +262,27 @@ fn fair_sharing_orders_heads_by_dominant_resource_share() {
     s.cycle();
     assert!(s.last.admissions.is_empty() && s.last.preemptions.is_empty());
     assert_eq!(s.reason_kind("a2"), ReasonKind::WaitingForQuota);
+}
+
+#[test]
+fn fair_sharing_compares_shares_with_each_head_admitted() {
+    // a borrows 1 GPU (share 1/16), b none (share 0), c lends; 4 GPUs
+    // are free. Before admission b's head looks fairer; with each head
+    // admitted, a would borrow 3 and b 4, so a's goes first, as in Kueue's
+    // tournament, and b's no longer fits.
+    let mut s = Sim::new(FAIR, SIXTEEN).with_config(fair_sharing());
+    s.submit("a0 q=a gpu=4");
+    s.submit("a1 q=a gpu=1");
+    s.submit("b0 q=b gpu=4");
+    s.submit("c0 q=c gpu=3");
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["a0", "a1", "b0", "c0"]));
+    s.submit("a2 q=a gpu=2");
+    s.submit("b1 q=b gpu=4");
+    s.cycle();
+    assert!(s.admitted_now().contains("a2"), "{:?}", s.admitted_now());
+    assert!(!s.admitted_now().contains("b1"));
+    assert_eq!(s.used("team-a", "h100/nvidia.com/gpu"), units(7));
 }
 
 fn a_holds_everything(cfg: SchedulerConfig) -> Sim {

@@ -23,8 +23,6 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 
-use fleetq_model::Quantity;
-
 use super::{fits, release, restore, Candidate};
 use crate::assign::Plan;
 use crate::cycle::Cycle;
@@ -231,32 +229,12 @@ impl Search<'_, '_, '_> {
     }
 }
 
-/// The fair-sharing weight of a ClusterQueue or cohort (1 unless set).
-fn weight_of(cycle: &Cycle<'_>, node: NodeId) -> Quantity {
-    let snap = cycle.snap;
-    let n = &snap.tree.nodes[node];
-    match n.kind {
-        NodeKind::ClusterQueue => snap
-            .config
-            .cluster_queues
-            .get(&n.name)
-            .map_or(Quantity::units(1), |cq| cq.fair_sharing_weight()),
-        NodeKind::Cohort => snap
-            .config
-            .cohorts
-            .get(&n.name)
-            .and_then(|c| c.spec.fair_sharing)
-            .and_then(|f| f.weight)
-            .unwrap_or(Quantity::units(1)),
-    }
-}
-
 fn share(cycle: &Cycle<'_>, node: NodeId) -> Drs {
     fair::drs(
         &cycle.snap.tree,
         &cycle.projected,
         node,
-        weight_of(cycle, node),
+        fair::weight(cycle.snap.config(), &cycle.snap.tree, node),
     )
 }
 
