@@ -986,7 +986,16 @@ impl Ledger {
             borrow_preemptions_of(record),
             self.state.workloads.get(&preemptor).map_or(0, reclaimed_of),
         );
-        self.check_preemption_scope(&p_cq, p_rank, &victim_cq, victim_rank, shield, *reason)
+        let proposed = fleetq_scheduler::policy::Proposed {
+            preemptor_cq: &p_cq,
+            preemptor: p_rank,
+            victim_cq: &victim_cq,
+            victim: victim_rank,
+            victim_borrow_preemptions: shield.0,
+            preemptor_reclaimed: shield.1,
+            reason: *reason,
+        };
+        fleetq_scheduler::policy::check_scope(self.snapshot.tree(), &self.state.config, &proposed)
             .map_err(|e| ("PreemptionNotAllowed", format!("victim {victim}: {e}")))?;
         self.snapshot
             .mark_evicting(victim)
@@ -1023,63 +1032,6 @@ impl Ledger {
             record.push_event(at, state, message);
         }
         Ok(())
-    }
-
-    /// The part of the preemption rules apply() can re-check cheaply: who
-    /// may preempt whom, by the preemptor's queue policy, through the same
-    /// definition the scheduler chose its victims by
-    /// (`fleetq_scheduler::policy`). (Whether preempting was *needed* is
-    /// the scheduler's call; a needless preemption cannot over-commit.)
-    fn check_preemption_scope(
-        &self,
-        preemptor_cq: &str,
-        preemptor: fleetq_scheduler::policy::Rank,
-        victim_cq: &str,
-        victim: fleetq_scheduler::policy::Rank,
-        (borrow_preemptions, preemptor_reclaimed): (u32, u32),
-        reason: fleetq_scheduler::PreemptionReason,
-    ) -> Result<(), String> {
-        use fleetq_scheduler::policy::{self, Relation};
-        let tree = self.snapshot.tree();
-        let root = |cq: &str| {
-            let mut node = tree.cluster_queue(cq)?;
-            while let Some(parent) = tree.nodes[node].parent {
-                node = parent;
-            }
-            Some(node)
-        };
-        let same_tree = root(preemptor_cq).is_some() && root(preemptor_cq) == root(victim_cq);
-        let relation = if victim_cq == preemptor_cq {
-            Relation::SameQueue
-        } else if same_tree {
-            Relation::SameTree
-        } else {
-            Relation::Unrelated
-        };
-        let allowed = self
-            .state
-            .config
-            .cluster_queues
-            .get(preemptor_cq)
-            .is_some_and(|cq| {
-                policy::allows(
-                    &cq.spec.preemption,
-                    reason,
-                    relation,
-                    preemptor,
-                    victim,
-                    borrow_preemptions,
-                    preemptor_reclaimed,
-                )
-            });
-        if allowed {
-            Ok(())
-        } else {
-            Err(format!(
-                "{reason:?} does not allow ClusterQueue {preemptor_cq} at priority {} to preempt a workload of ClusterQueue {victim_cq} at priority {}",
-                preemptor.priority, victim.priority
-            ))
-        }
     }
 
     // ----- clusters and executors ----------------------------------------

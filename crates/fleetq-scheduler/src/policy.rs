@@ -11,9 +11,10 @@
 use fleetq_model::cluster_queue::{
     BorrowWithinCohortPolicy, PreemptionPolicy, ReclaimWithinCohort, WithinClusterQueue,
 };
-use fleetq_model::Timestamp;
+use fleetq_model::{Config, Timestamp};
 
 use crate::decision::PreemptionReason;
+use crate::quota::QuotaTree;
 
 /// What the policy looks at of a workload: its priority and when it was
 /// created (Kueue compares creation for `LowerOrNewerEqualPriority`).
@@ -195,6 +196,53 @@ pub fn allows(
         }
         _ => false,
     }
+}
+
+/// One preemption as apply() re-checks it: the two workloads, their
+/// queues and the shields of [`allows`].
+#[derive(Clone, Copy, Debug)]
+pub struct Proposed<'a> {
+    pub preemptor_cq: &'a str,
+    pub preemptor: Rank,
+    pub victim_cq: &'a str,
+    pub victim: Rank,
+    pub victim_borrow_preemptions: u32,
+    pub preemptor_reclaimed: u32,
+    pub reason: PreemptionReason,
+}
+
+/// The part of the preemption rules apply() can re-check cheaply: who may
+/// preempt whom, by the preemptor's queue policy in `config`, with the
+/// queues' relation read from `tree`. The ledger's apply() and the Kueue
+/// case replay both call it, so a test of the scheduler's choices is a
+/// test against apply()'s rule. The error says which policy refused whom.
+pub fn check_scope(tree: &QuotaTree, config: &Config, p: &Proposed) -> Result<(), String> {
+    let root = |cq: &str| tree.cluster_queue(cq).map(|n| tree.root_of(n));
+    let relation = if p.victim_cq == p.preemptor_cq {
+        Relation::SameQueue
+    } else if root(p.preemptor_cq).is_some() && root(p.preemptor_cq) == root(p.victim_cq) {
+        Relation::SameTree
+    } else {
+        Relation::Unrelated
+    };
+    let allowed = config.cluster_queues.get(p.preemptor_cq).is_some_and(|cq| {
+        allows(
+            &cq.spec.preemption,
+            p.reason,
+            relation,
+            p.preemptor,
+            p.victim,
+            p.victim_borrow_preemptions,
+            p.preemptor_reclaimed,
+        )
+    });
+    if allowed {
+        return Ok(());
+    }
+    Err(format!(
+        "{:?} does not allow ClusterQueue {} at priority {} to preempt a workload of ClusterQueue {} at priority {}",
+        p.reason, p.preemptor_cq, p.preemptor.priority, p.victim_cq, p.victim.priority
+    ))
 }
 
 /// Kueue's `canPreemptWhileBorrowing`: whether the preemptor may look for

@@ -5,9 +5,15 @@
 //! verdict: `match`, or `differs: ...` with what Kueue expects and what
 //! fleetq did.
 //!
+//! After the cycle Kueue checks, every case runs on to a settled state
+//! with apply()'s re-checks on every decision ([`settle`]): victims stop
+//! and queue again, preemptors are admitted, until a cycle decides
+//! nothing.
+//!
 //! Known differences do not fail the test. It fails when a case cannot be
-//! set up (a parse failure or a panic), or when fewer cases match than
-//! [`MATCH_FLOOR`], so a regression shows. Run with `-- --nocapture` to see
+//! set up (a parse failure or a panic), when apply() would refuse a
+//! decision the scheduler made or a case does not settle, or when fewer
+//! cases match than [`MATCH_FLOOR`], so a regression shows. Run with `-- --nocapture` to see
 //! one line per case.
 //!
 //! How a case is replayed:
@@ -56,8 +62,8 @@ use fleetq_model::{
     Quantity, ResourceFlavor, Timestamp, Workload,
 };
 use fleetq_scheduler::{
-    schedule, AdmittedWorkload, Assignment, Decisions, FairSharingStrategy, PendingReason,
-    PendingWorkload, PodSetAssignment, ReasonKind, SchedulerConfig, Snapshot,
+    policy, schedule, AdmittedWorkload, Assignment, Decisions, FairSharingStrategy, PendingReason,
+    PendingWorkload, PodSetAssignment, PreemptionReason, ReasonKind, SchedulerConfig, Snapshot,
 };
 use serde::Deserialize;
 
@@ -913,7 +919,126 @@ fn compare(case: &Case, got: &Got) -> Vec<String> {
 }
 
 /// Replays one case; returns the verdict and diagnostic notes.
-fn replay_case(case: &Case) -> (Vec<String>, Vec<String>) {
+/// Cycles a case may take to settle after Kueue's one (victims stop and
+/// are requeued, preemptors admitted, requeued victims placed where they
+/// fit). The cases hold at most a dozen workloads; a loop shows as a run
+/// past this.
+const SETTLE_CYCLES: usize = 40;
+
+/// Runs a case on from the cycle Kueue checks to a settled state, as the
+/// ledger would: every preemption is re-checked by apply()'s rule
+/// (`policy::check_scope`, the function the ledger calls) and every
+/// admission by the snapshot's re-validation (`Snapshot::apply`); a
+/// preemptor is nominated; each victim stops and is requeued with its
+/// priority and creation time, counting the preemption as the ledger's
+/// history does. Returns what broke: a decision apply() refuses, a broken
+/// invariant, a workload preempted more than twice, or no settling within
+/// [`SETTLE_CYCLES`].
+fn settle(
+    replay: &mut Replay,
+    cfg: &SchedulerConfig,
+    first: Decisions,
+    limits_held: bool,
+) -> Vec<String> {
+    let name = |replay: &Replay, id: u64| replay.names_of.get(&id).cloned().unwrap_or_default();
+    let mut broken = Vec::new();
+    let mut preempted: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut decisions = first;
+    for cycle in 0..SETTLE_CYCLES {
+        let now = Timestamp::from_secs(NOW_SECS + cycle as u64);
+        if decisions.admissions.is_empty() && decisions.preemptions.is_empty() {
+            return broken;
+        }
+        for p in &decisions.preemptions {
+            let (Some(preemptor), Some(victim)) = (
+                replay.snap.get_pending(p.preemptor),
+                replay.snap.get_admitted(p.victim),
+            ) else {
+                broken.push(format!(
+                    "cycle {cycle}: {} preempts {}: one of them is gone",
+                    name(replay, p.preemptor),
+                    name(replay, p.victim)
+                ));
+                continue;
+            };
+            let proposed = policy::Proposed {
+                preemptor_cq: &preemptor.cluster_queue,
+                preemptor: policy::Rank {
+                    priority: preemptor.priority,
+                    created_at: preemptor.created_at,
+                },
+                victim_cq: &victim.pending.cluster_queue,
+                victim: policy::Rank {
+                    priority: victim.pending.priority,
+                    created_at: victim.pending.created_at,
+                },
+                victim_borrow_preemptions: victim.pending.borrow_preemptions,
+                preemptor_reclaimed: preemptor.reclaimed,
+                reason: p.reason,
+            };
+            if let Err(e) = policy::check_scope(replay.snap.tree(), replay.snap.config(), &proposed)
+            {
+                broken.push(format!(
+                    "cycle {cycle}: apply() refuses {} preempting {}: {e}",
+                    name(replay, p.preemptor),
+                    name(replay, p.victim)
+                ));
+            }
+            let n = preempted.entry(p.victim).or_default();
+            *n += 1;
+            if *n > 2 {
+                broken.push(format!(
+                    "cycle {cycle}: {} preempted {n} times",
+                    name(replay, p.victim)
+                ));
+            }
+        }
+        for (id, e) in replay.snap.apply(&decisions, now) {
+            broken.push(format!(
+                "cycle {cycle}: apply() refuses the decision for {}: {e}",
+                name(replay, id)
+            ));
+        }
+        let violations = replay.snap.violations();
+        if limits_held && !violations.is_empty() {
+            broken.push(format!("cycle {cycle}: invariants broken: {violations:?}"));
+        }
+        if !broken.is_empty() {
+            return broken;
+        }
+        for p in &decisions.preemptions {
+            replay.snap.set_nominated(p.preemptor, true);
+            replay.snap.set_nominated_on(p.preemptor, p.cluster.clone());
+        }
+        // The victims stop (their executors report them gone) and queue
+        // again, as the ledger requeues an evicted workload.
+        for p in &decisions.preemptions {
+            let Ok(stopped) = replay.snap.release(p.victim, now) else {
+                continue;
+            };
+            let mut again = stopped.pending;
+            again.nominated = false;
+            match p.reason {
+                PreemptionReason::InCohortReclaimWhileBorrowing => again.borrow_preemptions += 1,
+                PreemptionReason::InCohortReclamation => again.reclaimed += 1,
+                _ => {}
+            }
+            if let Err(e) = replay.snap.add_pending(again) {
+                broken.push(format!("requeue of {}: {e}", name(replay, p.victim)));
+                return broken;
+            }
+        }
+        decisions = schedule(&replay.snap, now, cfg);
+    }
+    broken.push(format!(
+        "not settled after {SETTLE_CYCLES} cycles: still deciding {} admissions and {} preemptions",
+        decisions.admissions.len(),
+        decisions.preemptions.len()
+    ));
+    broken
+}
+
+fn replay_case(case: &Case) -> (Vec<String>, Vec<String>, Vec<String>) {
     assert_eq!(
         case.kueue_commit,
         "ff69552e79ad21652c36caa97038382e55625cf7"
@@ -936,9 +1061,10 @@ fn replay_case(case: &Case) -> (Vec<String>, Vec<String>) {
         ));
     }
     let cfg = scheduler_config(case);
-    let replay = set_up(case, &names, config);
+    let mut replay = set_up(case, &names, config);
     let violations = replay.snap.violations();
-    if !violations.is_empty() {
+    let limits_held = violations.is_empty();
+    if !limits_held {
         notes.push(format!(
             "state before the cycle breaks limits: {violations:?}"
         ));
@@ -947,7 +1073,8 @@ fn replay_case(case: &Case) -> (Vec<String>, Vec<String>) {
     let got = outcome(&replay, &names, &decisions);
     let diffs = compare(case, &got);
     if diffs.is_empty() {
-        return (diffs, notes);
+        let broken = settle(&mut replay, &cfg, decisions, limits_held);
+        return (diffs, notes, broken);
     }
     // Diagnostics for a difference: facts only, the causes are analysed
     // in docs/kueue-conformance.md.
@@ -979,7 +1106,8 @@ fn replay_case(case: &Case) -> (Vec<String>, Vec<String>) {
             .collect();
         notes.push(format!("Kueue's fixed assignment: {}", modes.join(" ")));
     }
-    (diffs, notes)
+    let broken = settle(&mut replay, &cfg, decisions, limits_held);
+    (diffs, notes, broken)
 }
 
 #[test]
@@ -989,13 +1117,14 @@ fn kueue_cases_replay() {
     let ids: BTreeSet<&String> = cases.iter().map(|c| &c.id).collect();
     assert_eq!(ids.len(), cases.len(), "case ids are unique");
     let mut failures = Vec::new();
+    let mut unsettled = Vec::new();
     let mut matched = 0;
     // test function -> (matched, total)
     let mut per_source: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut per_kind: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     for case in &cases {
         let result = catch_unwind(AssertUnwindSafe(|| replay_case(case)));
-        let (diffs, notes) = match result {
+        let (diffs, notes, broken) = match result {
             Ok(r) => r,
             Err(e) => {
                 let msg = e
@@ -1008,6 +1137,10 @@ fn kueue_cases_replay() {
                 continue;
             }
         };
+        for b in &broken {
+            eprintln!("UNSETTLED {}: {b}", case.id);
+            unsettled.push(format!("{}: {b}", case.id));
+        }
         let source = per_source.entry(case.source.test.clone()).or_default();
         let kind = per_kind.entry(format!("{:?}", case.kind)).or_default();
         source.1 += 1;
@@ -1038,6 +1171,10 @@ fn kueue_cases_replay() {
     assert!(
         failures.is_empty(),
         "cases that could not be set up: {failures:#?}"
+    );
+    assert!(
+        unsettled.is_empty(),
+        "cases where apply() refused the scheduler or nothing settled: {unsettled:#?}"
     );
     assert!(
         matched >= MATCH_FLOOR,
