@@ -266,7 +266,9 @@ fn why_not(cycle: &Cycle<'_>, cq: &ClusterQueue, w: &PendingWorkload, plan: &Pla
             .iter()
             .any(|(fr, _)| needed.contains(fr))
     };
-    let (mut own_above, mut own_protected, mut elsewhere) = (0, 0, 0);
+    let p = &cq.spec.preemption;
+    let (mut own_above, mut own_protected) = (0, 0);
+    let (mut elsewhere, mut elsewhere_forbidden) = (0, 0);
     for a in snap.admitted.values().filter(|a| !a.evicting && holds(a)) {
         if a.pending.cluster_queue == cq.name {
             let victim = Rank {
@@ -286,11 +288,12 @@ fn why_not(cycle: &Cycle<'_>, cq: &ClusterQueue, w: &PendingWorkload, plan: &Pla
             } else {
                 own_protected += 1;
             }
+        } else if !policy::reclaim_allows(p.reclaim_within_cohort, w.priority, a.pending.priority) {
+            elsewhere_forbidden += 1;
         } else {
             elsewhere += 1;
         }
     }
-    let p = &cq.spec.preemption;
     let mut parts = Vec::new();
     if own_above > 0 {
         parts.push(format!(
@@ -303,10 +306,15 @@ fn why_not(cycle: &Cycle<'_>, cq: &ClusterQueue, w: &PendingWorkload, plan: &Pla
             "{own_protected} it may preempt in its own queue do not free enough (or run on another cluster, or are within minRuntimeBeforePreemption)"
         ));
     }
+    if elsewhere_forbidden > 0 {
+        parts.push(format!(
+            "{elsewhere_forbidden} workload(s) of other ClusterQueues hold it, which reclaimWithinCohort: {:?} does not let it preempt",
+            p.reclaim_within_cohort
+        ));
+    }
     if elsewhere > 0 {
         parts.push(format!(
-            "{elsewhere} workload(s) of other ClusterQueues hold it, but their queues do not borrow it or reclaimWithinCohort: {:?} forbids taking them",
-            p.reclaim_within_cohort
+            "{elsewhere} workload(s) of other ClusterQueues hold it within their queues' nominal quota (nothing to reclaim) or free too little"
         ));
     }
     if parts.is_empty() {

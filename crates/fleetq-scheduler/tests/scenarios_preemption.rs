@@ -378,6 +378,36 @@ fn a_reason_says_why_preemption_could_not_help() {
     );
 }
 
+/// The reason names the cohort rule that kept another queue's borrowers
+/// out of reach (seen on `fleetq dev`: the message blamed a policy of
+/// `Any` for forbidding what it allows).
+#[test]
+fn a_reason_names_the_reclaim_policy_that_forbade_it() {
+    let config = format!(
+        "{}{}",
+        FAIR.replace(
+            "{reclaimWithinCohort: Any}",
+            "{reclaimWithinCohort: LowerPriority}"
+        ),
+        "- kind: WorkloadPriorityClass\n  name: high\n  value: 1000\n\
+         - kind: WorkloadPriorityClass\n  name: low\n  value: 10\n"
+    );
+    let mut s = Sim::new(&config, SIXTEEN);
+    for i in 0..4 {
+        s.submit(&format!("a{i} q=a gpu=4 pc=high"));
+    }
+    s.cycle();
+    assert_eq!(s.running().len(), 4, "a borrows all 12 of b and c");
+    s.submit("b0 q=b gpu=4 pc=low");
+    s.cycle();
+    assert!(s.last.preemptions.is_empty());
+    let message = s.reason("b0").message;
+    assert!(
+        message.contains("4 workload(s) of other ClusterQueues hold it, which reclaimWithinCohort: LowerPriority does not let it preempt"),
+        "{message}"
+    );
+}
+
 /// Two queues of one cohort: team (withinClusterQueue LowerPriority, no
 /// borrowing) and other.
 const TWO_OWNERS: &str = r#"
