@@ -55,6 +55,10 @@ pub fn run(server: &str, args: &StatusArgs) -> ExitCode {
                         fair["from"].as_str().unwrap_or("server settings")
                     );
                 }
+                println!(
+                    "Admission fair sharing: {}",
+                    admission_fair_sharing(&scheduling)
+                );
                 let mut voters: Vec<_> = s.voters.iter().collect();
                 voters.sort();
                 for (id, addr) in voters {
@@ -89,4 +93,31 @@ pub fn run(server: &str, args: &StatusArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `status`'s line on admission fair sharing: which ClusterQueues use it,
+/// the usage half-life and what the usage counts.
+fn admission_fair_sharing(scheduling: &serde_json::Value) -> String {
+    let afs = &scheduling["admissionFairSharing"];
+    let queues = afs["clusterQueues"].as_u64().unwrap_or(0);
+    let half_life = afs["usageHalfLifeTime"].as_str().unwrap_or("?");
+    let weights: Vec<String> = afs["resourceWeightsMilli"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(r, w)| Some(format!("{r}={}", w.as_u64()? as f64 / 1000.0)))
+        .collect();
+    let counts = if weights.is_empty() {
+        "GPU time".to_string()
+    } else {
+        format!("weighted {}", weights.join(", "))
+    };
+    let used_by = match queues {
+        0 => {
+            "no ClusterQueue uses it (admissionScope.admissionMode: UsageBasedAdmissionFairSharing)"
+                .to_string()
+        }
+        n => format!("{n} ClusterQueue(s)"),
+    };
+    format!("{used_by}; usage half-life {half_life}, counts {counts}")
 }

@@ -1232,6 +1232,76 @@ fairSharing:
     assert!(lines(&errors).contains("fairShare"), "{}", lines(&errors));
 }
 
+/// Kueue's `admissionFairSharing` section: half-life and weights are read
+/// (and replicated); bad values are refused naming the field.
+#[test]
+fn kueue_configuration_imports_its_admission_fair_sharing() {
+    let docs = import_ok(
+        "apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+admissionFairSharing:
+  usageHalfLifeTime: 168h
+  usageSamplingInterval: 5m
+  resourceWeights:
+    cpu: 2.0
+    nvidia.com/gpu: 1
+",
+    );
+    let fleetq_model::config::Object::Configuration(settings) = &docs[0].object else {
+        panic!("{:?}", docs[0].object);
+    };
+    let afs = settings.admission_fair_sharing.as_ref().expect("read");
+    assert_eq!(
+        afs.half_life(),
+        Some(std::time::Duration::from_secs(168 * 3600))
+    );
+    assert_eq!(
+        afs.weights_milli(),
+        [
+            ("cpu".to_string(), 2000),
+            ("nvidia.com/gpu".to_string(), 1000)
+        ]
+        .into()
+    );
+    // It round-trips through the replicated form.
+    let json = serde_json::to_string(settings).expect("serialize");
+    let back: fleetq_model::settings::SchedulingSettings =
+        serde_json::from_str(&json).expect("deserialize");
+    assert_eq!(&back, settings);
+
+    for (field, line, named) in [
+        (
+            "usageHalfLifeTime",
+            "usageHalfLifeTime: soon",
+            "admissionFairSharing.usageHalfLifeTime",
+        ),
+        (
+            "usageSamplingInterval",
+            "usageSamplingInterval: 0s",
+            "admissionFairSharing.usageSamplingInterval",
+        ),
+        (
+            "resourceWeights",
+            "resourceWeights: {cpu: -1}",
+            "admissionFairSharing.resourceWeights[cpu]",
+        ),
+        (
+            "unknown",
+            "usageHalfLifeDecayTime: 1h",
+            "usageHalfLifeDecayTime",
+        ),
+    ] {
+        let errors = import_err(&format!(
+            "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nadmissionFairSharing:\n  {line}\n"
+        ));
+        assert!(
+            lines(&errors).contains(named),
+            "{field}: {}",
+            lines(&errors)
+        );
+    }
+}
+
 /// A Job's template asks Kubernetes for exactly what its pod set is
 /// charged; a template edited afterwards (by hand, in an annotation or a
 /// JSON submission) to ask for more is refused, naming the field.

@@ -1338,8 +1338,11 @@ impl<'a> Cycle<'a> {
             self.snap.tree.charge(&mut self.projected, node, fr, q);
             self.projected_cluster.add(cluster, fr, q);
         }
-        let gpus = Self::gpus(w, counts);
-        let penalty = gpus.saturating_mul(self.cfg.afs_entry_penalty.as_secs());
+        let rate = fair::afs_rate(
+            w.workload.spec.pod_sets.iter().zip(counts.iter().copied()),
+            &self.cfg.afs_resource_weights,
+        );
+        let penalty = rate.saturating_mul(self.cfg.afs_entry_penalty.as_secs());
         let lq = self.local_queue_now(&w.local_queue);
         self.local_queues.insert(
             w.local_queue.clone(),

@@ -65,6 +65,7 @@ pub mod quota;
 pub mod snapshot;
 mod tournament;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use fleetq_model::Timestamp;
@@ -99,6 +100,10 @@ pub struct SchedulerConfig {
     pub fair_sharing_strategies: Vec<FairSharingStrategy>,
     /// Half-life of LocalQueue usage under admission fair sharing.
     pub afs_half_life: Duration,
+    /// Weight per resource of LocalQueue usage, in thousandths
+    /// ([`fair::afs_rate`]); empty: GPUs only, weight 1.
+    #[serde(default)]
+    pub afs_resource_weights: BTreeMap<String, u64>,
     /// Usage charged to a LocalQueue at admission, per GPU, so a burst of
     /// admissions alternates between tenants before any usage is sampled.
     pub afs_entry_penalty: Duration,
@@ -182,6 +187,7 @@ impl Default for SchedulerConfig {
                 FairSharingStrategy::LessThanInitialShare,
             ],
             afs_half_life: Duration::from_secs(3600),
+            afs_resource_weights: BTreeMap::new(),
             afs_entry_penalty: Duration::from_secs(300),
             max_admissions_per_cycle: 10_000,
             max_inadmissible_per_queue: 16,
@@ -194,7 +200,8 @@ impl Default for SchedulerConfig {
 
 impl SchedulerConfig {
     /// These settings with the replicated configuration's Kueue
-    /// `Configuration` applied over them (fair sharing), so that every
+    /// `Configuration` applied over them (fair sharing, admission fair
+    /// sharing's half-life and weights), so that every
     /// replica that leads schedules alike whatever its own flags.
     pub fn with_settings(
         &self,
@@ -204,6 +211,12 @@ impl SchedulerConfig {
             return std::borrow::Cow::Borrowed(self);
         };
         let mut out = self.clone();
+        if let Some(afs) = &settings.admission_fair_sharing {
+            if let Some(half_life) = afs.half_life() {
+                out.afs_half_life = half_life;
+            }
+            out.afs_resource_weights = afs.weights_milli();
+        }
         out.fair_sharing = settings.fair_sharing_enabled();
         out.fair_sharing_strategies = settings
             .strategies()

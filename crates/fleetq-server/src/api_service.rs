@@ -1062,6 +1062,19 @@ pub async fn node_status(
                     "server settings"
                 },
             },
+            "admissionFairSharing": {
+                "usageHalfLifeTime": fleetq_model::time::format_duration(effective.afs_half_life),
+                // Thousandths, as the scheduler charges them; empty: GPUs only.
+                "resourceWeightsMilli": effective.afs_resource_weights,
+                "clusterQueues": sm
+                    .ledger
+                    .state()
+                    .config
+                    .cluster_queues
+                    .values()
+                    .filter(|cq| cq.uses_admission_fair_sharing())
+                    .count(),
+            },
             "admitOnSubmit": effective.admit_on_submit,
         });
         (

@@ -167,6 +167,7 @@ pub(super) fn priority_class(value: Value, at: &Location) -> Result<Converted, V
 }
 
 /// Kueue's controller Configuration: fleetq reads `fairSharing` and
+/// `admissionFairSharing` and
 /// accepts (and ignores) the sections that configure Kueue's own
 /// controller, so a team's file imports unchanged. Any other field is
 /// refused by name.
@@ -214,8 +215,8 @@ struct ConfigurationManifest {
     _wait_for_pods_ready: IgnoredAny,
     #[serde(default, rename = "objectRetentionPolicies")]
     _object_retention_policies: IgnoredAny,
-    #[serde(default, rename = "admissionFairSharing")]
-    _admission_fair_sharing: IgnoredAny,
+    #[serde(default)]
+    admission_fair_sharing: Option<crate::settings::AdmissionFairSharingSettings>,
     #[serde(default, rename = "pprofBindAddress")]
     _pprof_bind_address: IgnoredAny,
     #[serde(default, rename = "tls")]
@@ -228,6 +229,7 @@ pub(super) fn configuration(value: Value, at: &Location) -> Result<Converted, Ve
     let manifest: ConfigurationManifest = decode(value, at).map_err(|e| vec![e])?;
     let settings = crate::settings::SchedulingSettings {
         fair_sharing: manifest.fair_sharing,
+        admission_fair_sharing: manifest.admission_fair_sharing,
     };
     let problems: Vec<FieldError> = settings
         .problems()
