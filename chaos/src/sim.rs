@@ -479,8 +479,18 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
     if !panics.is_empty() {
         return Err(fail(panic_check(&panics[0]), panics.join(" | ")));
     }
-    let summary = match verdict.borrow_mut().take() {
+    let verdict = verdict.borrow_mut().take();
+    let summary = match verdict {
         Some(Ok(summary)) => summary,
+        // A run that failed or got stuck because a safety rule broke is
+        // reported by that rule: the oracle's finding names the entry
+        // that broke it, the client's verdict only the symptom (seen with
+        // the stale-epoch-report mutant: a stale stop report released
+        // each new admission, and the run timed out).
+        _ if !oracle.findings().is_empty() => {
+            let findings = oracle.findings();
+            return Err(fail(findings[0].check, findings[0].detail.clone()));
+        }
         Some(Err(v)) => return Err(fail(v.check, v.detail)),
         None => return Err(fail("client", "finished without a verdict".into())),
     };
