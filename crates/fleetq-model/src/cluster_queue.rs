@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::fair_weight::FairWeight;
 use crate::{FlavorName, Quantity, ResourceName};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -76,13 +77,13 @@ impl ClusterQueue {
         )
     }
 
-    /// Fair-sharing weight in milli-units (1 = 1000); Kueue's default is 1.
-    pub fn fair_sharing_weight(&self) -> Quantity {
+    /// Fair-sharing weight; Kueue's default is 1.
+    pub fn fair_sharing_weight(&self) -> FairWeight {
         self.spec
             .fair_sharing
             .as_ref()
             .and_then(|f| f.weight)
-            .unwrap_or(Quantity::units(1))
+            .unwrap_or(FairWeight::ONE)
     }
 }
 
@@ -211,7 +212,7 @@ pub struct FairSharing {
     /// Relative weight in fair sharing; 0 means "borrow only what nobody
     /// else wants".
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weight: Option<Quantity>,
+    pub weight: Option<FairWeight>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

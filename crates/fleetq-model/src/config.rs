@@ -309,6 +309,30 @@ impl Config {
         for cohort in self.cohorts.values() {
             self.validate_cohort(cohort, &mut errors);
         }
+        // Fair-sharing weights, one rule for the three kinds that carry one.
+        let weights = self
+            .cohorts
+            .values()
+            .map(|c| (format!("Cohort/{}", c.name), c.spec.fair_sharing))
+            .chain(
+                self.cluster_queues
+                    .values()
+                    .map(|cq| (format!("ClusterQueue/{}", cq.name), cq.spec.fair_sharing)),
+            )
+            .chain(self.local_queues.values().map(|lq| {
+                (
+                    format!("LocalQueue/{}/{}", lq.namespace, lq.name),
+                    lq.spec.fair_sharing,
+                )
+            }));
+        for (object, fair_sharing) in weights {
+            if let Some(problem) = fair_sharing
+                .and_then(|f| f.weight)
+                .and_then(|w| w.problem())
+            {
+                errors.push(FieldError::new(object, "spec.fairSharing.weight", problem));
+            }
+        }
         for cq in self.cluster_queues.values() {
             self.validate_cluster_queue(cq, &mut errors);
         }

@@ -9,6 +9,7 @@ pub mod cluster_queue;
 pub mod cohort;
 pub mod config;
 pub mod error;
+pub mod fair_weight;
 pub mod flavor;
 pub mod kueue;
 pub mod limits;

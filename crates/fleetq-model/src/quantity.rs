@@ -159,70 +159,77 @@ fn split_suffix(s: &str) -> (&str, Suffix) {
     (s, Suffix::Decimal(0))
 }
 
+/// Parses Kubernetes quantity notation into units of `10^-scale` (3:
+/// milli-units, 9: nano-units), rounding a finer amount up, as
+/// Kubernetes does. Fails only on malformed, negative or (beyond u128)
+/// huge input; the caller checks its own range.
+pub(crate) fn parse_scaled(input: &str, scale: i32) -> Result<u128, QuantityError> {
+    let s = input.trim();
+    let err_malformed = || QuantityError::Malformed(input.to_string());
+    let err_overflow = || QuantityError::Overflow(input.to_string());
+    if s.is_empty() {
+        return Err(QuantityError::Empty(input.to_string()));
+    }
+    let s = s.strip_prefix('+').unwrap_or(s);
+    let (number, suffix) = split_suffix(s);
+    if number.starts_with('-') {
+        return Err(QuantityError::Negative(input.to_string()));
+    }
+    let (int_part, frac_part) = match number.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (number, ""),
+    };
+    if int_part.is_empty() && frac_part.is_empty() {
+        return Err(err_malformed());
+    }
+    if !int_part.bytes().all(|b| b.is_ascii_digit())
+        || !frac_part.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(err_malformed());
+    }
+    let digits = format!("{int_part}{frac_part}");
+    let digits = digits.trim_start_matches('0');
+    if digits.len() > 36 {
+        return Err(err_overflow());
+    }
+    let mantissa: u128 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().map_err(|_| err_malformed())?
+    };
+    let frac_len = frac_part.len() as i32;
+    let (pow10, pow1024) = match suffix {
+        Suffix::Decimal(p) => (p, 0),
+        Suffix::Binary(p) => (0, p),
+    };
+    // value = mantissa * 10^(pow10 + scale - frac_len) * 1024^pow1024
+    let binary = 1024u128.pow(pow1024);
+    let scaled = mantissa.checked_mul(binary).ok_or_else(err_overflow)?;
+    let exp = pow10 + scale - frac_len;
+    if exp >= 0 {
+        match 10u128.checked_pow(exp as u32) {
+            Some(f) => scaled.checked_mul(f).ok_or_else(err_overflow),
+            None if scaled == 0 => Ok(0),
+            None => Err(err_overflow()),
+        }
+    } else {
+        Ok(match 10u128.checked_pow((-exp) as u32) {
+            Some(d) => scaled.div_ceil(d),
+            // The divisor exceeds u128, so any non-zero amount is below one unit.
+            None => u128::from(scaled > 0),
+        })
+    }
+}
+
 impl FromStr for Quantity {
     type Err = QuantityError;
 
     /// Parses Kubernetes quantity notation. Amounts finer than a milli-unit
     /// round up, as Kubernetes does (`1n` CPU is `1m`).
     fn from_str(input: &str) -> Result<Quantity, QuantityError> {
-        let s = input.trim();
-        let err_malformed = || QuantityError::Malformed(input.to_string());
-        let err_overflow = || QuantityError::Overflow(input.to_string());
-        if s.is_empty() {
-            return Err(QuantityError::Empty(input.to_string()));
-        }
-        let s = s.strip_prefix('+').unwrap_or(s);
-        let (number, suffix) = split_suffix(s);
-        if number.starts_with('-') {
-            return Err(QuantityError::Negative(input.to_string()));
-        }
-        let (int_part, frac_part) = match number.split_once('.') {
-            Some((i, f)) => (i, f),
-            None => (number, ""),
-        };
-        if int_part.is_empty() && frac_part.is_empty() {
-            return Err(err_malformed());
-        }
-        if !int_part.bytes().all(|b| b.is_ascii_digit())
-            || !frac_part.bytes().all(|b| b.is_ascii_digit())
-        {
-            return Err(err_malformed());
-        }
-        let digits = format!("{int_part}{frac_part}");
-        let digits = digits.trim_start_matches('0');
-        if digits.len() > 36 {
-            return Err(err_overflow());
-        }
-        let mantissa: u128 = if digits.is_empty() {
-            0
-        } else {
-            digits.parse().map_err(|_| err_malformed())?
-        };
-        let frac_len = frac_part.len() as i32;
-        let (pow10, pow1024) = match suffix {
-            Suffix::Decimal(p) => (p, 0),
-            Suffix::Binary(p) => (0, p),
-        };
-        // milli = mantissa * 10^(pow10 + 3 - frac_len) * 1024^pow1024
-        let binary = 1024u128.pow(pow1024);
-        let scaled = mantissa.checked_mul(binary).ok_or_else(err_overflow)?;
-        let exp = pow10 + 3 - frac_len;
-        let milli = if exp >= 0 {
-            let factor = 10u128.checked_pow(exp as u32);
-            match factor {
-                Some(f) => scaled.checked_mul(f).ok_or_else(err_overflow)?,
-                None if scaled == 0 => 0,
-                None => return Err(err_overflow()),
-            }
-        } else {
-            match 10u128.checked_pow((-exp) as u32) {
-                Some(d) => scaled.div_ceil(d),
-                // The divisor exceeds u128, so any non-zero amount is below 1m.
-                None => u128::from(scaled > 0),
-            }
-        };
+        let milli = parse_scaled(input, 3)?;
         if milli > u128::from(MAX_MILLI) {
-            return Err(err_overflow());
+            return Err(QuantityError::Overflow(input.to_string()));
         }
         Ok(Quantity(milli as u64))
     }

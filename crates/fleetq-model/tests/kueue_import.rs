@@ -12,6 +12,7 @@ use fleetq_model::cluster_queue::{
     ReclaimWithinCohort, StopPolicy, WithinClusterQueue,
 };
 use fleetq_model::config::Object;
+use fleetq_model::fair_weight::FairWeight;
 use fleetq_model::kueue::{import_manifests, ImportedDocument};
 use fleetq_model::{
     ClusterQueue, Cohort, Config, FieldError, LocalQueue, Quantity, ResourceFlavor, Workload,
@@ -325,7 +326,7 @@ fn admission_fair_sharing_setup() {
             .spec
             .fair_sharing
             .and_then(|f| f.weight);
-        assert_eq!(weight, Some(q("1")), "{lq}");
+        assert_eq!(weight, Some(FairWeight::ONE), "{lq}");
     }
 }
 
@@ -511,7 +512,7 @@ fn hierarchical_cohorts() {
                 "{name}"
             );
             let got = cohorts[child].spec.fair_sharing.and_then(|f| f.weight);
-            assert_eq!(got, Some(q(weight)), "{name} {child}");
+            assert_eq!(got, Some(weight.parse().expect("weight")), "{name} {child}");
         }
     }
 }
@@ -1793,4 +1794,37 @@ fn a_missing_namespace_selector_selects_no_namespace_as_in_kueue() {
     assert!(shorthand.admits_namespace(q, "a"));
     let exported = fleetq_model::kueue::export::object(&Object::ClusterQueue(q.clone()));
     assert_eq!(exported["spec"]["namespaceSelector"], serde_json::json!({}));
+}
+
+/// Fair-sharing weights keep Kubernetes' nano precision (issue 28): `2n`
+/// is stored as 2e-9, not rounded up to 1m, and Kueue's refusal of `1n`
+/// names the field.
+#[test]
+fn fair_sharing_weights_keep_nano_precision() {
+    let manifest = |name: &str, weight: &str| {
+        format!(
+            "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: {name}}}\nspec:\n  namespaceSelector: {{}}\n  fairSharing: {{weight: {weight}}}\n"
+        )
+    };
+    let docs = import_ok(&manifest("b", "2n"));
+    let fleetq_model::config::Object::ClusterQueue(cq) = &docs[0].object else {
+        panic!("{:?}", docs[0].object);
+    };
+    assert_eq!(cq.fair_sharing_weight().nanos(), 2);
+    let mut config = fleetq_model::Config::default();
+    config.upsert(docs[0].object.clone()).expect("upsert");
+    assert!(config.validate().is_empty());
+
+    let docs = import_ok(&manifest("a", "1n"));
+    let mut config = fleetq_model::Config::default();
+    config.upsert(docs[0].object.clone()).expect("upsert");
+    let errors = config.validate();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.to_string().contains("ClusterQueue/a")
+                && e.to_string().contains("spec.fairSharing.weight")
+                && e.to_string().contains("1e-9")),
+        "{errors:?}"
+    );
 }

@@ -585,7 +585,7 @@ impl<'a> Cycle<'a> {
             .get(key)
             .and_then(|l| l.spec.fair_sharing)
             .and_then(|f| f.weight)
-            .map_or(1000, |w| w.milli())
+            .map_or(1_000_000_000, |w| w.nanos())
     }
 
     /// Finds the next eligible workload of `node` and puts it in the heap,
@@ -621,11 +621,10 @@ impl<'a> Cycle<'a> {
             let afs = if sub.local_queue.is_empty() {
                 0
             } else {
-                let weight = self.local_queue_weight(&sub.local_queue).max(1);
-                self.local_queue_now(&sub.local_queue)
-                    .afs
-                    .saturating_mul(1000)
-                    / weight
+                // Usage per unit of weight (weights in nano-units).
+                let weight = u128::from(self.local_queue_weight(&sub.local_queue).max(1));
+                let usage = u128::from(self.local_queue_now(&sub.local_queue).afs);
+                u64::try_from(usage * 1_000_000_000 / weight).unwrap_or(u64::MAX)
             };
             let candidate = (0, (false, 0), key.0, afs, key.1, key.2, node);
             if best.as_ref().is_none_or(|(b, _)| candidate < *b) {

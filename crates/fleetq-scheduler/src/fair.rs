@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use fleetq_model::fair_weight::FairWeight;
 use fleetq_model::resources::GPU;
 use fleetq_model::workload::PodSet;
-use fleetq_model::{Config, Quantity, Timestamp};
+use fleetq_model::{Config, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::quota::{NodeId, NodeKind, QuotaTree, Usage};
@@ -75,26 +76,26 @@ impl Drs {
 }
 
 /// The fair-sharing weight of a ClusterQueue or cohort (1 unless set).
-pub fn weight(config: &Config, tree: &QuotaTree, node: NodeId) -> Quantity {
+pub fn weight(config: &Config, tree: &QuotaTree, node: NodeId) -> FairWeight {
     let n = &tree.nodes[node];
     match n.kind {
         NodeKind::ClusterQueue => config
             .cluster_queues
             .get(&n.name)
-            .map_or(Quantity::units(1), |cq| cq.fair_sharing_weight()),
+            .map_or(FairWeight::ONE, |cq| cq.fair_sharing_weight()),
         NodeKind::Cohort => config
             .cohorts
             .get(&n.name)
             .and_then(|c| c.spec.fair_sharing)
             .and_then(|f| f.weight)
-            .unwrap_or(Quantity::units(1)),
+            .unwrap_or(FairWeight::ONE),
     }
 }
 
 /// The share of `node` with `usage`, Kueue's `dominantResourceShare`.
 /// A root has no share (nobody to borrow from).
-pub fn drs(tree: &QuotaTree, usage: &Usage, node: NodeId, weight: Quantity) -> Drs {
-    let weight = weight.milli() as f64 / 1000.0;
+pub fn drs(tree: &QuotaTree, usage: &Usage, node: NodeId, weight: FairWeight) -> Drs {
+    let weight = weight.as_f64();
     let mut out = Drs {
         unweighted: 0.0,
         weight,

@@ -18,7 +18,8 @@
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
-use fleetq_model::{Quantity, Timestamp};
+use fleetq_model::fair_weight::FairWeight;
+use fleetq_model::Timestamp;
 
 use crate::fair::{self, Drs};
 use crate::quota::{FrId, NodeId, NodeKind, QuotaTree, Usage};
@@ -52,7 +53,7 @@ struct Standing {
 pub(crate) fn winner(
     tree: &QuotaTree,
     usage: &mut Usage,
-    weight: &dyn Fn(NodeId) -> Quantity,
+    weight: &dyn Fn(NodeId) -> FairWeight,
     root: NodeId,
     entrants: &[Entrant],
 ) -> Option<usize> {
@@ -102,7 +103,7 @@ pub(crate) fn winner(
 fn standings(
     tree: &QuotaTree,
     scratch: &mut Usage,
-    weight: &dyn Fn(NodeId) -> Quantity,
+    weight: &dyn Fn(NodeId) -> FairWeight,
     entrants: &[Entrant],
 ) -> Vec<Vec<(NodeId, Standing)>> {
     entrants

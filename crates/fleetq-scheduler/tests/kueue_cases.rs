@@ -55,6 +55,7 @@ use fleetq_model::cluster_queue::{
 };
 use fleetq_model::cohort::CohortSpec;
 use fleetq_model::config::Object;
+use fleetq_model::fair_weight::FairWeight;
 use fleetq_model::flavor::ResourceFlavorSpec;
 use fleetq_model::workload::WorkloadSpec;
 use fleetq_model::{
@@ -281,14 +282,24 @@ enum Q {
 }
 
 impl Q {
-    fn quantity(&self) -> Quantity {
-        let text = match self {
+    fn text(&self) -> String {
+        match self {
             Q::Text(s) => s.clone(),
             Q::Int(i) => i.to_string(),
             Q::Float(f) => f.to_string(),
-        };
+        }
+    }
+
+    fn quantity(&self) -> Quantity {
+        let text = self.text();
         text.parse()
             .unwrap_or_else(|e| panic!("quantity {text:?}: {e:?}"))
+    }
+
+    fn weight(&self) -> FairWeight {
+        let text = self.text();
+        text.parse()
+            .unwrap_or_else(|e| panic!("weight {text:?}: {e:?}"))
     }
 }
 
@@ -421,7 +432,7 @@ fn groups(names: &Names, defs: &[GroupDef], notes: &mut Vec<String>) -> Vec<Reso
 
 fn weight(w: &Option<Q>) -> Option<FairSharing> {
     w.as_ref().map(|w| FairSharing {
-        weight: Some(w.quantity()),
+        weight: Some(w.weight()),
     })
 }
 

@@ -771,7 +771,7 @@ impl LedgerSample {
                     .get(&n.name)
                     .and_then(|c| c.spec.fair_sharing)
                     .and_then(|f| f.weight)
-                    .unwrap_or(fleetq_model::Quantity::units(1));
+                    .unwrap_or(fleetq_model::fair_weight::FairWeight::ONE);
                 // A root has nobody to borrow from: drs() gives it 0.
                 let share = fair::drs(tree, usage, id, weight);
                 let queues = tree.cluster_queues_under(id);
