@@ -38,6 +38,8 @@ pub enum QuantityError {
     Malformed(String),
     #[error("quantity {0:?} is too large (the limit is about 9.2e15 units)")]
     Overflow(String),
+    #[error("quantity {0:?} is finer than fleetq keeps: quantities are exact to 1m (a thousandth of a unit); round it to thousandths")]
+    TooPrecise(String),
 }
 
 impl Quantity {
@@ -224,10 +226,16 @@ pub(crate) fn parse_scaled(input: &str, scale: i32) -> Result<u128, QuantityErro
 impl FromStr for Quantity {
     type Err = QuantityError;
 
-    /// Parses Kubernetes quantity notation. Amounts finer than a milli-unit
-    /// round up, as Kubernetes does (`1n` CPU is `1m`).
+    /// Parses Kubernetes quantity notation. An amount finer than a
+    /// milli-unit (`1n`, `1500u`) is refused by name rather than rounded:
+    /// Kubernetes keeps nano-units, fleetq keeps thousandths, and a silent
+    /// rounding would change what a quota or request means.
     fn from_str(input: &str) -> Result<Quantity, QuantityError> {
-        let milli = parse_scaled(input, 3)?;
+        let nanos = parse_scaled(input, 9)?;
+        if nanos % 1_000_000 != 0 {
+            return Err(QuantityError::TooPrecise(input.to_string()));
+        }
+        let milli = nanos / 1_000_000;
         if milli > u128::from(MAX_MILLI) {
             return Err(QuantityError::Overflow(input.to_string()));
         }
@@ -343,10 +351,16 @@ mod tests {
     }
 
     #[test]
-    fn sub_milli_rounds_up_like_kubernetes() {
-        assert_eq!(q("1n").milli(), 1);
-        assert_eq!(q("1500u").milli(), 2);
-        assert_eq!(q("1e-40").milli(), 1);
+    fn sub_milli_is_refused_not_rounded() {
+        for fine in ["1n", "1500u", "1e-40", "0.0001", "1.0005", "1.5e-3"] {
+            let err = fine.parse::<Quantity>().unwrap_err();
+            assert_eq!(err, QuantityError::TooPrecise(fine.to_string()));
+            assert!(err.to_string().contains("exact to 1m"), "{err}");
+        }
+        // Written finely but a whole number of thousandths: exact.
+        assert_eq!(q("1000000n").milli(), 1);
+        assert_eq!(q("2000u").milli(), 2);
+        assert_eq!(q("5e-3").milli(), 5);
     }
 
     #[test]
