@@ -114,10 +114,35 @@ fn admission_fair_sharing(scheduling: &serde_json::Value) -> String {
     };
     let used_by = match queues {
         0 => {
-            "no ClusterQueue uses it (admissionScope.admissionMode: UsageBasedAdmissionFairSharing)"
+            "no ClusterQueue uses it (a ClusterQueue turns it on with admissionScope.admissionMode: UsageBasedAdmissionFairSharing)"
                 .to_string()
         }
         n => format!("{n} ClusterQueue(s)"),
     };
     format!("{used_by}; usage half-life {half_life}, counts {counts}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::admission_fair_sharing;
+
+    #[test]
+    fn admission_fair_sharing_line_says_who_uses_it_and_what_it_counts() {
+        let off = serde_json::json!({"admissionFairSharing": {
+            "usageHalfLifeTime": "1h", "resourceWeightsMilli": {}, "clusterQueues": 0}});
+        let line = admission_fair_sharing(&off);
+        assert!(line.starts_with("no ClusterQueue uses it"), "{line}");
+        assert!(
+            line.ends_with("usage half-life 1h, counts GPU time"),
+            "{line}"
+        );
+        let on = serde_json::json!({"admissionFairSharing": {
+            "usageHalfLifeTime": "7d",
+            "resourceWeightsMilli": {"cpu": 500, "nvidia.com/gpu": 1000},
+            "clusterQueues": 2}});
+        assert_eq!(
+            admission_fair_sharing(&on),
+            "2 ClusterQueue(s); usage half-life 7d, counts weighted cpu=0.5, nvidia.com/gpu=1"
+        );
+    }
 }
