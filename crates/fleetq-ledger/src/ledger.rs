@@ -1263,23 +1263,16 @@ impl Ledger {
     }
 
     /// Releases the scheduler's reservation and charges what it used (its
-    /// admitted pods' weighted requests for as long as it held them, as
-    /// the replicated Configuration weighs them) to the LocalQueue's
-    /// admission-fair-sharing usage.
+    /// assignment's usage, weighted as the replicated Configuration says,
+    /// for as long as it held it) to the LocalQueue's admission-fair-sharing
+    /// usage.
     fn release(&mut self, id: WorkloadId, at: Timestamp) {
         if let Ok(admitted) = self.snapshot.release(id, at) {
             let cfg = self.scheduler.with_settings(&self.state.config);
-            let spec = &admitted.pending.workload.spec;
-            let counts = spec.pod_sets.iter().map(|ps| {
-                let count = admitted
-                    .assignment
-                    .pod_sets
-                    .iter()
-                    .find(|a| a.name == ps.name)
-                    .map_or(ps.count, |a| a.count);
-                (ps, count)
-            });
-            let rate = fleetq_scheduler::fair::afs_rate(counts, &cfg.afs_resource_weights);
+            let rate = fleetq_scheduler::fair::afs_rate(
+                &admitted.assignment.usage,
+                &cfg.afs_resource_weights,
+            );
             let used = fleetq_scheduler::fair::afs_usage(rate, at.since(admitted.admitted_at));
             let half_life = cfg.afs_half_life;
             self.snapshot.record_local_queue_usage(

@@ -1337,10 +1337,9 @@ impl<'a> Cycle<'a> {
             self.snap.tree.charge(&mut self.projected, node, fr, q);
             self.projected_cluster.add(cluster, fr, q);
         }
-        let rate = fair::afs_rate(
-            w.workload.spec.pod_sets.iter().zip(counts.iter().copied()),
-            &self.cfg.afs_resource_weights,
-        );
+        let cluster_name = self.snap.clusters.clusters[cluster].name().to_string();
+        let assignment = assign::to_assignment(cq, w, counts, plan, &cluster_name, &self.snap.tree);
+        let rate = fair::afs_rate(&assignment.usage, &self.cfg.afs_resource_weights);
         let penalty = rate.saturating_mul(self.cfg.afs_entry_penalty.as_secs());
         let lq = self.local_queue_now(&w.local_queue);
         self.local_queues.insert(
@@ -1350,8 +1349,6 @@ impl<'a> Cycle<'a> {
                 tokens: lq.tokens.map(|t| t.saturating_sub(charge)),
             },
         );
-        let cluster_name = self.snap.clusters.clusters[cluster].name().to_string();
-        let assignment = assign::to_assignment(cq, w, counts, plan, &cluster_name, &self.snap.tree);
         self.decisions.admissions.push(Admission {
             workload: w.id,
             cluster_queue: cq.name.clone(),

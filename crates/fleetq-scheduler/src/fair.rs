@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use fleetq_model::fair_weight::FairWeight;
 use fleetq_model::resources::GPU;
-use fleetq_model::workload::PodSet;
-use fleetq_model::{Config, Timestamp};
+use fleetq_model::{Config, FlavorUsage, Timestamp};
 use serde::{Deserialize, Serialize};
 
 use crate::quota::{NodeId, NodeKind, QuotaTree, Usage};
@@ -169,25 +168,20 @@ pub fn decay(value: u64, elapsed: Duration, half_life: Duration) -> u64 {
 }
 
 /// What a workload adds to its LocalQueue's admission-fair-sharing usage
-/// per second of running, in thousandths of a GPU: each resource's
-/// request times its pods, times its weight (`resourceWeights` of Kueue's
+/// per second of running, in thousandths of a GPU: what its assignment
+/// charges (`usage`, every flavor and resource, the admitted pods only)
+/// times each resource's weight (`resourceWeights` of Kueue's
 /// `admissionFairSharing`, in thousandths; unlisted: 1 for
 /// `nvidia.com/gpu`, 0 for the rest). Integer only, so every replica
 /// charges alike.
-pub fn afs_rate<'a>(
-    pod_sets: impl IntoIterator<Item = (&'a PodSet, u32)>,
-    weights: &BTreeMap<String, u64>,
-) -> u64 {
+pub fn afs_rate(usage: &FlavorUsage, weights: &BTreeMap<String, u64>) -> u64 {
     let mut rate: u128 = 0;
-    for (ps, count) in pod_sets {
-        for (resource, q) in &ps.requests {
-            let weight = weights
-                .get(resource)
-                .copied()
-                .unwrap_or(if resource == GPU { 1000 } else { 0 });
-            let part = u128::from(q.milli()) * u128::from(count) * u128::from(weight) / 1000;
-            rate = rate.saturating_add(part);
-        }
+    for (cell, q) in usage {
+        let weight = weights
+            .get(&cell.resource)
+            .copied()
+            .unwrap_or(if cell.resource == GPU { 1000 } else { 0 });
+        rate = rate.saturating_add(u128::from(q.milli()) * u128::from(weight) / 1000);
     }
     u64::try_from(rate).unwrap_or(u64::MAX)
 }
@@ -214,27 +208,28 @@ pub fn add_usage(usage: AfsUsage, amount: u64, at: Timestamp, half_life: Duratio
 mod tests {
     use super::*;
 
-    fn pod_set(requests: &[(&str, &str)], count: u32) -> PodSet {
-        PodSet {
-            name: "main".into(),
-            count,
-            requests: requests
-                .iter()
-                .map(|(r, q)| (r.to_string(), q.parse().expect("quantity")))
-                .collect(),
-            ..PodSet::default()
-        }
+    /// What an assignment of `count` pods with these per-pod requests
+    /// charges, all in flavor `f`.
+    fn usage(requests: &[(&str, &str)], count: u64) -> FlavorUsage {
+        requests
+            .iter()
+            .map(|(r, q)| {
+                let q: fleetq_model::Quantity = q.parse().expect("quantity");
+                (
+                    fleetq_model::FlavorResource::new("f", *r),
+                    q.saturating_mul(count),
+                )
+            })
+            .collect()
     }
 
     #[test]
     fn afs_rate_weighs_gpus_by_default_and_what_is_configured() {
-        let ps = pod_set(
-            &[(GPU, "2"), ("cpu", "16"), ("nvidia.com/mig-1g.10gb", "1")],
-            3,
-        );
+        let per_pod = [(GPU, "2"), ("cpu", "16"), ("nvidia.com/mig-1g.10gb", "1")];
+        let three = usage(&per_pod, 3);
         let none = BTreeMap::new();
         // 2 GPUs x 3 pods; cpu and MIG weigh nothing by default.
-        assert_eq!(afs_rate([(&ps, 3)], &none), 6_000);
+        assert_eq!(afs_rate(&three, &none), 6_000);
         let weights: BTreeMap<String, u64> = [
             ("cpu".to_string(), 500),
             ("nvidia.com/mig-1g.10gb".to_string(), 143),
@@ -242,9 +237,9 @@ mod tests {
         ]
         .into();
         // 2x6 GPUs + 0.5x48 cpus + 0.143x3 slices.
-        assert_eq!(afs_rate([(&ps, 3)], &weights), 12_000 + 24_000 + 429);
+        assert_eq!(afs_rate(&three, &weights), 12_000 + 24_000 + 429);
         // A partial admission counts its admitted pods.
-        assert_eq!(afs_rate([(&ps, 1)], &none), 2_000);
+        assert_eq!(afs_rate(&usage(&per_pod, 1), &none), 2_000);
         assert_eq!(afs_usage(2_000, Duration::from_secs(10)), 20_000);
         assert_eq!(
             afs_usage(u64::MAX, Duration::from_secs(u64::MAX / 4)),
