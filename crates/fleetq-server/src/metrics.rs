@@ -765,15 +765,8 @@ impl LedgerSample {
             .enumerate()
             .filter(|(_, n)| n.kind == NodeKind::Cohort)
             .map(|(id, n)| {
-                let weight = state
-                    .config
-                    .cohorts
-                    .get(&n.name)
-                    .and_then(|c| c.spec.fair_sharing)
-                    .and_then(|f| f.weight)
-                    .unwrap_or(fleetq_model::fair_weight::FairWeight::ONE);
                 // A root has nobody to borrow from: drs() gives it 0.
-                let share = fair::drs(tree, usage, id, weight);
+                let share = fair::drs(tree, usage, id, fair::weight(&state.config, tree, id));
                 let queues = tree.cluster_queues_under(id);
                 let subtree = tree
                     .cells
