@@ -394,7 +394,7 @@ fn candidates<'s>(
     let tree = &snap.tree;
     let policy = cq.spec.preemption;
     let needed: Vec<FrId> = plan.cells.iter().map(|&(fr, _)| fr).collect();
-    let root = root_of(cycle, node);
+    let root = tree.root_of(node);
     let mut out = Vec::new();
     let mut consider = |a: &'s AdmittedWorkload,
                         evicting: bool,
@@ -438,7 +438,7 @@ fn candidates<'s>(
         if let Some(a) = snap.admitted.get(id) {
             if tree
                 .cluster_queue(&a.pending.cluster_queue)
-                .is_some_and(|n| root_of(cycle, n) == root)
+                .is_some_and(|n| tree.root_of(n) == root)
             {
                 consider(a, true, PreemptionReason::InClusterQueue, None, None);
             }
@@ -671,13 +671,6 @@ fn attempts(
 /// Whether the ClusterQueue's policy permits any preemption at all.
 pub(crate) fn policy_allows_any(cq: &ClusterQueue) -> bool {
     policy::allows_any(&cq.spec.preemption)
-}
-
-fn root_of(cycle: &Cycle<'_>, mut node: NodeId) -> NodeId {
-    while let Some(p) = cycle.snap.tree.nodes[node].parent {
-        node = p;
-    }
-    node
 }
 
 /// Takes `cand` out of the projected state: the search, and everything it

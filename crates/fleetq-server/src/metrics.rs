@@ -571,11 +571,7 @@ pub fn holds_back(kind: ReasonKind) -> bool {
 
 /// The name of the root of `node`'s cohort tree (`node` itself for a root).
 fn root_of(tree: &fleetq_scheduler::quota::QuotaTree, node: usize) -> String {
-    let mut node = node;
-    while let Some(parent) = tree.nodes[node].parent {
-        node = parent;
-    }
-    tree.nodes[node].name.clone()
+    tree.nodes[tree.root_of(node)].name.clone()
 }
 
 impl LedgerSample {
