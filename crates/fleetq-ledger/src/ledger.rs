@@ -1861,13 +1861,17 @@ fn borrow_preemptions_of(record: &WorkloadRecord) -> u32 {
         .count() as u32
 }
 
-/// How often owners reclaimed this workload's borrowed quota, by its
-/// history (`fleetq_scheduler::policy::RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION`).
+/// How often other queues took this workload's borrowed quota back
+/// (reclaimed it, or preempted it by fair sharing), by its history
+/// (`fleetq_scheduler::policy::RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION`).
 fn reclaimed_of(record: &WorkloadRecord) -> u32 {
     record
         .history
         .iter()
-        .filter(|e| e.message.starts_with("preempted (InCohortReclamation)"))
+        .filter(|e| {
+            e.message.starts_with("preempted (InCohortReclamation)")
+                || e.message.starts_with("preempted (InCohortFairSharing)")
+        })
         .count() as u32
 }
 

@@ -352,6 +352,10 @@ value: 2
 "#;
 
 fn gpu_workload(name: &str, class: &str, gpus: u64) -> Submission {
+    queue_workload(name, "team", class, gpus)
+}
+
+fn queue_workload(name: &str, queue: &str, class: &str, gpus: u64) -> Submission {
     Submission {
         request_id: None,
         workload: Arc::new(fleetq_model::Workload {
@@ -359,7 +363,7 @@ fn gpu_workload(name: &str, class: &str, gpus: u64) -> Submission {
             name: name.into(),
             labels: BTreeMap::new(),
             spec: WorkloadSpec {
-                queue_name: "team".into(),
+                queue_name: queue.into(),
                 priority_class_name: Some(class.into()),
                 pod_sets: vec![PodSet {
                     name: "main".into(),
@@ -420,5 +424,138 @@ fn lower_or_newer_equal_priority_preempts_the_newer_workload_once() {
         counters.preemptions_rejected, 0,
         "{:?}",
         counters.rejected_decisions
+    );
+}
+
+/// Soak seed 173396's configuration: cohort `pool` over `left` (cq-1, 2
+/// GPUs, fair-sharing weight 0) and `right` (1 GPU of its own; cq-2, none,
+/// weight 2, preempting lower priority in its queue), fair sharing with
+/// `LessThanInitialShare` only.
+const THREE_STEP: &str = r#"
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+fairSharing:
+  enable: true
+  preemptionStrategies: [LessThanInitialShare]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: pool}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: left}
+spec: {parentName: pool}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: Cohort
+metadata: {name: right}
+spec:
+  parentName: pool
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - {name: nvidia.com/gpu, nominalQuota: 1}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq-1}
+spec:
+  cohortName: left
+  namespaceSelector: {}
+  fairSharing: {weight: "0"}
+  preemption: {reclaimWithinCohort: Any}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - {name: nvidia.com/gpu, nominalQuota: 2}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq-2}
+spec:
+  cohortName: right
+  namespaceSelector: {}
+  fairSharing: {weight: "2"}
+  preemption: {reclaimWithinCohort: Any, withinClusterQueue: LowerPriority}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - {name: nvidia.com/gpu, nominalQuota: 0}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: default, name: lq-1}
+spec: {clusterQueue: cq-1}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: default, name: lq-2}
+spec: {clusterQueue: cq-2}
+"#;
+
+/// Soak seed 173396: three workloads took turns for ever under fair
+/// sharing, each step by Kueue's rules. `big-2` (cq-2, high) preempts its
+/// queue's low `small-a` and `small-b` and borrows two GPUs; `big-1`
+/// (cq-1) preempts it by fair sharing (left's share after, 1/3, is below
+/// right's, 2/3), borrowing right's own GPU; `small-a` takes that back
+/// within right's nominal quota; the smalls are admitted, `big-2` preempts
+/// them again, and so on: 147 rounds in 180 s. Taken back twice, `big-1`
+/// no longer borrows by preemption, and the run settles.
+#[test]
+fn a_fair_sharing_three_step_cycle_settles() {
+    let mut d = Driver::new();
+    let objects: Vec<Object> = import_manifests(THREE_STEP)
+        .expect("manifests import")
+        .into_iter()
+        .map(|doc| doc.object)
+        .collect();
+    d.apply(Command::ApplyObjects { objects });
+    let step = |d: &mut Driver, s: Option<Submission>| {
+        if let Some(s) = s {
+            d.apply(Command::SubmitWorkloads {
+                submissions: vec![s],
+                max_pending_per_local_queue: None,
+                admit: Vec::new(),
+            });
+        }
+        d.now += 10;
+        let decided = d.cycle();
+        d.executors(&BTreeMap::new()) || decided
+    };
+    step(&mut d, Some(queue_workload("small-a", "lq-2", "low", 1)));
+    step(&mut d, Some(queue_workload("small-b", "lq-2", "low", 1)));
+    step(&mut d, Some(queue_workload("big-2", "lq-2", "high", 3)));
+    step(&mut d, Some(queue_workload("big-1", "lq-1", "high", 3)));
+    let mut quiet = 0;
+    for _ in 0..400 {
+        quiet = if step(&mut d, None) { 0 } else { quiet + 1 };
+        if quiet == 3 {
+            break;
+        }
+    }
+    let preemptions = d.ledger.counters().preemptions;
+    assert_eq!(
+        quiet, 3,
+        "still preempting after 400 steps: {preemptions} preemptions"
+    );
+    // Two rounds of four preemptions (two smalls, big-2, big-1), then
+    // big-2 takes the smalls a last time and big-1 waits.
+    assert!(preemptions <= 10, "{preemptions} preemptions");
+    let state =
+        |d: &Driver, name: &str| d.ledger.workload_by_name("default", name).map(|r| r.state);
+    assert_eq!(state(&d, "big-1"), Some(WorkloadState::Pending));
+    assert_eq!(state(&d, "big-2"), Some(WorkloadState::Running));
+    assert_eq!(
+        d.ledger.counters().preemptions_rejected,
+        0,
+        "{:?}",
+        d.ledger.counters().rejected_decisions
     );
 }

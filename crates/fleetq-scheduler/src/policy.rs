@@ -147,14 +147,25 @@ pub fn classify_in_cohort(
 /// Kueue has the same three rules and no such shield; fleetq must settle.
 pub const BORROWER_PREEMPTIONS: u32 = 2;
 
-/// How often a workload's borrowed quota may be reclaimed by owners
-/// (`reclaimWithinCohort`) before it may no longer preempt while borrowing
-/// (`borrowWithinCohort`): borrowing again by preemption would only be
-/// reclaimed again. The other side of [`BORROWER_PREEMPTIONS`], which
+/// How often a workload's borrowed quota may be taken back by another
+/// queue (reclaimed by an owner, or preempted by fair sharing) before it
+/// may no longer preempt while borrowing (`borrowWithinCohort`, or a
+/// fair-sharing strategy): borrowing again by preemption would only be
+/// taken back again. The other side of [`BORROWER_PREEMPTIONS`], which
 /// shields each victim but not the next one: a borrower that took three
 /// different victims in turn, each time reclaimed by an owner whose peers
 /// then preempted each other, churned one owner's workloads 13 times
 /// (found by the soak, seed 105319).
+///
+/// Under fair sharing the same turn-taking needs no priorities (soak
+/// seed 173396, `LessThanInitialShare`): a high-priority workload takes
+/// its queue's low ones and borrows above its cohort's share; another
+/// cohort's workload takes it by fair sharing, borrowing the first
+/// cohort's own nominal quota; a low workload of the first cohort takes
+/// that back, within its cohort's nominal quota; and again, 147 times in
+/// 180 s. Every step is Kueue's rule; Kueue has no shield (its own
+/// proof covers two workloads, not three). A workload taken back twice
+/// waits for quota instead of preempting for more than its nominal.
 pub const RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION: u32 = 2;
 
 /// Whether the preemptor's queue policy allows evicting `victim` for
@@ -179,12 +190,19 @@ pub fn allows(
         (PreemptionReason::InClusterQueue, Relation::SameQueue) => {
             within_cluster_queue_allows(policy.within_cluster_queue, preemptor, victim)
         }
-        (PreemptionReason::InCohortReclamation, Relation::SameTree)
-        | (PreemptionReason::InCohortFairSharing, Relation::SameTree) => reclaim_allows(
+        (PreemptionReason::InCohortReclamation, Relation::SameTree) => reclaim_allows(
             policy.reclaim_within_cohort,
             preemptor.priority,
             victim.priority,
         ),
+        // A fair-sharing strategy lets the preemptor borrow by preemption.
+        (PreemptionReason::InCohortFairSharing, Relation::SameTree) => {
+            reclaim_allows(
+                policy.reclaim_within_cohort,
+                preemptor.priority,
+                victim.priority,
+            ) && preemptor_reclaimed < RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION
+        }
         (PreemptionReason::InCohortReclaimWhileBorrowing, Relation::SameTree) => {
             reclaim_allows(
                 policy.reclaim_within_cohort,
@@ -437,6 +455,20 @@ mod tests {
             )
         };
         assert!(borrow_again(1) && !borrow_again(RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION));
+        // The same under fair sharing: taken back twice, a workload may
+        // no longer borrow by a fair-sharing strategy, but it may still
+        // reclaim within its nominal quota.
+        let fair =
+            |reason, reclaimed| allows(&policy, reason, Relation::SameTree, lo, hi, 0, reclaimed);
+        assert!(fair(PreemptionReason::InCohortFairSharing, 1));
+        assert!(!fair(
+            PreemptionReason::InCohortFairSharing,
+            RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION
+        ));
+        assert!(fair(
+            PreemptionReason::InCohortReclamation,
+            RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION
+        ));
         // borrowWithinCohort is Never here.
         assert!(!allows(
             &policy,

@@ -43,7 +43,8 @@ pub struct PendingWorkload {
     /// How often a borrowing preemptor (borrowWithinCohort) preempted it
     /// (`fleetq_scheduler::policy::BORROWER_PREEMPTIONS`).
     pub borrow_preemptions: u32,
-    /// How often owners reclaimed its borrowed quota
+    /// How often other queues took its borrowed quota back (reclaim or
+    /// fair sharing)
     /// (`fleetq_scheduler::policy::RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION`).
     pub reclaimed: u32,
 }

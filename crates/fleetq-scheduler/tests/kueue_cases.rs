@@ -1031,7 +1031,9 @@ fn settle(
             again.nominated = false;
             match p.reason {
                 PreemptionReason::InCohortReclaimWhileBorrowing => again.borrow_preemptions += 1,
-                PreemptionReason::InCohortReclamation => again.reclaimed += 1,
+                PreemptionReason::InCohortReclamation | PreemptionReason::InCohortFairSharing => {
+                    again.reclaimed += 1
+                }
                 _ => {}
             }
             if let Err(e) = replay.snap.add_pending(again) {
