@@ -1847,9 +1847,10 @@ fn rejection_reason(e: &fleetq_scheduler::SnapshotError) -> &'static str {
     }
 }
 
-/// How often a borrowing preemptor preempted this workload, by its
-/// history (the ledger's and the scheduler's shield against borrowers
-/// taking turns, `fleetq_scheduler::policy::BORROWER_PREEMPTIONS`).
+/// How often a borrowing preemptor (`borrowWithinCohort`, or a
+/// fair-sharing strategy) preempted this workload, by its history (the
+/// ledger's and the scheduler's shield against borrowers taking turns,
+/// `fleetq_scheduler::policy::BORROWER_PREEMPTIONS`).
 fn borrow_preemptions_of(record: &WorkloadRecord) -> u32 {
     record
         .history
@@ -1857,6 +1858,7 @@ fn borrow_preemptions_of(record: &WorkloadRecord) -> u32 {
         .filter(|e| {
             e.message
                 .starts_with("preempted (InCohortReclaimWhileBorrowing)")
+                || e.message.starts_with("preempted (InCohortFairSharing)")
         })
         .count() as u32
 }

@@ -1031,8 +1031,10 @@ fn settle(
             again.nominated = false;
             match p.reason {
                 PreemptionReason::InCohortReclaimWhileBorrowing => again.borrow_preemptions += 1,
-                PreemptionReason::InCohortReclamation | PreemptionReason::InCohortFairSharing => {
-                    again.reclaimed += 1
+                PreemptionReason::InCohortReclamation => again.reclaimed += 1,
+                PreemptionReason::InCohortFairSharing => {
+                    again.reclaimed += 1;
+                    again.borrow_preemptions += 1;
                 }
                 _ => {}
             }
