@@ -27,11 +27,24 @@ spec:
   - nodeLabel: kubernetes.io/hostname
 "#;
 
+/// Nor a Kubernetes PriorityClass.
+const PRIORITY_CLASS: &str = r#"
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata:
+  name: batch-default
+value: 100
+globalDefault: true
+preemptionPolicy: Never
+description: what a workload without a class gets
+"#;
+
 const KUEUE: &str = "kueue.x-k8s.io/v1beta2";
 
-/// The kinds with an object of the sample (or [`TOPOLOGY`]) each: the
+/// The kinds with an object of the sample (or [`TOPOLOGY`],
+/// [`PRIORITY_CLASS`]) each: the
 /// name `get` takes, the kind printed, its name and what `apply` calls it.
-const OBJECTS: [(&str, &str, &str, &str); 6] = [
+const OBJECTS: [(&str, &str, &str, &str); 7] = [
     (
         "flavor",
         "ResourceFlavor",
@@ -42,13 +55,29 @@ const OBJECTS: [(&str, &str, &str, &str); 6] = [
     ("cq", "ClusterQueue", "team-a", "ClusterQueue/team-a"),
     ("lq", "LocalQueue", "team-a", "LocalQueue/default/team-a"),
     (
-        "pc",
+        "wpc",
         "WorkloadPriorityClass",
         "high",
         "WorkloadPriorityClass/high",
     ),
+    (
+        "pc",
+        "PriorityClass",
+        "batch-default",
+        "PriorityClass/batch-default",
+    ),
     ("topology", "Topology", "default", "Topology/default"),
 ];
+
+/// The apiVersion `get` prints for a kind: Kueue's, but Kubernetes' own
+/// for a PriorityClass.
+fn api_version(kind: &str) -> &'static str {
+    if kind == "PriorityClass" {
+        "scheduling.k8s.io/v1"
+    } else {
+        KUEUE
+    }
+}
 
 fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
@@ -62,7 +91,7 @@ fn started() -> Group {
     group
         .wait_leader(Duration::from_secs(15))
         .expect("the node elects itself");
-    for manifests in [SAMPLE, TOPOLOGY] {
+    for manifests in [SAMPLE, TOPOLOGY, PRIORITY_CLASS] {
         let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], manifests);
         assert!(out.status.success(), "{}", text(&out));
     }
@@ -146,7 +175,11 @@ fn every_kind_prints_as_kueue_and_applies_back_unchanged() {
         let json = get_text(&group, &[kind, name], "json");
         for (output, (printed, object)) in [("yaml", &yaml), ("json", &json)] {
             let what = format!("get {kind} {name} -o {output}");
-            assert_eq!(object["apiVersion"], KUEUE, "{what}:\n{printed}");
+            assert_eq!(
+                object["apiVersion"],
+                api_version(printed_kind),
+                "{what}:\n{printed}"
+            );
             assert_eq!(object["kind"], printed_kind, "{what}:\n{printed}");
             assert_eq!(object["metadata"]["name"], name, "{what}:\n{printed}");
             if printed_kind == "LocalQueue" {
@@ -181,7 +214,11 @@ fn lists_and_queue_status_print_as_kueue_and_apply_back_unchanged() {
             assert!(!items.is_empty(), "{what}:\n{printed}");
             let mut applied = Vec::new();
             for item in items {
-                assert_eq!(item["apiVersion"], KUEUE, "{what}:\n{printed}");
+                assert_eq!(
+                    item["apiVersion"],
+                    api_version(printed_kind),
+                    "{what}:\n{printed}"
+                );
                 assert_eq!(item["kind"], printed_kind, "{what}:\n{printed}");
                 let name = item["metadata"]["name"].as_str().expect("a name");
                 applied.push(match item["metadata"]["namespace"].as_str() {

@@ -67,10 +67,11 @@ async fn describe(c: &mut Client, args: &DescribeArgs) -> Result<(), String> {
             println!(
                 "Priority:      {}{}",
                 w.priority,
-                if w.priority_class.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", w.priority_class)
+                match (w.priority_class.is_empty(), w.priority_source.is_empty()) {
+                    (false, false) => format!(" ({} {})", w.priority_source, w.priority_class),
+                    (false, true) => format!(" ({})", w.priority_class),
+                    (true, false) => format!(" ({})", w.priority_source),
+                    (true, true) => String::new(),
                 }
             );
             println!("Requests:      {}", w.requests);

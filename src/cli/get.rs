@@ -68,12 +68,12 @@ fn kinds() -> clap::builder::PossibleValuesParser {
             "queue",
             "queues",
         ]),
-        V::new("pc").help("WorkloadPriorityClasses").aliases([
-            "workloadpriorityclass",
-            "workloadpriorityclasses",
-            "priorityclass",
-            "wpc",
-        ]),
+        V::new("wpc")
+            .help("WorkloadPriorityClasses")
+            .aliases(["workloadpriorityclass", "workloadpriorityclasses"]),
+        V::new("pc")
+            .help("PriorityClasses (scheduling.k8s.io)")
+            .aliases(["priorityclass", "priorityclasses"]),
         V::new("topology")
             .help("Topologies (Kueue TAS levels)")
             .aliases(["topologies", "topo"]),
@@ -165,7 +165,7 @@ async fn get(c: &mut Client, args: &GetArgs) -> Result<(), String> {
         kind => {
             let kind = fleetq_server::api_service::canonical_kind(kind).ok_or_else(|| {
                 format!(
-                    "unknown kind {:?}; use cq, cohort, flavor, lq, pc, topology, workloads, clusters or pending",
+                    "unknown kind {:?}; use cq, cohort, flavor, lq, wpc, pc, topology, workloads, clusters or pending",
                     args.kind
                 )
             })?;
@@ -638,6 +638,23 @@ async fn print_objects(
                         text(v, &["namespace"]),
                         text(v, &["name"]),
                         text(v, &["spec", "clusterQueue"]),
+                    ]
+                })
+                .collect(),
+        ),
+        "PriorityClass" => (
+            vec!["NAME", "VALUE", "GLOBAL-DEFAULT", "DESCRIPTION"],
+            values
+                .iter()
+                .map(|v| {
+                    vec![
+                        text(v, &["name"]),
+                        text(v, &["value"]),
+                        v.get("global_default")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false)
+                            .to_string(),
+                        text(v, &["description"]),
                     ]
                 })
                 .collect(),

@@ -52,13 +52,14 @@ impl Report {
 }
 
 /// Kinds in the order the summary lists them: what others depend on first.
-const KIND_ORDER: [&str; 8] = [
+const KIND_ORDER: [&str; 9] = [
     "Topology",
     "ResourceFlavor",
     "Cohort",
     "ClusterQueue",
     "LocalQueue",
     "WorkloadPriorityClass",
+    "PriorityClass",
     "Workload",
     "Job",
 ];

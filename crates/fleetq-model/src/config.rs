@@ -14,8 +14,8 @@ use crate::kueue::syntax::{dns_label_error, qualified_name_error};
 use crate::namespace::{selector_matches, Namespace, NAME_LABEL};
 use crate::settings::SchedulingSettings;
 use crate::{
-    ClusterQueue, Cohort, LocalQueue, Quantity, ResourceFlavor, Topology, Workload,
-    WorkloadPriorityClass,
+    ClusterQueue, Cohort, LocalQueue, PriorityClass, PriorityClassSource, Quantity, ResourceFlavor,
+    Topology, Workload, WorkloadPriorityClass,
 };
 
 /// Any object fleetq stores, tagged by its Kueue kind.
@@ -27,6 +27,8 @@ pub enum Object {
     ClusterQueue(ClusterQueue),
     LocalQueue(LocalQueue),
     WorkloadPriorityClass(WorkloadPriorityClass),
+    /// Kubernetes' `scheduling.k8s.io/v1` PriorityClass.
+    PriorityClass(PriorityClass),
     Workload(Workload),
     /// Kueue's Configuration (its scheduling part), one per ledger.
     Configuration(SchedulingSettings),
@@ -49,6 +51,7 @@ impl Object {
             Object::ClusterQueue(o) => o.name.clone(),
             Object::LocalQueue(o) => o.key(),
             Object::WorkloadPriorityClass(o) => o.name.clone(),
+            Object::PriorityClass(o) => o.name.clone(),
             Object::Workload(o) => o.key(),
             Object::Configuration(_) => CONFIGURATION_NAME.to_string(),
             Object::Namespace(o) => o.name.clone(),
@@ -63,6 +66,7 @@ impl Object {
             Object::ClusterQueue(_) => "ClusterQueue",
             Object::LocalQueue(_) => "LocalQueue",
             Object::WorkloadPriorityClass(_) => "WorkloadPriorityClass",
+            Object::PriorityClass(_) => "PriorityClass",
             Object::Workload(_) => "Workload",
             Object::Configuration(_) => "Configuration",
             Object::Namespace(_) => "Namespace",
@@ -78,6 +82,7 @@ impl Object {
             Object::ClusterQueue(o) => format!("ClusterQueue/{}", o.name),
             Object::LocalQueue(o) => format!("LocalQueue/{}/{}", o.namespace, o.name),
             Object::WorkloadPriorityClass(o) => format!("WorkloadPriorityClass/{}", o.name),
+            Object::PriorityClass(o) => format!("PriorityClass/{}", o.name),
             Object::Workload(o) => format!("Workload/{}/{}", o.namespace, o.name),
             Object::Configuration(_) => "Configuration".to_string(),
             Object::Namespace(o) => format!("Namespace/{}", o.name),
@@ -94,6 +99,10 @@ pub struct Config {
     pub cluster_queues: BTreeMap<String, ClusterQueue>,
     pub local_queues: BTreeMap<String, LocalQueue>,
     pub priority_classes: BTreeMap<String, WorkloadPriorityClass>,
+    /// Kubernetes PriorityClasses. Absent from the serialised state (and
+    /// the hash) while there are none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pod_priority_classes: BTreeMap<String, PriorityClass>,
     /// Kueue's Configuration, if one was applied. Absent from the
     /// serialised state (and the hash) until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -177,6 +186,9 @@ impl Config {
             Object::WorkloadPriorityClass(o) => {
                 self.priority_classes.insert(o.name.clone(), o);
             }
+            Object::PriorityClass(o) => {
+                self.pod_priority_classes.insert(o.name.clone(), o);
+            }
             Object::Configuration(o) => self.settings = Some(o),
             Object::Namespace(o) => {
                 self.namespaces.insert(o.name.clone(), o);
@@ -206,6 +218,11 @@ impl Config {
                 .get(name)
                 .cloned()
                 .map(Object::WorkloadPriorityClass),
+            "PriorityClass" => self
+                .pod_priority_classes
+                .get(name)
+                .cloned()
+                .map(Object::PriorityClass),
             "Configuration" => self.settings.clone().map(Object::Configuration),
             "Namespace" => self.namespaces.get(name).cloned().map(Object::Namespace),
             "Topology" => self.topologies.get(name).cloned().map(Object::Topology),
@@ -224,6 +241,10 @@ impl Config {
                 .priority_classes
                 .remove(name)
                 .map(Object::WorkloadPriorityClass),
+            "PriorityClass" => self
+                .pod_priority_classes
+                .remove(name)
+                .map(Object::PriorityClass),
             "Configuration" => self.settings.take().map(Object::Configuration),
             "Namespace" => self.namespaces.remove(name).map(Object::Namespace),
             "Topology" => self.topologies.remove(name).map(Object::Topology),
@@ -250,6 +271,12 @@ impl Config {
                 .values()
                 .cloned()
                 .map(Object::WorkloadPriorityClass),
+        );
+        out.extend(
+            self.pod_priority_classes
+                .values()
+                .cloned()
+                .map(Object::PriorityClass),
         );
         out.extend(self.settings.clone().map(Object::Configuration));
         out.extend(self.namespaces.values().cloned().map(Object::Namespace));
@@ -365,7 +392,95 @@ impl Config {
                 &pc.name,
             );
         }
+        self.validate_pod_priority_classes(&mut errors);
         errors
+    }
+
+    /// Kubernetes' rules for PriorityClasses (`ValidatePriorityClass` and
+    /// the `Priority` admission plugin's one global default).
+    fn validate_pod_priority_classes(&self, errors: &mut Vec<FieldError>) {
+        use crate::priority::{
+            HIGHEST_USER_DEFINABLE_PRIORITY, PREEMPTION_POLICIES, SYSTEM_PRIORITY_CLASSES,
+        };
+        let mut default: Option<&str> = None;
+        for pc in self.pod_priority_classes.values() {
+            let object = format!("PriorityClass/{}", pc.name);
+            check_name(errors, &object, "metadata.name", &pc.name);
+            if pc.name.starts_with("system-") {
+                if !SYSTEM_PRIORITY_CLASSES.contains(&(pc.name.as_str(), pc.value))
+                    || pc.global_default
+                {
+                    errors.push(FieldError::new(
+                        &object,
+                        "metadata.name",
+                        "priority class names with 'system-' prefix are reserved for system use only (system-cluster-critical 2000000000, system-node-critical 2000001000, not globalDefault)",
+                    ));
+                }
+            } else if pc.value > HIGHEST_USER_DEFINABLE_PRIORITY {
+                errors.push(FieldError::new(
+                    &object,
+                    "value",
+                    format!(
+                        "{} exceeds the maximum allowed value of a user defined priority, {HIGHEST_USER_DEFINABLE_PRIORITY}",
+                        pc.value
+                    ),
+                ));
+            }
+            if let Some(policy) = &pc.preemption_policy {
+                if !PREEMPTION_POLICIES.contains(&policy.as_str()) {
+                    errors.push(FieldError::new(
+                        &object,
+                        "preemptionPolicy",
+                        format!("{policy:?} is not supported; supported values: {PREEMPTION_POLICIES:?}"),
+                    ));
+                }
+            }
+            if pc.global_default {
+                if let Some(first) = default {
+                    errors.push(FieldError::new(
+                        &object,
+                        "globalDefault",
+                        format!("PriorityClass {first} is already marked as default; only one default can exist"),
+                    ));
+                } else {
+                    default = Some(&pc.name);
+                }
+            }
+        }
+    }
+
+    /// The value a workload without a priority class gets: the
+    /// `globalDefault` PriorityClass's, or 0 (Kueue's `getDefaultPriority`).
+    pub fn default_priority(&self) -> i32 {
+        self.default_priority_class().map_or(0, |pc| pc.value)
+    }
+
+    /// The PriorityClass marked `globalDefault`, if any.
+    pub fn default_priority_class(&self) -> Option<&PriorityClass> {
+        self.pod_priority_classes
+            .values()
+            .find(|pc| pc.global_default)
+    }
+
+    /// The priority a workload's class gives it, or why it gives none.
+    fn priority_of(&self, spec: &crate::workload::WorkloadSpec) -> Result<i32, String> {
+        let Some(name) = &spec.priority_class_name else {
+            return Ok(self.default_priority());
+        };
+        let value = match spec.priority_class_source {
+            PriorityClassSource::WorkloadPriorityClass => {
+                self.priority_classes.get(name).map(|pc| pc.value)
+            }
+            PriorityClassSource::PriorityClass => {
+                self.pod_priority_classes.get(name).map(|pc| pc.value)
+            }
+        };
+        value.ok_or_else(|| {
+            format!(
+                "{} {name:?} does not exist",
+                spec.priority_class_source.kind()
+            )
+        })
     }
 
     fn validate_cohort(&self, cohort: &Cohort, errors: &mut Vec<FieldError>) {
@@ -665,20 +780,10 @@ impl Config {
             }
             Some(lq) => self.cluster_queues.get(&lq.spec.cluster_queue),
         };
-        let priority = match &spec.priority_class_name {
-            None => 0,
-            Some(name) => match self.priority_classes.get(name) {
-                Some(pc) => pc.value,
-                None => {
-                    errors.push(FieldError::new(
-                        &object,
-                        "spec.priorityClassName",
-                        format!("WorkloadPriorityClass {name:?} does not exist"),
-                    ));
-                    0
-                }
-            },
-        };
+        let priority = self.priority_of(spec).unwrap_or_else(|message| {
+            errors.push(FieldError::new(&object, "spec.priorityClassName", message));
+            0
+        });
         if spec.pod_sets.is_empty() {
             errors.push(FieldError::new(
                 &object,

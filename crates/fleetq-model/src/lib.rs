@@ -31,7 +31,7 @@ pub use config::Config;
 pub use error::{FieldError, FieldErrors};
 pub use flavor::ResourceFlavor;
 pub use local_queue::LocalQueue;
-pub use priority::WorkloadPriorityClass;
+pub use priority::{PriorityClass, PriorityClassSource, WorkloadPriorityClass};
 pub use quantity::{Quantity, QuantityError};
 pub use resources::{FlavorName, FlavorResource, FlavorUsage, ResourceList, ResourceName};
 pub use time::Timestamp;

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::resources::{scale, ResourceList, GPU};
 use crate::time::duration_opt;
 use crate::topology::PodSetTopologyRequest;
-use crate::Quantity;
+use crate::{PriorityClassSource, Quantity};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Workload {
@@ -131,9 +131,17 @@ fn first_difference(
 pub struct WorkloadSpec {
     /// LocalQueue name in the workload's namespace.
     pub queue_name: String,
-    /// Must name an existing WorkloadPriorityClass; absent means priority 0.
+    /// Must name an existing class of `priority_class_source`'s kind;
+    /// absent means the `globalDefault` PriorityClass's value, or 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority_class_name: Option<String>,
+    /// Which kind of class the name is (absent from the stored JSON, and
+    /// the hash, for a WorkloadPriorityClass, as before PriorityClasses).
+    #[serde(
+        default,
+        skip_serializing_if = "PriorityClassSource::is_workload_priority_class"
+    )]
+    pub priority_class_source: PriorityClassSource,
     pub pod_sets: Vec<PodSet>,
     #[serde(default)]
     pub run: RunSpec,

@@ -15,7 +15,8 @@ use fleetq_model::config::Object;
 use fleetq_model::fair_weight::FairWeight;
 use fleetq_model::kueue::{import_manifests, ImportedDocument};
 use fleetq_model::{
-    ClusterQueue, Cohort, Config, FieldError, LocalQueue, Quantity, ResourceFlavor, Workload,
+    ClusterQueue, Cohort, Config, FieldError, LocalQueue, PriorityClassSource, Quantity,
+    ResourceFlavor, Workload,
 };
 
 fn fixture(name: &str) -> String {
@@ -1142,6 +1143,148 @@ fn workload_errors_point_back_at_the_job() {
     );
 }
 
+/// Kubernetes PriorityClasses, read as Kueue reads them: a Job's
+/// WorkloadPriorityClass label first, else its pod template's
+/// `priorityClassName`, else the `globalDefault` PriorityClass, else 0.
+#[test]
+fn pod_priority_classes_give_jobs_their_priority() {
+    let classes = r#"
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: high}
+value: 5000
+preemptionPolicy: Never
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: base}
+value: 7
+globalDefault: true
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high}
+value: 90
+"#;
+    let job = |labels: &str, class: &str| {
+        format!(
+            "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  labels: {{kueue.x-k8s.io/queue-name: user-queue{labels}}}\nspec:\n  template:\n    spec:\n      {class}containers:\n      - name: c\n        resources: {{requests: {{cpu: 1}}}}\n"
+        )
+    };
+    let cases = [
+        // The pod template's PriorityClass.
+        (
+            job("", "priorityClassName: high\n      "),
+            5000,
+            PriorityClassSource::PriorityClass,
+        ),
+        // A WorkloadPriorityClass of the same name wins.
+        (
+            job(
+                ", kueue.x-k8s.io/priority-class: high",
+                "priorityClassName: high\n      ",
+            ),
+            90,
+            PriorityClassSource::WorkloadPriorityClass,
+        ),
+        // Neither: the global default.
+        (job("", ""), 7, PriorityClassSource::WorkloadPriorityClass),
+    ];
+    for (manifest, priority, source) in cases {
+        let set = set_of(&[
+            fixture("single-clusterqueue-setup.yaml"),
+            classes.to_string(),
+            manifest.clone(),
+        ]);
+        assert_valid(&set);
+        let w = &set.workloads[0];
+        assert_eq!(w.spec.priority_class_source, source, "{manifest}");
+        let bound = set.config.bind_workload(w).expect("binds");
+        assert_eq!(bound.priority, priority, "{manifest}");
+    }
+    // Without a global default, a workload naming no class has priority 0.
+    let set = set_of(&[
+        fixture("single-clusterqueue-setup.yaml"),
+        classes.replace("globalDefault: true", "globalDefault: false"),
+        job("", ""),
+    ]);
+    assert_eq!(
+        set.config
+            .bind_workload(&set.workloads[0])
+            .unwrap()
+            .priority,
+        0
+    );
+    // A missing PriorityClass is named where the Job names it.
+    let missing = job("", "priorityClassName: urgent\n      ");
+    let set = set_of(&[fixture("single-clusterqueue-setup.yaml"), missing.clone()]);
+    let docs = import_ok(&missing);
+    let errors: Vec<String> = set
+        .config
+        .bind_workload(&set.workloads[0])
+        .unwrap_err()
+        .into_iter()
+        .map(|e| docs[0].locate(e).to_string())
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            r#"document 1: Job/default/j: spec.template.spec.priorityClassName: PriorityClass "urgent" does not exist"#
+        ]
+    );
+}
+
+/// Kubernetes' own rules for a PriorityClass (`ValidatePriorityClass`
+/// and the Priority admission plugin), each naming the field.
+#[test]
+fn pod_priority_classes_are_refused_as_kubernetes_refuses_them() {
+    let class = |name: &str, rest: &str| {
+        format!("apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {{name: {name}}}\n{rest}\n")
+    };
+    let refused = |yaml: String| {
+        let set = set_of(&[yaml]);
+        lines(&set.config.validate())
+    };
+    let text = refused(class("huge", "value: 1000000001"));
+    assert!(text.contains("PriorityClass/huge: value: 1000000001 exceeds the maximum allowed value of a user defined priority, 1000000000"), "{text}");
+    let text = refused(class("system-mine", "value: 10"));
+    assert!(text.contains("PriorityClass/system-mine: metadata.name: priority class names with 'system-' prefix are reserved"), "{text}");
+    // Kubernetes' own system classes, at their values, are accepted.
+    assert_valid(&set_of(&[class(
+        "system-node-critical",
+        "value: 2000001000",
+    )]));
+    let text = refused(class("p", "value: 1\npreemptionPolicy: Sometimes"));
+    assert!(
+        text.contains("PriorityClass/p: preemptionPolicy: \"Sometimes\" is not supported"),
+        "{text}"
+    );
+    let text = refused(format!(
+        "{}---\n{}",
+        class("a", "value: 1\nglobalDefault: true"),
+        class("b", "value: 2\nglobalDefault: true")
+    ));
+    assert!(
+        text.contains(
+            "PriorityClass/b: globalDefault: PriorityClass a is already marked as default"
+        ),
+        "{text}"
+    );
+    let text = refused(class("Bad_Name", "value: 1"));
+    assert!(
+        text.contains("PriorityClass/Bad_Name: metadata.name"),
+        "{text}"
+    );
+    // An unknown field is named.
+    let text = lines(&import_err(&class("p", "value: 1\nglobaldefault: true")));
+    assert!(text.contains("globaldefault"), "{text}");
+    // The kind lives in scheduling.k8s.io/v1 only.
+    let text = lines(&import_err(
+        &class("p", "value: 1").replace("scheduling.k8s.io/v1", "kueue.x-k8s.io/v1beta2"),
+    ));
+    assert!(text.contains("use scheduling.k8s.io/v1"), "{text}");
+}
+
 // ---------------------------------------------------------------------------
 // Kueue Workloads
 
@@ -1157,18 +1300,25 @@ fn workload_priority_sources() {
         panic!()
     };
     assert_eq!(w.spec.priority_class_name.as_deref(), Some("high"));
-    let text = lines(&import_err(&with(
+    // A Kubernetes PriorityClass, by v1beta1's source and v1beta2's ref.
+    for extra in [
         "priorityClassName: high\n  priorityClassSource: scheduling.k8s.io/priorityclass",
-    )));
-    assert!(
-        text.contains("spec.priorityClassSource: not supported by fleetq: spec.priorityClassSource: scheduling.k8s.io/priorityclass (fleetq orders workloads by WorkloadPriorityClass only"),
-        "{text}"
-    );
-    let text = lines(&import_err(&with(
         "priorityClassRef: {group: scheduling.k8s.io, kind: PriorityClass, name: high}",
+    ] {
+        let Object::Workload(w) = &import_ok(&with(extra))[0].object else {
+            panic!()
+        };
+        assert_eq!(w.spec.priority_class_name.as_deref(), Some("high"));
+        assert_eq!(
+            w.spec.priority_class_source,
+            PriorityClassSource::PriorityClass
+        );
+    }
+    let text = lines(&import_err(&with(
+        "priorityClassRef: {group: example.com, kind: PriorityClass, name: high}",
     )));
     assert!(
-        text.contains("spec.priorityClassRef: not supported by fleetq: spec.priorityClassRef: scheduling.k8s.io/PriorityClass (fleetq orders workloads by WorkloadPriorityClass"),
+        text.contains("spec.priorityClassRef: example.com/PriorityClass is not a priority class"),
         "{text}"
     );
     let text = lines(&import_err(&with("active: false")));

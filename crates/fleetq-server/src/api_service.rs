@@ -51,9 +51,9 @@ pub fn canonical_kind(kind: &str) -> Option<&'static str> {
         "cohort" | "cohorts" => "Cohort",
         "clusterqueue" | "clusterqueues" | "cq" | "cqs" => "ClusterQueue",
         "localqueue" | "localqueues" | "lq" | "lqs" | "queue" | "queues" => "LocalQueue",
-        "workloadpriorityclass" | "workloadpriorityclasses" | "priorityclass" | "pc" | "wpc" => {
-            "WorkloadPriorityClass"
-        }
+        "workloadpriorityclass" | "workloadpriorityclasses" | "wpc" => "WorkloadPriorityClass",
+        // kubectl's names for Kubernetes' PriorityClass.
+        "priorityclass" | "priorityclasses" | "pc" => "PriorityClass",
         // `topo` is Kueue's short name.
         "topology" | "topologies" | "topo" => "Topology",
         _ => return None,
@@ -70,14 +70,14 @@ fn object_action(object: &Object) -> Action<'_> {
     match object {
         Object::LocalQueue(lq) => Action::ApplyNamespaced(&lq.namespace),
         Object::Workload(w) => Action::Submit(&w.namespace),
-        _ => Action::Admin("apply cluster-scoped objects (ResourceFlavor, Cohort, ClusterQueue, WorkloadPriorityClass, Topology, Namespace, Configuration)"),
+        _ => Action::Admin("apply cluster-scoped objects (ResourceFlavor, Cohort, ClusterQueue, WorkloadPriorityClass, PriorityClass, Topology, Namespace, Configuration)"),
     }
 }
 
 fn parse_kind(kind: &str) -> Result<&'static str, Status> {
     canonical_kind(kind).ok_or_else(|| {
         Status::invalid_argument(format!(
-            "kind: unknown kind {kind:?}; expected ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass or Topology"
+            "kind: unknown kind {kind:?}; expected ResourceFlavor, Cohort, ClusterQueue, LocalQueue, WorkloadPriorityClass, PriorityClass or Topology"
         ))
     })
 }

@@ -96,6 +96,7 @@ pub fn workload_status(ledger: &Ledger, record: &WorkloadRecord) -> pb::Workload
         cluster_queue,
         priority,
         priority_class: w.spec.priority_class_name.clone().unwrap_or_default(),
+        priority_source: priority_source(ledger, w),
         state: record.state.as_str().to_string(),
         cluster,
         flavors,
@@ -176,6 +177,20 @@ pub fn binding_of<'a>(ledger: &'a Ledger, record: &'a WorkloadRecord) -> (Cow<'a
         Ok(b) => (Cow::Owned(b.cluster_queue), b.priority),
         Err(_) => (Cow::Borrowed(""), 0),
     }
+}
+
+/// Where a workload's priority comes from, as `describe` says it: the
+/// kind of class it names, or the `globalDefault` PriorityClass.
+fn priority_source(ledger: &Ledger, w: &fleetq_model::Workload) -> String {
+    if w.spec.priority_class_name.is_some() {
+        return w.spec.priority_class_source.kind().to_string();
+    }
+    ledger
+        .state()
+        .config
+        .default_priority_class()
+        .map(|pc| format!("globalDefault PriorityClass {}", pc.name))
+        .unwrap_or_default()
 }
 
 /// Pending workloads of a ClusterQueue in admission order: priority, then

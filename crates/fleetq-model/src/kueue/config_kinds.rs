@@ -154,6 +154,42 @@ pub(super) fn local_queue(value: Value, at: &Location) -> Result<Converted, Vec<
     })))
 }
 
+/// Kubernetes' `scheduling.k8s.io/v1` PriorityClass.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PodPriorityClassManifest {
+    #[serde(rename = "apiVersion")]
+    _api_version: IgnoredAny,
+    #[serde(rename = "kind")]
+    _kind: IgnoredAny,
+    #[serde(default)]
+    metadata: ObjectMeta,
+    value: i32,
+    #[serde(default)]
+    global_default: bool,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    preemption_policy: Option<String>,
+}
+
+pub(super) fn pod_priority_class(
+    value: Value,
+    at: &Location,
+) -> Result<Converted, Vec<FieldError>> {
+    let manifest: PodPriorityClassManifest = decode(value, at).map_err(|e| vec![e])?;
+    let name = fixed_name(&manifest.metadata, at)?;
+    Ok(Converted::plain(Object::PriorityClass(
+        crate::PriorityClass {
+            name,
+            value: manifest.value,
+            global_default: manifest.global_default,
+            description: manifest.description,
+            preemption_policy: manifest.preemption_policy,
+        },
+    )))
+}
+
 pub(super) fn priority_class(value: Value, at: &Location) -> Result<Converted, Vec<FieldError>> {
     let manifest: PriorityClassManifest = decode(value, at).map_err(|e| vec![e])?;
     let name = fixed_name(&manifest.metadata, at)?;

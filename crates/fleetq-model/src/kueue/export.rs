@@ -45,6 +45,7 @@ pub fn object(object: &Object) -> Value {
         Object::ClusterQueue(o) => config_kinds::cluster_queue(o, None),
         Object::LocalQueue(o) => config_kinds::local_queue(o, None),
         Object::WorkloadPriorityClass(o) => config_kinds::priority_class(o),
+        Object::PriorityClass(o) => config_kinds::pod_priority_class(o),
         Object::Workload(o) => workload::workload(o, None),
         Object::Configuration(o) => config_kinds::configuration(o),
         Object::Namespace(o) => config_kinds::namespace(o),

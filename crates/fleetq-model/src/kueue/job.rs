@@ -22,7 +22,7 @@ use super::{
     PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL,
 };
 use crate::workload::{RunSpec, WorkloadSpec};
-use crate::{FieldError, PodSet, ResourceList};
+use crate::{FieldError, PodSet, PriorityClassSource, ResourceList};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -80,7 +80,21 @@ pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldErr
             String::new()
         }
     };
-    let priority_class_name = metadata.labels.get(PRIORITY_CLASS_LABEL).cloned();
+    // Kueue's order: the WorkloadPriorityClass label, else the pod
+    // template's PriorityClass (else the global default, at binding).
+    let (priority_class_name, priority_class_source) =
+        match metadata.labels.get(PRIORITY_CLASS_LABEL) {
+            Some(class) => (
+                Some(class.clone()),
+                PriorityClassSource::WorkloadPriorityClass,
+            ),
+            None => match &spec.template.spec.priority_class_name {
+                Some(name) if !name.is_empty() => {
+                    (Some(name.clone()), PriorityClassSource::PriorityClass)
+                }
+                _ => (None, PriorityClassSource::default()),
+            },
+        };
 
     // Kueue counts min(parallelism, completions) pods; Kubernetes defaults
     // parallelism to 1.
@@ -150,6 +164,7 @@ pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldErr
         spec: WorkloadSpec {
             queue_name,
             priority_class_name,
+            priority_class_source,
             pod_sets: vec![PodSet {
                 name: DEFAULT_POD_SET.to_string(),
                 count,
@@ -164,7 +179,7 @@ pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldErr
     };
     // The topology rewrites are the more specific ones, so they go first.
     let mut rewrites = topology_rewrites();
-    rewrites.extend(job_rewrites());
+    rewrites.extend(job_rewrites(priority_class_source));
     Ok(workload.into_converted(generated_name, rewrites))
 }
 
@@ -220,10 +235,14 @@ fn maximum_execution_time(
 
 /// Where a Job's Workload fields come from, so that errors about the
 /// Workload point at what the user wrote.
-fn job_rewrites() -> Vec<(String, String)> {
+fn job_rewrites(class: PriorityClassSource) -> Vec<(String, String)> {
+    let class_path = match class {
+        PriorityClassSource::WorkloadPriorityClass => label_path(PRIORITY_CLASS_LABEL),
+        PriorityClassSource::PriorityClass => "spec.template.spec.priorityClassName".to_string(),
+    };
     [
         ("spec.queueName", label_path(QUEUE_NAME_LABEL)),
-        ("spec.priorityClassName", label_path(PRIORITY_CLASS_LABEL)),
+        ("spec.priorityClassName", class_path),
         ("spec.podSets[0].count", "spec.parallelism".to_string()),
         (
             "spec.podSets[0].minCount",

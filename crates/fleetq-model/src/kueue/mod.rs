@@ -126,6 +126,7 @@ enum Kind {
     ClusterQueue,
     LocalQueue,
     WorkloadPriorityClass,
+    PriorityClass,
     Workload,
     Job,
     Configuration,
@@ -140,6 +141,7 @@ const KUEUE_COHORT: &[&str] = &[
     "kueue.x-k8s.io/v1beta2",
 ];
 const BATCH_V1: &[&str] = &["batch/v1"];
+const SCHEDULING_V1: &[&str] = &["scheduling.k8s.io/v1"];
 const CORE_V1: &[&str] = &["v1"];
 const KUEUE_CONFIG: &[&str] = &[
     "config.kueue.x-k8s.io/v1beta1",
@@ -149,7 +151,8 @@ const KUEUE_CONFIG: &[&str] = &[
 const SUPPORTED: &str = "fleetq imports kueue.x-k8s.io/v1beta1 and v1beta2 ResourceFlavor, \
     ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload and Topology; Cohort in \
     kueue.x-k8s.io/v1alpha1, v1beta1 and v1beta2; batch/v1 Job; \
-    config.kueue.x-k8s.io/v1beta1 and v1beta2 Configuration; v1 Namespace; and v1 List of those";
+    config.kueue.x-k8s.io/v1beta1 and v1beta2 Configuration; scheduling.k8s.io/v1 PriorityClass; \
+    v1 Namespace; and v1 List of those";
 
 impl Kind {
     fn from_name(kind: &str) -> Option<Kind> {
@@ -159,6 +162,7 @@ impl Kind {
             "ClusterQueue" => Kind::ClusterQueue,
             "LocalQueue" => Kind::LocalQueue,
             "WorkloadPriorityClass" => Kind::WorkloadPriorityClass,
+            "PriorityClass" => Kind::PriorityClass,
             "Workload" => Kind::Workload,
             "Job" => Kind::Job,
             "Configuration" => Kind::Configuration,
@@ -172,6 +176,7 @@ impl Kind {
         match self {
             Kind::Cohort => KUEUE_COHORT,
             Kind::Job => BATCH_V1,
+            Kind::PriorityClass => SCHEDULING_V1,
             Kind::Configuration => KUEUE_CONFIG,
             Kind::Namespace => CORE_V1,
             _ => KUEUE_V1BETA,
@@ -284,6 +289,7 @@ fn import_value(
         Kind::ClusterQueue => config_kinds::cluster_queue(value, &at),
         Kind::LocalQueue => config_kinds::local_queue(value, &at),
         Kind::WorkloadPriorityClass => config_kinds::priority_class(value, &at),
+        Kind::PriorityClass => config_kinds::pod_priority_class(value, &at),
         Kind::Workload => workload::kueue_workload(value, &at),
         Kind::Job => job::job(value, &at),
         Kind::Configuration => config_kinds::configuration(value, &at),

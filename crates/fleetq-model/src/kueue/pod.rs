@@ -37,6 +37,10 @@ pub(crate) struct PodSpec {
     /// over containers for the resources they name.
     #[serde(default)]
     pub resources: Option<Resources>,
+    /// A Kubernetes PriorityClass; Kueue takes the workload's priority
+    /// from it when no WorkloadPriorityClass is named.
+    #[serde(default)]
+    pub priority_class_name: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -15,7 +15,7 @@ use super::unsupported;
 use super::{Converted, DEFAULT_NAMESPACE, DEFAULT_POD_SET, KUEUE_GROUP};
 use crate::config::Object;
 use crate::workload::{RunSpec, WorkloadSpec};
-use crate::{FieldError, PodSet, ResourceList, Workload};
+use crate::{FieldError, PodSet, PriorityClassSource, ResourceList, Workload};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -91,7 +91,9 @@ fn one() -> i32 {
 }
 
 const WORKLOAD_PRIORITY_SOURCE: &str = "kueue.x-k8s.io/workloadpriorityclass";
-const POD_PRIORITY_SOURCE: &str = "scheduling.k8s.io/priorityclass";
+pub(super) const POD_PRIORITY_SOURCE: &str = "scheduling.k8s.io/priorityclass";
+/// The API group of Kubernetes' PriorityClass.
+pub(super) const SCHEDULING_GROUP: &str = "scheduling.k8s.io";
 
 pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, Vec<FieldError>> {
     let seed = value.clone();
@@ -116,24 +118,24 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
             String::new()
         }
     };
-    let priority_class_name = match priority_class(
+    let (priority_class_name, priority_class_source) = match priority_class(
         spec.priority_class_name,
         spec.priority_class_source,
         spec.priority_class_ref,
         at,
     ) {
-        Ok((name, from_ref)) => {
-            if from_ref {
+        Ok(class) => {
+            if class.from_ref {
                 rewrites.push((
                     "spec.priorityClassName".to_string(),
                     "spec.priorityClassRef.name".to_string(),
                 ));
             }
-            name
+            (class.name, class.source)
         }
         Err(error) => {
             errors.push(error);
-            None
+            (None, PriorityClassSource::default())
         }
     };
     if spec.active == Some(false) {
@@ -221,6 +223,7 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
         spec: WorkloadSpec {
             queue_name,
             priority_class_name,
+            priority_class_source,
             pod_sets,
             run,
             maximum_execution_time,
@@ -231,51 +234,70 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
     Ok(workload.into_converted(generated_name, rewrites))
 }
 
-/// The WorkloadPriorityClass a Kueue Workload names, and whether it named
-/// it through v1beta2's `priorityClassRef`. fleetq has no pod
-/// PriorityClasses: a pod priority means nothing across clusters.
+/// The class a Kueue Workload names.
+struct NamedClass {
+    name: Option<String>,
+    source: PriorityClassSource,
+    /// Named through v1beta2's `priorityClassRef`.
+    from_ref: bool,
+}
+
+/// The priority class a Kueue Workload names: a WorkloadPriorityClass or
+/// a Kubernetes PriorityClass, by v1beta1's `priorityClassName` and
+/// `priorityClassSource` or v1beta2's `priorityClassRef`.
 fn priority_class(
     name: Option<String>,
     source: Option<String>,
     reference: Option<PriorityClassRef>,
     at: &Location,
-) -> Result<(Option<String>, bool), FieldError> {
+) -> Result<NamedClass, FieldError> {
+    let named = |name, source, from_ref| NamedClass {
+        name: Some(name),
+        source,
+        from_ref,
+    };
     match (name.filter(|n| !n.is_empty()), reference) {
         (Some(_), Some(_)) => Err(at.error(
             "spec.priorityClassRef",
             "set either priorityClassRef (v1beta2) or priorityClassName (v1beta1), not both",
         )),
-        (None, Some(reference)) => {
-            if reference.group == KUEUE_GROUP && reference.kind == "WorkloadPriorityClass" {
-                Ok((Some(reference.name), true))
-            } else {
-                Err(at.error(
-                    "spec.priorityClassRef",
-                    unsupported::message(
-                        &format!(
-                            "spec.priorityClassRef: {}/{}",
-                            reference.group, reference.kind
-                        ),
-                        "fleetq orders workloads by WorkloadPriorityClass (group kueue.x-k8s.io) only; a pod PriorityClass means nothing across clusters",
-                    ),
-                ))
+        (None, Some(reference)) => match (reference.group.as_str(), reference.kind.as_str()) {
+            (KUEUE_GROUP, "WorkloadPriorityClass") => Ok(named(
+                reference.name,
+                PriorityClassSource::WorkloadPriorityClass,
+                true,
+            )),
+            (SCHEDULING_GROUP, "PriorityClass") => {
+                Ok(named(reference.name, PriorityClassSource::PriorityClass, true))
             }
-        }
-        (Some(name), None) => match source.as_deref() {
-            None | Some("") | Some(WORKLOAD_PRIORITY_SOURCE) => Ok((Some(name), false)),
-            Some(POD_PRIORITY_SOURCE) => Err(at.error(
-                "spec.priorityClassSource",
-                unsupported::message(
-                    "spec.priorityClassSource: scheduling.k8s.io/priorityclass",
-                    "fleetq orders workloads by WorkloadPriorityClass only; a pod PriorityClass means nothing across clusters",
+            (group, kind) => Err(at.error(
+                "spec.priorityClassRef",
+                format!(
+                    "{group}/{kind} is not a priority class; use group {KUEUE_GROUP} kind WorkloadPriorityClass or group {SCHEDULING_GROUP} kind PriorityClass"
                 ),
             )),
+        },
+        (Some(name), None) => match source.as_deref() {
+            None | Some("") | Some(WORKLOAD_PRIORITY_SOURCE) => Ok(named(
+                name,
+                PriorityClassSource::WorkloadPriorityClass,
+                false,
+            )),
+            Some(POD_PRIORITY_SOURCE) => {
+                Ok(named(name, PriorityClassSource::PriorityClass, false))
+            }
             Some(other) => Err(at.error(
                 "spec.priorityClassSource",
-                format!("{other:?} is not a priority class source; use {WORKLOAD_PRIORITY_SOURCE}"),
+                format!(
+                    "{other:?} is not a priority class source; use {WORKLOAD_PRIORITY_SOURCE} or {POD_PRIORITY_SOURCE}"
+                ),
             )),
         },
-        (None, None) => Ok((None, false)),
+        (None, None) => Ok(NamedClass {
+            name: None,
+            source: PriorityClassSource::default(),
+            from_ref: false,
+        }),
     }
 }
 

@@ -96,6 +96,29 @@ pub(super) fn priority_class(pc: &WorkloadPriorityClass) -> Value {
     )
 }
 
+/// A Kubernetes `scheduling.k8s.io/v1` PriorityClass.
+pub(super) fn pod_priority_class(pc: &crate::PriorityClass) -> Value {
+    let description = (!pc.description.is_empty()).then(|| Value::from(pc.description.as_str()));
+    let top = fields([
+        ("value", Some(Value::from(pc.value))),
+        (
+            "globalDefault",
+            pc.global_default.then_some(Value::Bool(true)),
+        ),
+        ("description", description),
+        (
+            "preemptionPolicy",
+            pc.preemption_policy.as_deref().map(Value::from),
+        ),
+    ]);
+    manifest(
+        "scheduling.k8s.io/v1",
+        "PriorityClass",
+        named(&pc.name),
+        top,
+    )
+}
+
 /// A `v1/Namespace`: fleetq keeps only its name and labels.
 pub(super) fn namespace(ns: &Namespace) -> Value {
     let metadata = Metadata {

@@ -28,7 +28,7 @@ use super::super::KUEUE_GROUP;
 use super::{fields, manifest, value, Metadata, KUEUE_API_VERSION};
 use crate::topology::{PodSetTopologyRequest, TopologyPlacement};
 use crate::workload::{PodSet, RunSpec, WorkloadSpec};
-use crate::{Quantity, Timestamp, Workload};
+use crate::{PriorityClassSource, Quantity, Timestamp, Workload};
 
 /// Where a workload is in its life, as the ledger names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,10 +156,13 @@ pub fn workload(w: &Workload, facts: Option<&WorkloadFacts>) -> Value {
 }
 
 fn spec(spec: &WorkloadSpec, priority: Option<i32>) -> Value {
-    let class = spec
-        .priority_class_name
-        .as_ref()
-        .map(|name| json!({"group": KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": name}));
+    let group = match spec.priority_class_source {
+        PriorityClassSource::WorkloadPriorityClass => KUEUE_GROUP,
+        PriorityClassSource::PriorityClass => "scheduling.k8s.io",
+    };
+    let class = spec.priority_class_name.as_ref().map(
+        |name| json!({"group": group, "kind": spec.priority_class_source.kind(), "name": name}),
+    );
     // Kueue counts whole seconds; the importer makes a Duration of them.
     let max_seconds = spec.maximum_execution_time.map(|d| {
         let seconds = d.as_secs() + u64::from(d.subsec_nanos() > 0);
