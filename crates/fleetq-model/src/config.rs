@@ -486,18 +486,15 @@ impl Config {
     fn validate_cohort(&self, cohort: &Cohort, errors: &mut Vec<FieldError>) {
         let object = format!("Cohort/{}", cohort.name);
         check_name(errors, &object, "metadata.name", &cohort.name);
+        // A parent without a Cohort object exists implicitly, with no
+        // quota of its own, as in Kueue.
         if let Some(parent) = &cohort.spec.parent {
+            check_name(errors, &object, "spec.parentName", parent);
             if parent == &cohort.name {
                 errors.push(FieldError::new(
                     &object,
                     "spec.parentName",
                     "a cohort cannot be its own parent",
-                ));
-            } else if !self.cohorts.contains_key(parent) {
-                errors.push(FieldError::new(
-                    &object,
-                    "spec.parentName",
-                    format!("parent Cohort {parent:?} does not exist"),
                 ));
             } else if let Some(cycle) = self.cohort_cycle(&cohort.name) {
                 errors.push(FieldError::new(
@@ -714,11 +711,21 @@ impl Config {
                 let names: Vec<&str> = flavor.resources.iter().map(|r| r.name.as_str()).collect();
                 let expected: Vec<&str> =
                     group.covered_resources.iter().map(String::as_str).collect();
-                if names != expected {
+                if names.len() != expected.len() {
                     check.push(
                         format!("{fpath}.resources"),
                         format!("must list exactly the covered resources in the same order: expected {expected:?}, got {names:?}"),
                     );
+                } else {
+                    // Kueue names each resource out of place.
+                    for (r, (name, covered)) in names.iter().zip(&expected).enumerate() {
+                        if name != covered {
+                            check.push(
+                                format!("{fpath}.resources[{r}].name"),
+                                format!("{name:?} must match the name in coveredResources[{r}], {covered:?} (same resources, same order)"),
+                            );
+                        }
+                    }
                 }
                 for (r, quota) in flavor.resources.iter().enumerate() {
                     let rpath = format!("{fpath}.resources[{r}]");

@@ -185,9 +185,9 @@ fn config_rules() {
             ],
         },
         Row {
-            rule: "a cohort's parent must exist",
-            extra: "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {name: c}\nspec: {parentName: nowhere}\n".into(),
-            expect: vec![("Cohort/c", "spec.parentName", "parent Cohort \"nowhere\" does not exist")],
+            rule: "a cohort's parent is a valid name (one without a Cohort object exists implicitly, as in Kueue)",
+            extra: "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Cohort\nmetadata: {name: c}\nspec: {parentName: No_Where}\n".into(),
+            expect: vec![("Cohort/c", "spec.parentName", "is not a valid name")],
         },
         Row {
             rule: "a cohort is not its own parent",
@@ -220,7 +220,10 @@ fn config_rules() {
         Row {
             rule: "each flavor lists the covered resources in order",
             extra: cq("  resourceGroups:\n  - coveredResources: [cpu, memory]\n    flavors: [{name: h100, resources: [{name: memory, nominalQuota: 1Gi}, {name: cpu, nominalQuota: 1}]}]\n"),
-            expect: vec![(q, "spec.resourceGroups[0].flavors[0].resources", "same order")],
+            expect: vec![
+                (q, "spec.resourceGroups[0].flavors[0].resources[0].name", "same order"),
+                (q, "spec.resourceGroups[0].flavors[0].resources[1].name", "same order"),
+            ],
         },
         Row {
             rule: "groups cover something and have flavors",

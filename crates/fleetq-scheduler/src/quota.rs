@@ -84,14 +84,23 @@ impl Usage {
 
 impl QuotaTree {
     /// Builds the tree from a configuration that passed validation. Cohorts
-    /// that ClusterQueues name without a Cohort object exist implicitly, as
-    /// in Kueue, with no quota of their own.
+    /// that ClusterQueues or Cohorts name without a Cohort object exist
+    /// implicitly, as in Kueue, with no quota of their own.
     pub fn build(config: &Config) -> QuotaTree {
         let mut tree = QuotaTree::default();
         let mut groups_of: Vec<&[ResourceGroup]> = Vec::new();
         for cohort in config.cohorts.values() {
             tree.add_node(&cohort.name, NodeKind::Cohort);
             groups_of.push(&cohort.spec.resource_groups);
+        }
+        // So do the parents Cohorts name without a Cohort object.
+        for cohort in config.cohorts.values() {
+            if let Some(parent) = &cohort.spec.parent {
+                if tree.cohort(parent).is_none() {
+                    tree.add_node(parent, NodeKind::Cohort);
+                    groups_of.push(&[]);
+                }
+            }
         }
         for cq in config.cluster_queues.values() {
             if let Some(cohort) = &cq.spec.cohort {

@@ -772,3 +772,52 @@ fn a_lender_that_cannot_reclaim_holds_its_quota_from_borrowers() {
     assert_eq!(s.used("team-a", "h100/nvidia.com/gpu"), units(8));
     assert_eq!(s.reason_kind("b1"), ReasonKind::WaitingForQuota);
 }
+
+/// Two cohorts whose parent, `org`, has no Cohort object: it exists
+/// implicitly, as in Kueue, so each side borrows the other's idle quota.
+const IMPLICIT_PARENT: &str = r#"
+- kind: ResourceFlavor
+  name: h100
+- kind: Cohort
+  name: left
+  spec: {parentName: org}
+- kind: Cohort
+  name: right
+  spec: {parentName: org}
+- kind: ClusterQueue
+  name: team-a
+  spec:
+    cohort: left
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 4}
+- kind: ClusterQueue
+  name: team-b
+  spec:
+    cohort: right
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 4}
+- kind: LocalQueue
+  namespace: ns
+  name: a
+  spec: {clusterQueue: team-a}
+"#;
+
+#[test]
+fn a_parent_cohort_without_an_object_exists_implicitly() {
+    let mut s = Sim::new(IMPLICIT_PARENT, ONE_CLUSTER_16);
+    s.submit("a0 q=a gpu=6");
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["a0"]));
+    // All of it counts at `org` (no lending limit keeps any private),
+    // and 2 of it is right's.
+    assert_eq!(s.used("org", "h100/nvidia.com/gpu"), units(6));
+    assert_eq!(s.used("left", "h100/nvidia.com/gpu"), units(6));
+}

@@ -82,7 +82,7 @@ pub(crate) fn decode<T: DeserializeOwned>(
 ) -> Result<T, FieldError> {
     serde_path_to_error::deserialize(value).map_err(|error| {
         let mut path = format_path(error.path());
-        let message = error.into_inner().to_string();
+        let mut message = error.into_inner().to_string();
         // serde reports an unknown field from inside the map, before the key
         // is on the path; append it so the path points at the bad key.
         if let Some(field) = unknown_field_name(&message) {
@@ -90,8 +90,18 @@ pub(crate) fn decode<T: DeserializeOwned>(
                 path = join(&path, field);
             }
         }
+        // A missing field is named by its path, as Kubernetes' `Required`.
+        if let Some(field) = missing_field_name(&message) {
+            path = join(&path, field);
+            message = "is required".to_string();
+        }
         at.error(path, message)
     })
+}
+
+fn missing_field_name(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("missing field `")?;
+    rest.split_once('`').map(|(field, _)| field)
 }
 
 fn unknown_field_name(message: &str) -> Option<&str> {

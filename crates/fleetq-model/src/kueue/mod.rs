@@ -33,6 +33,7 @@ pub(crate) mod rules;
 pub(crate) mod syntax;
 mod topology;
 mod unsupported;
+mod versions;
 mod workload;
 
 use serde_json::Value;
@@ -283,6 +284,12 @@ fn import_value(
     } else {
         Vec::new()
     };
+    refused.extend(versions::check(
+        &header.kind,
+        &header.api_version,
+        &value,
+        &at,
+    ));
     let result = match kind {
         Kind::ResourceFlavor => config_kinds::resource_flavor(value, &at),
         Kind::Cohort => config_kinds::cohort(value, &at),
@@ -298,18 +305,23 @@ fn import_value(
     };
     match result {
         Ok(_) if !refused.is_empty() => errors.append(&mut refused),
-        Ok(converted) => imported.push(ImportedDocument {
-            document,
-            object: converted.object,
-            source: Source {
-                api_version: header.api_version,
-                kind: header.kind,
-                name: converted.source_name,
-                generated_name: converted.generated_name,
-                path_prefix: path_prefix.to_string(),
-                rewrites: converted.rewrites,
-            },
-        }),
+        Ok(mut converted) => {
+            converted
+                .rewrites
+                .extend(versions::rewrites(&header.kind, &header.api_version));
+            imported.push(ImportedDocument {
+                document,
+                object: converted.object,
+                source: Source {
+                    api_version: header.api_version,
+                    kind: header.kind,
+                    name: converted.source_name,
+                    generated_name: converted.generated_name,
+                    path_prefix: path_prefix.to_string(),
+                    rewrites: converted.rewrites,
+                },
+            })
+        }
         Err(mut more) => {
             errors.append(&mut refused);
             errors.append(&mut more);
