@@ -290,7 +290,8 @@ fn help_puts_own_flags_first_with_examples_and_completion_offers_kinds() {
     let out = cli("127.0.0.1:1", &["get", "bogus"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
-        stderr(&out).contains("cq, cohort, flavor, lq, pc, topology, workloads, clusters, pending"),
+        stderr(&out)
+            .contains("cq, cohort, flavor, lq, wpc, pc, topology, workloads, clusters, pending"),
         "{}",
         text(&out)
     );

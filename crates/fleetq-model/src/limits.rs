@@ -85,7 +85,7 @@ impl Workload {
             }
             if v.len() > MAX_LABEL_VALUE {
                 return fail(
-                    &format!("metadata.labels[{}]", cut(k)),
+                    &crate::kueue::join_path("metadata.labels", &cut(k)),
                     v.len(),
                     MAX_LABEL_VALUE,
                 );

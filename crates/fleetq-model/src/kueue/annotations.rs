@@ -122,3 +122,85 @@ pub(crate) fn write(spec: &WorkloadSpec) -> BTreeMap<String, String> {
     }
     out
 }
+
+/// Kueue's `admission-gated-by` annotation: gates that hold a workload's
+/// admission, each a domain-prefixed path.
+pub const ADMISSION_GATED_BY: &str = "kueue.x-k8s.io/admission-gated-by";
+/// Kueue's prebuilt Workload of a Job, by label or annotation.
+pub const PREBUILT_WORKLOAD_NAME: &str = "kueue.x-k8s.io/prebuilt-workload-name";
+/// Kueue's limit on one admission gate's name.
+const MAX_GATE_LENGTH: usize = 63;
+
+/// The rules Kueue's webhooks apply to its own labels and annotations on
+/// a Workload or a Job (`pkg/util/webhook/validation_admissiongatedby.go`,
+/// `jobframework/validation.go`), each error at the label or annotation.
+pub(crate) fn check_kueue_keys(
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+    at: &Location,
+    errors: &mut Vec<FieldError>,
+) {
+    if let Some(gates) = annotations.get(ADMISSION_GATED_BY) {
+        if let Some(problem) = admission_gates_problem(gates) {
+            errors.push(at.error(annotation_path(ADMISSION_GATED_BY), problem));
+        }
+    }
+    let prebuilt = [
+        (
+            labels.get(PREBUILT_WORKLOAD_NAME),
+            super::meta::label_path(PREBUILT_WORKLOAD_NAME),
+        ),
+        (
+            annotations.get(PREBUILT_WORKLOAD_NAME),
+            annotation_path(PREBUILT_WORKLOAD_NAME),
+        ),
+    ];
+    for (name, path) in prebuilt {
+        if let Some(name) = name {
+            if !super::syntax::is_dns_subdomain(name) {
+                errors.push(at.error(
+                    path,
+                    format!("{name:?} is not a valid Workload name (a DNS-1123 subdomain)"),
+                ));
+            }
+        }
+    }
+}
+
+/// Why a comma-separated list of admission gates is refused: an empty
+/// entry, a duplicate, one longer than 63 characters, or one that is not
+/// a domain-prefixed path (`example.com/controller`).
+fn admission_gates_problem(gates: &str) -> Option<String> {
+    // An empty annotation holds nothing (Kueue's UT-JOB:596).
+    if gates.trim().is_empty() {
+        return None;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for gate in gates.split(',').map(str::trim) {
+        if gate.is_empty() {
+            return Some("has an empty gate; gates are separated by single commas".into());
+        }
+        if gate.len() > MAX_GATE_LENGTH {
+            return Some(format!(
+                "gate {gate:?} is {} characters long; at most {MAX_GATE_LENGTH}",
+                gate.len()
+            ));
+        }
+        let valid = gate.split_once('/').is_some_and(|(domain, path)| {
+            super::syntax::is_dns_subdomain(domain)
+                && !path.is_empty()
+                && path
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "/-._~%!$&'()*+,;=:".contains(c))
+        });
+        if !valid {
+            return Some(format!(
+                "gate {gate:?} is not a domain-prefixed path such as example.com/controller"
+            ));
+        }
+        if !seen.insert(gate) {
+            return Some(format!("gate {gate:?} is listed twice"));
+        }
+    }
+    None
+}

@@ -133,6 +133,7 @@ pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldErr
             }
         });
     let maximum_execution_time = maximum_execution_time(&metadata, &spec, at, &mut errors);
+    super::annotations::check_kueue_keys(&metadata.labels, &metadata.annotations, at, &mut errors);
     let topology_request = job_request(
         &metadata.annotations,
         &spec.template.metadata,

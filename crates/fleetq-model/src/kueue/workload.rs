@@ -174,6 +174,12 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
 
     // fleetq's own fields, which Kueue's Workload has no place for.
     let extensions = annotations::read(&manifest.metadata.annotations, at, &mut errors);
+    annotations::check_kueue_keys(
+        &manifest.metadata.labels,
+        &manifest.metadata.annotations,
+        at,
+        &mut errors,
+    );
 
     let mut pod_sets = Vec::new();
     let mut first_pod = None;

@@ -76,10 +76,20 @@ pub fn errors(base: &str, yaml: &str) -> Vec<FieldError> {
     out
 }
 
+/// Whether fleetq's verdict (and path) for `case` is Kueue's.
+pub fn agrees(base: &str, case: &Case) -> bool {
+    let errors = errors(base, case.yaml);
+    match case.expect {
+        Expect::Accept => errors.is_empty(),
+        Expect::Refuse(path) => errors.iter().any(|e| e.path == path),
+    }
+}
+
 /// Runs every case; fails listing each disagreement with Kueue.
-pub fn run(base: &str, cases: &[Case]) {
+pub fn run<'a>(base: &str, cases: impl IntoIterator<Item = &'a Case>) {
+    let cases: Vec<&Case> = cases.into_iter().collect();
     let mut disagreements = Vec::new();
-    for case in cases {
+    for case in cases.iter().copied() {
         let errors = errors(base, case.yaml);
         let paths: Vec<String> = errors.iter().map(|e| e.path.clone()).collect();
         let agrees = match case.expect {
