@@ -48,7 +48,57 @@ struct JobSpec {
     completions: Option<i32>,
     #[serde(default)]
     active_deadline_seconds: Option<i64>,
+    /// `NonIndexed` (Kubernetes' default) or `Indexed`.
+    #[serde(default)]
+    completion_mode: Option<String>,
     template: PodTemplate,
+}
+
+/// Kueue's annotation that keeps a Job's completions equal to its
+/// parallelism (elastic Indexed Jobs).
+const COMPLETIONS_EQUAL_PARALLELISM: &str = "kueue.x-k8s.io/job-completions-equal-parallelism";
+
+/// Go's `strconv.ParseBool`, which Kueue's webhook uses.
+fn go_bool(text: &str) -> Option<bool> {
+    match text {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// Kueue's Job webhook on `job-completions-equal-parallelism`: a boolean,
+/// and when true an Indexed Job whose completions equal its parallelism.
+fn check_completions_equal_parallelism(
+    annotations: &std::collections::BTreeMap<String, String>,
+    spec: &JobSpec,
+    at: &Location,
+    errors: &mut Vec<FieldError>,
+) {
+    let Some(text) = annotations.get(COMPLETIONS_EQUAL_PARALLELISM) else {
+        return;
+    };
+    let path = annotation_path(COMPLETIONS_EQUAL_PARALLELISM);
+    match go_bool(text) {
+        None => errors.push(at.error(path, format!("{text:?} is not a boolean"))),
+        Some(false) => {}
+        Some(true) => {
+            if spec.completion_mode.as_deref() != Some("Indexed") {
+                errors.push(at.error(
+                    path,
+                    "should not be enabled for NonIndexed jobs (set spec.completionMode: Indexed)",
+                ));
+            }
+            let (parallelism, completions) =
+                (spec.parallelism.unwrap_or(1), spec.completions.unwrap_or(1));
+            if parallelism != completions {
+                errors.push(at.error(
+                    "spec.completions",
+                    format!("{completions} should be equal to parallelism ({parallelism}) when {COMPLETIONS_EQUAL_PARALLELISM} is true"),
+                ));
+            }
+        }
+    }
 }
 
 const REQUESTS_PATH: &str = "spec.template.spec.containers[*].resources.requests";
@@ -134,6 +184,7 @@ pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldErr
         });
     let maximum_execution_time = maximum_execution_time(&metadata, &spec, at, &mut errors);
     super::annotations::check_kueue_keys(&metadata.labels, &metadata.annotations, at, &mut errors);
+    check_completions_equal_parallelism(&metadata.annotations, &spec, at, &mut errors);
     let topology_request = job_request(
         &metadata.annotations,
         &spec.template.metadata,

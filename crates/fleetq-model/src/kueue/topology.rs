@@ -88,6 +88,10 @@ pub(super) struct KueueTopologyRequest {
     podset_slice_required_topology_constraints: Option<Value>,
 }
 
+/// Kueue's maxLength of `podIndexLabel` and `subGroupIndexLabel` (a
+/// label key with a 253-character prefix, `/` and a 63-character name).
+const MAX_INDEX_LABEL: usize = 317;
+
 /// A Workload pod set's request; `path` is `spec.podSets[i].topologyRequest`.
 pub(super) fn workload_request(
     request: KueueTopologyRequest,
@@ -116,6 +120,25 @@ pub(super) fn workload_request(
                 "Kueue's TASMultiLayerTopology feature; use podSetSliceRequiredTopology and podSetSliceSize",
             ),
         ));
+    }
+    // v1beta2's maxLength on the index labels (the label key of a pod's
+    // index and of its sub-group's).
+    let labels = [
+        ("podIndexLabel", &request.pod_index_label),
+        ("subGroupIndexLabel", &request.sub_group_index_label),
+    ];
+    for (name, label) in labels {
+        if let Some(label) = label {
+            if label.len() > MAX_INDEX_LABEL {
+                errors.push(at.error(
+                    field(name),
+                    format!(
+                        "is {} characters long; Kueue allows at most {MAX_INDEX_LABEL}",
+                        label.len()
+                    ),
+                ));
+            }
+        }
     }
     // Kueue's CRD leaves this to its scheduler, which silently prefers
     // required over preferred; refusing says which one counts.

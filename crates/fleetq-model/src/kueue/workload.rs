@@ -189,6 +189,12 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
         let min_count = pod_set
             .min_count
             .map(|min| non_negative(min, &format!("{path}.minCount"), at, &mut errors));
+        template_metadata(
+            &pod_set.template.metadata,
+            &format!("{path}.template.metadata"),
+            at,
+            &mut errors,
+        );
         let requests = pod_requests(&pod_set.template.spec, &format!("{path}.template.spec"), at)
             .unwrap_or_else(|mut more| {
                 errors.append(&mut more);
@@ -304,6 +310,38 @@ fn priority_class(
             source: PriorityClassSource::default(),
             from_ref: false,
         }),
+    }
+}
+
+/// Kueue's webhook on a pod set's template metadata: label keys and
+/// annotation keys are qualified names, label values label values (the
+/// error at the map, as Kueue reports it, naming the key).
+fn template_metadata(metadata: &Value, path: &str, at: &Location, errors: &mut Vec<FieldError>) {
+    use super::syntax::{label_value_error, qualified_name_error};
+    let entries = |field: &str| -> Vec<(String, Value)> {
+        metadata[field]
+            .as_object()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .unwrap_or_default()
+    };
+    for (key, value) in entries("labels") {
+        let problem = qualified_name_error(&key)
+            .map(|p| format!("label key {key:?} {p}"))
+            .or_else(|| {
+                let text = value.as_str().unwrap_or_default();
+                label_value_error(text).map(|p| format!("label {key:?}: {p}"))
+            });
+        if let Some(problem) = problem {
+            errors.push(at.error(format!("{path}.labels"), problem));
+        }
+    }
+    for (key, _) in entries("annotations") {
+        if let Some(problem) = qualified_name_error(&key) {
+            errors.push(at.error(
+                format!("{path}.annotations"),
+                format!("annotation key {key:?} {problem}"),
+            ));
+        }
     }
 }
 
