@@ -128,6 +128,16 @@ pub(crate) fn write(spec: &WorkloadSpec) -> BTreeMap<String, String> {
 pub const ADMISSION_GATED_BY: &str = "kueue.x-k8s.io/admission-gated-by";
 /// Kueue's prebuilt Workload of a Job, by label or annotation.
 pub const PREBUILT_WORKLOAD_NAME: &str = "kueue.x-k8s.io/prebuilt-workload-name";
+/// Kueue's elastic job (ElasticJobsViaWorkloadSlices, on by default):
+/// fleetq does not resize a running workload, but refuses what Kueue
+/// refuses beside it.
+pub const ELASTIC_JOB: &str = "kueue.x-k8s.io/elastic-job";
+
+/// Whether `annotations` mark an elastic job.
+pub(crate) fn is_elastic(annotations: &BTreeMap<String, String>) -> bool {
+    annotations.get(ELASTIC_JOB).is_some_and(|v| v == "true")
+}
+
 /// Kueue's limit on one admission gate's name.
 const MAX_GATE_LENGTH: usize = 63;
 

@@ -58,6 +58,36 @@ struct JobSpec {
 /// parallelism (elastic Indexed Jobs).
 const COMPLETIONS_EQUAL_PARALLELISM: &str = "kueue.x-k8s.io/job-completions-equal-parallelism";
 
+/// Kueue's Job webhook on an elastic Job: no partial admission, and no
+/// required or preferred topology.
+fn check_elastic(
+    annotations: &std::collections::BTreeMap<String, String>,
+    template_metadata: &Value,
+    at: &Location,
+    errors: &mut Vec<FieldError>,
+) {
+    if !super::annotations::is_elastic(annotations) {
+        return;
+    }
+    if annotations.contains_key(MIN_PARALLELISM_ANNOTATION) {
+        errors.push(at.error(
+            annotation_path(MIN_PARALLELISM_ANNOTATION),
+            "partial admission and an elastic job (kueue.x-k8s.io/elastic-job) cannot be used together",
+        ));
+    }
+    for key in [
+        super::topology::REQUIRED_ANNOTATION,
+        super::topology::PREFERRED_ANNOTATION,
+    ] {
+        if template_metadata["annotations"].get(key).is_some() {
+            errors.push(at.error(
+                format!("spec.template.{}", annotation_path(key)),
+                "an elastic job (kueue.x-k8s.io/elastic-job) cannot request a topology",
+            ));
+        }
+    }
+}
+
 /// Go's `strconv.ParseBool`, which Kueue's webhook uses.
 fn go_bool(text: &str) -> Option<bool> {
     match text {
@@ -185,6 +215,12 @@ pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldErr
     let maximum_execution_time = maximum_execution_time(&metadata, &spec, at, &mut errors);
     super::annotations::check_kueue_keys(&metadata.labels, &metadata.annotations, at, &mut errors);
     check_completions_equal_parallelism(&metadata.annotations, &spec, at, &mut errors);
+    check_elastic(
+        &metadata.annotations,
+        &spec.template.metadata,
+        at,
+        &mut errors,
+    );
     let topology_request = job_request(
         &metadata.annotations,
         &spec.template.metadata,

@@ -93,6 +93,30 @@ impl Resources {
 }
 
 impl PodSpec {
+    /// Where the reserved resource name `pods` is written: in a
+    /// container's, an init container's or the pod's own requests or
+    /// limits (paths relative to the pod spec).
+    pub fn reserved_pods_fields(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut look = |prefix: String, r: &Resources| {
+            for (kind, list) in [("requests", &r.requests), ("limits", &r.limits)] {
+                if list.contains_key("pods") {
+                    out.push(format!("{prefix}resources.{kind}.pods"));
+                }
+            }
+        };
+        for (i, c) in self.containers.iter().enumerate() {
+            look(format!("containers[{i}]."), &c.resources);
+        }
+        for (i, c) in self.init_containers.iter().enumerate() {
+            look(format!("initContainers[{i}]."), &c.resources);
+        }
+        if let Some(r) = &self.resources {
+            look(String::new(), r);
+        }
+        out
+    }
+
     /// What one pod requests, by Kubernetes' rule: the larger of (sum over
     /// containers plus sidecars) and (each init container plus the sidecars
     /// started before it), then pod-level resources, then overhead.

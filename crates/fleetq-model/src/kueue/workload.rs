@@ -181,6 +181,13 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
         &mut errors,
     );
 
+    let elastic = annotations::is_elastic(&manifest.metadata.annotations);
+    if elastic && spec.pod_sets.iter().any(|ps| ps.min_count.is_some()) {
+        errors.push(at.error(
+            "spec.podSets",
+            "partial admission (minCount) and an elastic job (kueue.x-k8s.io/elastic-job) cannot be used together",
+        ));
+    }
     let mut pod_sets = Vec::new();
     let mut first_pod = None;
     for (i, pod_set) in spec.pod_sets.into_iter().enumerate() {
@@ -364,6 +371,20 @@ pub(super) fn pod_requests(
             format!("{path}.containers"),
             "must have at least one container",
         )]);
+    }
+    // Kueue's webhook: `pods` is reserved wherever it is written.
+    let reserved: Vec<FieldError> = spec
+        .reserved_pods_fields()
+        .into_iter()
+        .map(|field| {
+            at.error(
+                format!("{path}.{field}"),
+                "the resource name \"pods\" is reserved: Kueue counts a workload's pods itself",
+            )
+        })
+        .collect();
+    if !reserved.is_empty() {
+        return Err(reserved);
     }
     let fractions: Vec<FieldError> = spec
         .whole_device_problems()
