@@ -49,7 +49,9 @@ struct KueueWorkloadSpec {
     #[serde(default)]
     priority_class_ref: Option<PriorityClassRef>,
     /// Kueue copies the class's value here; fleetq reads the class itself,
-    /// so a stale copy cannot disagree with it.
+    /// so a stale copy cannot disagree with it. Kueue's CEL requires it
+    /// beside a class; fleetq does not, because a Workload it prints
+    /// without its state has no value to copy (a known difference).
     #[serde(default, rename = "priority")]
     _priority: Option<i32>,
     #[serde(default)]
@@ -312,11 +314,21 @@ fn priority_class(
                 ),
             )),
         },
-        (None, None) => Ok(NamedClass {
-            name: None,
-            source: PriorityClassSource::default(),
-            from_ref: false,
-        }),
+        (None, None) => match source.as_deref() {
+            None | Some("") | Some(WORKLOAD_PRIORITY_SOURCE) | Some(POD_PRIORITY_SOURCE) => {
+                Ok(NamedClass {
+                    name: None,
+                    source: PriorityClassSource::default(),
+                    from_ref: false,
+                })
+            }
+            Some(other) => Err(at.error(
+                "spec.priorityClassSource",
+                format!(
+                    "{other:?} is not a priority class source; use {WORKLOAD_PRIORITY_SOURCE} or {POD_PRIORITY_SOURCE}"
+                ),
+            )),
+        },
     }
 }
 
