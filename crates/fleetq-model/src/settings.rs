@@ -103,6 +103,25 @@ impl AdmissionFairSharingSettings {
             .and_then(|d| parse_duration(d).ok())
     }
 
+    /// Weights finer than a thousandth, which fleetq would round: refused
+    /// where manifests enter (not by `Config::validate`, so a ledger that
+    /// accepted one before this check replays the same).
+    fn precision_problems(&self, out: &mut Vec<(String, String)>) {
+        for (resource, w) in &self.resource_weights {
+            let scaled = w.written.0 * 1000.0;
+            if w.milli.is_some() && (scaled - scaled.round()).abs() > 1e-6 {
+                out.push((
+                    format!("admissionFairSharing.resourceWeights[{resource}]"),
+                    format!(
+                        "{} is finer than 0.001, the precision fleetq keeps weights in; it would be rounded to {}",
+                        w.written.0,
+                        scaled.round() / 1000.0
+                    ),
+                ));
+            }
+        }
+    }
+
     /// Weights in thousandths, for the resources listed with a valid one.
     pub fn weights_milli(&self) -> BTreeMap<String, u64> {
         self.resource_weights
@@ -175,6 +194,16 @@ impl SchedulingSettings {
     }
 
     /// Field errors, as `(path, message)`.
+    /// Precision fleetq cannot keep, checked on import only
+    /// ([`AdmissionFairSharingSettings`]'s weights).
+    pub fn precision_problems(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Some(a) = &self.admission_fair_sharing {
+            a.precision_problems(&mut out);
+        }
+        out
+    }
+
     pub fn problems(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
         if let Some(f) = &self.fair_sharing {

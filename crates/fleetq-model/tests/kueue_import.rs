@@ -1441,6 +1441,13 @@ admissionFairSharing:
             "usageHalfLifeDecayTime: 1h",
             "usageHalfLifeDecayTime",
         ),
+        // Finer than fleetq keeps: refused rather than rounded (issue 28,
+        // item 3).
+        (
+            "precision",
+            "resourceWeights: {cpu: 0.0005}",
+            "admissionFairSharing.resourceWeights[cpu]: 0.0005 is finer than 0.001",
+        ),
     ] {
         let errors = import_err(&format!(
             "apiVersion: config.kueue.x-k8s.io/v1beta1\nkind: Configuration\nadmissionFairSharing:\n  {line}\n"

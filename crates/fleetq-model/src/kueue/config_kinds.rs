@@ -270,6 +270,7 @@ pub(super) fn configuration(value: Value, at: &Location) -> Result<Converted, Ve
     let problems: Vec<FieldError> = settings
         .problems()
         .into_iter()
+        .chain(settings.precision_problems())
         .map(|(path, message)| at.error(&path, message))
         .collect();
     if !problems.is_empty() {
