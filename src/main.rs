@@ -71,6 +71,11 @@ enum Command {
     Uncordon(cli::drain::ClusterArgs),
     /// Delete a configuration object.
     Delete(cli::delete::DeleteArgs),
+    /// Hold a ClusterQueue or LocalQueue: nothing new is admitted from
+    /// it; what runs finishes (Kueue's stopPolicy: Hold).
+    Stop(cli::stop::StopArgs),
+    /// Undo a stop: the queue admits again.
+    Resume(cli::stop::StopArgs),
     /// Show the Raft group as one node sees it, with its ledger state hash.
     Status(cli::status::StatusArgs),
     /// Change the Raft group: add a learner, set the voters.
@@ -134,6 +139,8 @@ fn main() -> ExitCode {
             cli::drain::run(&cli.server, &args, cli::drain::Action::Uncordon)
         }
         Command::Delete(args) => cli::delete::run(&cli.server, &args),
+        Command::Stop(args) => cli::stop::run(&cli.server, &args, cli::stop::Action::Stop),
+        Command::Resume(args) => cli::stop::run(&cli.server, &args, cli::stop::Action::Resume),
         Command::Status(args) => cli::status::run(&cli.server, &args),
         Command::Bench(args) => cli::bench::run(&args),
         Command::Members(args) => cli::members::run(&cli.server, &args),

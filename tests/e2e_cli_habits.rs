@@ -431,3 +431,71 @@ fn drain_uncordon_bulk_cancel_and_watch() {
         text(&out)
     );
 }
+
+/// Issue 29 item 2, in part: `stop` and `resume` a ClusterQueue and a
+/// LocalQueue (Kueue's `stopPolicy: Hold`): nothing new is admitted while
+/// either is stopped, the workload says why, and it is admitted once both
+/// are resumed; the rest of the queue's spec is kept.
+#[test]
+fn stop_and_resume_hold_a_queue() {
+    let group = single_node();
+    let spec_before = group.cli(1, &["get", "cq", "team-a", "-o", "json"]);
+    let out = group.cli(1, &["stop", "cq", "team-a"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        stdout(&out).contains("ClusterQueue/team-a stopped"),
+        "{}",
+        text(&out)
+    );
+    let again = group.cli(1, &["stop", "cq", "team-a"]);
+    assert!(
+        stdout(&again).contains("already stopped"),
+        "{}",
+        text(&again)
+    );
+    let out = group.cli(1, &["stop", "lq", "team-a"]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    assert!(submit(&group, "team-a", "held", 1, &[]).status.success());
+    std::thread::sleep(Duration::from_secs(2));
+    let w = workload(&group, "held");
+    assert_eq!(w["state"], "Pending", "{w}");
+    assert!(
+        w["reason"].as_str().unwrap_or_default().contains("stopped"),
+        "{w}"
+    );
+
+    // One resumed, the other still holds it.
+    assert!(group.cli(1, &["resume", "cq", "team-a"]).status.success());
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(workload(&group, "held")["state"], "Pending");
+    let out = group.cli(1, &["resume", "lq", "team-a"]);
+    assert!(stdout(&out).contains("resumed"), "{}", text(&out));
+    wait_for(Duration::from_secs(20), || {
+        (workload(&group, "held")["state"] != "Pending").then_some(())
+    })
+    .unwrap_or_else(|| panic!("admitted once resumed: {}", workload(&group, "held")));
+
+    // Only stopPolicy changed.
+    let after = group.cli(1, &["get", "cq", "team-a", "-o", "json"]);
+    let strip = |out: &Output| {
+        let mut v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        v["status"] = Value::Null;
+        v
+    };
+    assert_eq!(strip(&spec_before), strip(&after));
+
+    // Workloads are cancelled, other kinds refused by name.
+    let out = group.cli(1, &["stop", "workload", "held"]);
+    assert!(
+        !out.status.success() && stderr(&out).contains("fleetq cancel held"),
+        "{}",
+        text(&out)
+    );
+    let out = group.cli(1, &["stop", "cohort", "x"]);
+    assert!(
+        !out.status.success() && stderr(&out).contains("kind:"),
+        "{}",
+        text(&out)
+    );
+}

@@ -108,6 +108,20 @@ const EXAMPLES: &[(&str, &str)] = &[
   fleetq uncordon dev-east",
     ),
     (
+        "stop",
+        "\
+  # Admit nothing new from team-a's ClusterQueue (what runs finishes)
+  fleetq stop cq team-a
+  # The same for one LocalQueue only
+  fleetq stop lq team-a -n research",
+    ),
+    (
+        "resume",
+        "\
+  # Let team-a admit again
+  fleetq resume cq team-a",
+    ),
+    (
         "delete",
         "\
   # Delete a LocalQueue, then a ClusterQueue no workload holds quota in

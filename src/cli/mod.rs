@@ -30,6 +30,7 @@ pub mod pipe;
 pub mod selector;
 pub mod server;
 pub mod status;
+pub mod stop;
 pub mod submit;
 pub mod tls;
 pub mod top;
