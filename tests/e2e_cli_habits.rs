@@ -423,13 +423,75 @@ fn drain_uncordon_bulk_cancel_and_watch() {
             lines.join("\n")
         );
     }
-    // And only workloads follow: other kinds say what to do.
-    let out = group.cli(1, &["get", "cq", "-w"]);
+    // Other kinds are watched too: a LocalQueue that appears and goes,
+    // and the cluster's row as it is drained and uncordoned.
+    let (mut lq_watch, lq_lines) = spawn_watch(&group, &["get", "lq", "-w"]);
+    let (mut cl_watch, cl_lines) = spawn_watch(&group, &["get", "clusters", "-w"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let extra = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: extra, namespace: default}\nspec: {clusterQueue: team-a}\n";
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], extra);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(group.cli(1, &["drain", "sim-1"]).status.success());
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(group.cli(1, &["uncordon", "sim-1"]).status.success());
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(group.cli(1, &["delete", "lq", "extra"]).status.success());
+    std::thread::sleep(Duration::from_millis(2500));
+    let lines = stop_watch(&mut lq_watch, lq_lines);
+    assert!(lines[0].starts_with("NAMESPACE"), "{lines:?}");
     assert!(
-        text(&out).contains("--watch follows workloads"),
-        "{}",
-        text(&out)
+        lines
+            .iter()
+            .any(|l| l.contains("extra") && l.contains("team-a")),
+        "{lines:?}"
     );
+    assert!(
+        lines.iter().any(|l| l == "default/extra deleted"),
+        "{lines:?}"
+    );
+    let lines = stop_watch(&mut cl_watch, cl_lines);
+    assert!(lines[0].starts_with("NAME"), "{lines:?}");
+    let draining = lines
+        .iter()
+        .position(|l| l.contains("sim-1") && l.contains("Draining"));
+    let ready_after = draining.is_some_and(|i| {
+        lines[i..]
+            .iter()
+            .any(|l| l.contains("sim-1") && l.contains("Ready"))
+    });
+    assert!(ready_after, "{lines:?}");
+}
+
+/// `fleetq ARGS` left running, its stdout lines collected by a thread.
+fn spawn_watch(
+    group: &Group,
+    args: &[&str],
+) -> (std::process::Child, std::thread::JoinHandle<Vec<String>>) {
+    let mut child = Command::new(FLEETQ)
+        .args([INSECURE, "--server", group.addr(1)])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("watch starts");
+    let out = child.stdout.take().expect("stdout");
+    let lines = std::thread::spawn(move || {
+        use std::io::BufRead;
+        std::io::BufReader::new(out)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
+    (child, lines)
+}
+
+fn stop_watch(
+    child: &mut std::process::Child,
+    lines: std::thread::JoinHandle<Vec<String>>,
+) -> Vec<String> {
+    let _ = child.kill();
+    let _ = child.wait();
+    lines.join().expect("watch output")
 }
 
 /// Issue 29 item 2, in part: `stop` and `resume` a ClusterQueue and a

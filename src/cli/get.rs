@@ -36,9 +36,9 @@ pub struct GetArgs {
     /// Workloads only: just those in this state (Pending, Admitted, ...).
     #[arg(long)]
     pub state: Option<String>,
-    /// Workloads only: after the list, print each change as it happens,
-    /// a row (or with -o fleetq-json a JSON line) per change, until
-    /// interrupted.
+    /// After the list, print each change as it happens, a row per object
+    /// that changes or appears and a line per one deleted (workloads:
+    /// with -o fleetq-json, a JSON line), until interrupted.
     #[arg(short = 'w', long)]
     pub watch: bool,
     #[command(flatten)]
@@ -108,9 +108,7 @@ async fn get(c: &mut Client, args: &GetArgs) -> Result<(), String> {
     match args.kind.to_ascii_lowercase().as_str() {
         kind if super::pending::is_pending(kind) => super::pending::get(c, args).await,
         "workloads" | "workload" | "wl" | "wls" if args.watch => watch_workloads(c, args).await,
-        _ if args.watch => Err(
-            "--watch follows workloads; for other kinds run `watch fleetq get KIND`".to_string(),
-        ),
+        _ if args.watch => watch_table(c, args).await,
         "workloads" | "workload" | "wl" | "wls" => {
             // Kueue's Workload needs the whole spec; other outputs do not.
             let kueue_shaped = matches!(args.output, Output::Json | Output::Yaml);
@@ -304,6 +302,128 @@ async fn watch_workloads(c: &mut Client, args: &GetArgs) -> Result<(), String> {
     }
 }
 
+/// How often `get KIND -w` asks again for kinds the server has no watch
+/// stream for (configuration objects, clusters).
+const WATCH_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `get KIND -w` for every kind but workloads: the table once, then a row
+/// for each object that changes (or appears) and a line for each that
+/// goes, as kubectl's watch prints them, until interrupted.
+async fn watch_table(c: &mut Client, args: &GetArgs) -> Result<(), String> {
+    if args.output != Output::Table {
+        return Err("--watch prints a table for this kind; leave out -o".into());
+    }
+    let mut last: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut widths: Option<Vec<usize>> = None;
+    loop {
+        let (header, rows) = watch_rows(c, args).await?;
+        let key = |row: &Vec<String>| {
+            // LocalQueues are named by namespace and name.
+            let n = if header.first() == Some(&"NAMESPACE") {
+                2
+            } else {
+                1
+            };
+            row.iter().take(n).cloned().collect::<Vec<_>>().join("/")
+        };
+        match &widths {
+            None => {
+                let text = view::format_table(&header, &rows);
+                print!("{text}");
+                widths = Some(column_widths(&header, &rows));
+            }
+            Some(w) => {
+                for row in &rows {
+                    if last.get(&key(row)) != Some(row) {
+                        println!("{}", aligned(row, w));
+                    }
+                }
+                let now: std::collections::BTreeSet<String> = rows.iter().map(key).collect();
+                for gone in last.keys().filter(|k| !now.contains(*k)) {
+                    println!("{gone} deleted");
+                }
+            }
+        }
+        use std::io::Write as _;
+        let _ = std::io::stdout().flush();
+        last = rows.iter().map(|r| (key(r), r.clone())).collect();
+        tokio::time::sleep(WATCH_POLL).await;
+    }
+}
+
+/// The current header and rows of `get KIND [NAME]` (not workloads).
+async fn watch_rows(
+    c: &mut Client,
+    args: &GetArgs,
+) -> Result<(Vec<&'static str>, Vec<Vec<String>>), String> {
+    let status = |s: tonic::Status| client::status_line(&s);
+    let kind = args.kind.to_ascii_lowercase();
+    if matches!(kind.as_str(), "clusters" | "cluster") {
+        let list: Vec<pb::ClusterStatus> = c
+            .list_clusters(pb::ListClustersRequest {})
+            .await
+            .map_err(status)?
+            .into_inner()
+            .clusters
+            .into_iter()
+            .filter(|cl| args.name.as_ref().is_none_or(|n| &cl.name == n))
+            .collect();
+        return Ok((CLUSTER_HEADER.to_vec(), cluster_rows(&list)));
+    }
+    let kind = fleetq_server::api_service::canonical_kind(&kind).ok_or_else(|| {
+        format!(
+            "--watch follows workloads, clusters and configuration kinds, not {:?}",
+            args.kind
+        )
+    })?;
+    let objects = c
+        .list_objects(pb::ListObjectsRequest {
+            kind: kind.into(),
+            namespace: if args.all_namespaces {
+                String::new()
+            } else {
+                args.namespace.clone()
+            },
+        })
+        .await
+        .map_err(status)?
+        .into_inner()
+        .objects_json;
+    let values: Vec<Value> = objects
+        .iter()
+        .filter_map(|o| serde_json::from_str::<Value>(o).ok())
+        .filter(|v| args.name.as_ref().is_none_or(|n| text(v, &["name"]) == *n))
+        .collect();
+    Ok(object_table(c, kind, &values, Output::Table).await)
+}
+
+/// Each column's width in a table of `header` and `rows`.
+fn column_widths(header: &[&str], rows: &[Vec<String>]) -> Vec<usize> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    widths
+}
+
+/// A row padded to `widths`, as the table's first lines were.
+fn aligned(row: &[String], widths: &[usize]) -> String {
+    let mut out = String::new();
+    for (i, cell) in row.iter().enumerate() {
+        if i + 1 == row.len() {
+            out.push_str(cell);
+        } else {
+            let w = widths.get(i).copied().unwrap_or(0);
+            out.push_str(&format!("{cell:<w$}   "));
+        }
+    }
+    out.trim_end().to_string()
+}
+
 fn print_workloads(
     list: &[pb::WorkloadStatus],
     output: Output,
@@ -435,28 +555,31 @@ async fn fill_positions(c: &mut Client, list: &mut [pb::WorkloadStatus]) {
     }
 }
 
+const CLUSTER_HEADER: [&str; 4] = ["NAME", "STATE", "WORKLOADS", "ASSIGNED/CAPACITY"];
+
+/// `get clusters`' rows.
+fn cluster_rows(list: &[pb::ClusterStatus]) -> Vec<Vec<String>> {
+    list.iter()
+        .map(|c| {
+            let capacity: Vec<String> = c
+                .capacity
+                .iter()
+                .map(|f| format!("{}/{}: {}/{}", f.flavor, f.resource, f.assigned, f.capacity))
+                .collect();
+            vec![
+                c.name.clone(),
+                c.state.clone(),
+                c.workloads.to_string(),
+                capacity.join(", "),
+            ]
+        })
+        .collect()
+}
+
 fn print_clusters(list: &[pb::ClusterStatus], output: Output) -> Result<(), String> {
     match output {
         Output::Table => {
-            let rows: Vec<Vec<String>> = list
-                .iter()
-                .map(|c| {
-                    let capacity: Vec<String> = c
-                        .capacity
-                        .iter()
-                        .map(|f| {
-                            format!("{}/{}: {}/{}", f.flavor, f.resource, f.assigned, f.capacity)
-                        })
-                        .collect();
-                    vec![
-                        c.name.clone(),
-                        c.state.clone(),
-                        c.workloads.to_string(),
-                        capacity.join(", "),
-                    ]
-                })
-                .collect();
-            view::print_table(&["NAME", "STATE", "WORKLOADS", "ASSIGNED/CAPACITY"], &rows);
+            view::print_table(&CLUSTER_HEADER, &cluster_rows(list));
             Ok(())
         }
         Output::Wide => {
@@ -577,6 +700,23 @@ async fn print_objects(
     if !output.is_table() {
         return print_kueue_objects(c, values, output, single).await;
     }
+    let (header, rows) = object_table(c, kind, values, output).await;
+    if rows.is_empty() {
+        println!("No {kind} objects.");
+        return Ok(());
+    }
+    view::print_table(&header, &rows);
+    Ok(())
+}
+
+/// The table `get KIND` prints for configuration objects: its header and
+/// a row per object.
+async fn object_table(
+    c: &mut Client,
+    kind: &str,
+    values: &[Value],
+    output: Output,
+) -> (Vec<&'static str>, Vec<Vec<String>>) {
     let (header, rows): (Vec<&str>, Vec<Vec<String>>) = match kind {
         "ClusterQueue" => {
             let mut rows = Vec::new();
@@ -673,12 +813,7 @@ async fn print_objects(
                 .collect(),
         ),
     };
-    if rows.is_empty() {
-        println!("No {kind} objects.");
-        return Ok(());
-    }
-    view::print_table(&header, &rows);
-    Ok(())
+    (header, rows)
 }
 
 /// A Topology's table row: its name and its levels, broadest first.
