@@ -551,6 +551,52 @@ fn mutual_tls_and_authorization_refuse_and_count_and_change_nothing() {
             .then_some(())
     });
     assert!(allowed.is_some(), "policy not reloaded:\n{}", fleet.logs());
+
+    // Who submitted each workload is recorded from the caller's identity
+    // (issue 29 item 2), whatever the manifest says, and filters.
+    let forged = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Workload\nmetadata: {name: forged, namespace: team-a, labels: {fleetq.dev/submitted-by: admin}}\nspec:\n  queueName: team-a\n  podSets:\n  - name: main\n    count: 1\n    template: {spec: {containers: [{name: c, resources: {requests: {nvidia.com/gpu: \"1\"}}}]}}\n";
+    let out = fleet.apply(&["--token", &fleet.token], forged);
+    assert!(out.status.success(), "{}", text(&out));
+    let mine = fleet.cli(
+        &team_a_cert,
+        &[
+            "get",
+            "workloads",
+            "-n",
+            "team-a",
+            "--user",
+            "team-a",
+            "-o",
+            "wide",
+        ],
+    );
+    let table = String::from_utf8_lossy(&mine.stdout).into_owned();
+    for name in ["by-cert", "by-token", "forged"] {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.contains(name) && l.contains("team-a")),
+            "{name} not listed as team-a's:\n{table}"
+        );
+    }
+    let admins = fleet.cli(
+        &team_a_cert,
+        &["get", "workloads", "-n", "team-a", "--user", "admin"],
+    );
+    let table = String::from_utf8_lossy(&admins.stdout).into_owned();
+    assert!(
+        !table.contains("forged"),
+        "a forged submitter was kept:\n{table}"
+    );
+    let described = fleet.cli(
+        &team_a_cert,
+        &["describe", "workload", "forged", "-n", "team-a"],
+    );
+    assert!(
+        String::from_utf8_lossy(&described.stdout).contains("Submitted by:  team-a"),
+        "{}",
+        text(&described)
+    );
     drop(east);
 }
 

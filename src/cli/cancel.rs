@@ -14,8 +14,8 @@ use super::client::{self, Client};
 
 #[derive(Debug, Args)]
 pub struct CancelArgs {
-    /// Workload name (or pick several with -l, --queue or --all).
-    #[arg(required_unless_present_any = ["selector", "queue", "all"], conflicts_with_all = ["selector", "queue", "all"])]
+    /// Workload name (or pick several with -l, --queue, --user or --all).
+    #[arg(required_unless_present_any = ["selector", "queue", "user", "all"], conflicts_with_all = ["selector", "queue", "user", "all"])]
     pub name: Option<String>,
     #[arg(short = 'n', long, default_value = "default")]
     pub namespace: String,
@@ -26,6 +26,10 @@ pub struct CancelArgs {
     /// Every unfinished workload of the namespace in this LocalQueue.
     #[arg(long, value_name = "LOCALQUEUE")]
     pub queue: Option<String>,
+    /// Every unfinished workload of the namespace that this user
+    /// submitted (Slurm's `scancel -u`).
+    #[arg(short = 'u', long = "user", value_name = "USER")]
+    pub user: Option<String>,
     /// Every unfinished workload of the namespace.
     #[arg(long)]
     pub all: bool,
@@ -88,6 +92,7 @@ async fn cancel_many(c: &mut Client, args: &CancelArgs) -> Result<bool, String> 
             limit: 0,
             // The labels are in the spec.
             with_spec: selector.is_some(),
+            submitted_by: args.user.clone().unwrap_or_default(),
         })
         .await
         .map_err(|s| client::status_line(&s))?

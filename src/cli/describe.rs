@@ -74,6 +74,9 @@ async fn describe(c: &mut Client, args: &DescribeArgs) -> Result<(), String> {
                     (true, true) => String::new(),
                 }
             );
+            if !w.submitted_by.is_empty() {
+                println!("Submitted by:  {}", w.submitted_by);
+            }
             println!("Requests:      {}", w.requests);
             // Said on every line, so nobody reads a stored request as a
             // placement guarantee.

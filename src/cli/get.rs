@@ -36,6 +36,10 @@ pub struct GetArgs {
     /// Workloads only: just those in this state (Pending, Admitted, ...).
     #[arg(long)]
     pub state: Option<String>,
+    /// Workloads only: just those this user submitted (a tenant's name,
+    /// as the server recorded it; Slurm's `squeue -u`).
+    #[arg(short = 'u', long = "user", value_name = "USER")]
+    pub user: Option<String>,
     /// After the list, print each change as it happens, a row per object
     /// that changes or appears and a line per one deleted (workloads:
     /// with -o fleetq-json, a JSON line), until interrupted.
@@ -131,6 +135,7 @@ async fn get(c: &mut Client, args: &GetArgs) -> Result<(), String> {
                     state: args.state.clone().unwrap_or_default(),
                     limit: 0,
                     with_spec: kueue_shaped,
+                    submitted_by: args.user.clone().unwrap_or_default(),
                 })
                 .await
                 .map_err(status)?
@@ -263,6 +268,7 @@ async fn watch_workloads(c: &mut Client, args: &GetArgs) -> Result<(), String> {
             state: args.state.clone().unwrap_or_default(),
             limit: 0,
             with_spec: false,
+            submitted_by: args.user.clone().unwrap_or_default(),
         })
         .await
         .map_err(|s| client::status_line(&s))?
@@ -488,6 +494,7 @@ fn print_workloads_wide(list: &[pb::WorkloadStatus]) {
                 w.cluster_queue.clone(),
                 w.priority.to_string(),
                 dash(&w.priority_class),
+                dash(&w.submitted_by),
                 w.state.clone(),
                 if w.position == 0 {
                     "-".into()
@@ -515,6 +522,7 @@ fn print_workloads_wide(list: &[pb::WorkloadStatus]) {
             "CLUSTERQUEUE",
             "PRIORITY",
             "PRIORITYCLASS",
+            "USER",
             "STATE",
             "POSITION",
             "CLUSTER",

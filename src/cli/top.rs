@@ -215,6 +215,7 @@ async fn frame(c: &mut Client, server: &str) -> Result<String, String> {
             state: "Running".into(),
             limit: 0,
             with_spec: false,
+            submitted_by: String::new(),
         })
         .await
         .map_err(status)?

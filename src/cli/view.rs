@@ -44,6 +44,9 @@ pub struct WorkloadView {
     pub cluster_queue: String,
     pub priority: i32,
     pub priority_class: String,
+    /// Who submitted it; empty when unknown.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub submitted_by: String,
     pub state: String,
     pub cluster: String,
     /// Pod set -> resource -> flavor.
@@ -72,6 +75,7 @@ impl From<&pb::WorkloadStatus> for WorkloadView {
             cluster_queue: w.cluster_queue.clone(),
             priority: w.priority,
             priority_class: w.priority_class.clone(),
+            submitted_by: w.submitted_by.clone(),
             state: w.state.clone(),
             cluster: w.cluster.clone(),
             flavors: w

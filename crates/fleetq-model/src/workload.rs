@@ -26,6 +26,12 @@ pub struct Workload {
 /// server lets an agent submit, read and cancel only workloads naming its
 /// own cluster here.
 pub const ADOPT_CLUSTER_ANNOTATION: &str = "fleetq.dev/adopt-cluster";
+
+/// The label naming who submitted a workload: the server sets it from
+/// the authenticated caller (a tenant's name, or `agent.CLUSTER` for an
+/// agent's front door) and drops any value the client wrote, so it can
+/// be trusted (`get workloads --user`, `cancel --user`).
+pub const SUBMITTED_BY_LABEL: &str = "fleetq.dev/submitted-by";
 pub const ADOPT_UID_ANNOTATION: &str = "fleetq.dev/adopt-uid";
 
 impl Workload {

@@ -10,6 +10,7 @@ use fleetq_ledger::store::{Change, LedgerHandle};
 use fleetq_ledger::{Command, Ledger, Outcome, Response, Submission, SubmitResult, WorkloadRecord};
 use fleetq_model::config::Object;
 use fleetq_model::kueue::import_manifests;
+use fleetq_model::workload::SUBMITTED_BY_LABEL;
 use fleetq_model::{FieldError, Workload};
 use fleetq_proto::v1 as pb;
 use fleetq_proto::v1::fleet_q_server::FleetQ;
@@ -19,7 +20,7 @@ use openraft::BasicNode;
 use tokio::sync::broadcast;
 use tonic::{Request, Status};
 
-use crate::auth::{Action, Authorizer};
+use crate::auth::{Action, Authorizer, Caller};
 use crate::batcher::SubmitBatcher;
 use crate::limits::WriteGate;
 use crate::proposer::Proposer;
@@ -150,8 +151,18 @@ impl ApiService {
     async fn submit_many(
         &self,
         request_id: &str,
-        workloads: Vec<Workload>,
+        caller: &Caller,
+        mut workloads: Vec<Workload>,
     ) -> Result<Vec<pb::SubmitResult>, Status> {
+        // Who submitted it is the server's word, not the client's.
+        let submitter = caller.submitter();
+        for w in &mut workloads {
+            w.labels.remove(SUBMITTED_BY_LABEL);
+            if let Some(user) = &submitter {
+                w.labels
+                    .insert(SUBMITTED_BY_LABEL.to_string(), user.clone());
+            }
+        }
         let names: Vec<(String, String)> = workloads
             .iter()
             .map(|w| (w.namespace.clone(), w.name.clone()))
@@ -263,6 +274,8 @@ fn selects(ledger: &Ledger, req: &pb::ListWorkloadsRequest, record: &WorkloadRec
         && status::matches_state(record, &req.state)
         && (req.cluster_queue.is_empty()
             || status::binding_of(ledger, record).0 == req.cluster_queue.as_str())
+        && (req.submitted_by.is_empty()
+            || record.workload.labels.get(SUBMITTED_BY_LABEL) == Some(&req.submitted_by))
 }
 
 /// The namespace a workload listing means: `default` unless given.
@@ -446,7 +459,7 @@ impl FleetQ for ApiService {
         }
         let mut errors = Vec::new();
         if !workloads.is_empty() {
-            for r in self.submit_many("", workloads).await? {
+            for r in self.submit_many("", &caller, workloads).await? {
                 if r.errors.is_empty() {
                     changes.push(pb::ObjectChange {
                         object: format!("Workload/{}/{}", r.namespace, r.name),
@@ -601,7 +614,9 @@ impl FleetQ for ApiService {
         }
         let more = u32::try_from(workloads.len().saturating_sub(1)).unwrap_or(u32::MAX);
         self.writes.admit_more("Submit", &request, &caller, more)?;
-        let results = self.submit_many(&req.request_id, workloads).await?;
+        let results = self
+            .submit_many(&req.request_id, &caller, workloads)
+            .await?;
         Ok(tonic::Response::new(pb::SubmitResponse { results }))
     }
 

@@ -97,6 +97,11 @@ pub fn workload_status(ledger: &Ledger, record: &WorkloadRecord) -> pb::Workload
         priority,
         priority_class: w.spec.priority_class_name.clone().unwrap_or_default(),
         priority_source: priority_source(ledger, w),
+        submitted_by: w
+            .labels
+            .get(fleetq_model::workload::SUBMITTED_BY_LABEL)
+            .cloned()
+            .unwrap_or_default(),
         state: record.state.as_str().to_string(),
         cluster,
         flavors,

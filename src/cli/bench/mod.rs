@@ -408,6 +408,7 @@ async fn wait_until_none(
                     state: (*state).into(),
                     limit: 1,
                     with_spec: false,
+                    submitted_by: String::new(),
                 })
                 .await
                 .map_err(|s| client::status_line(&s))?
@@ -542,6 +543,7 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
             state: String::new(),
             limit: 0,
             with_spec: false,
+            submitted_by: String::new(),
         })
         .await
         .map_err(|s| client::status_line(&s))?

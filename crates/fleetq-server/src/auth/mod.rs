@@ -53,6 +53,28 @@ impl std::fmt::Display for Caller {
     }
 }
 
+impl Caller {
+    /// What [`fleetq_model::workload::SUBMITTED_BY_LABEL`] says for a
+    /// workload this caller submits: a tenant's name, `agent.CLUSTER`;
+    /// none for an unauthenticated (`--insecure`) client or a name that
+    /// is not a label value.
+    pub fn submitter(&self) -> Option<String> {
+        let name = match self {
+            Caller::Tenant(t) => t.name.clone(),
+            Caller::Agent(cluster) => format!("agent.{cluster}"),
+            Caller::Node(_) | Caller::Insecure => return None,
+        };
+        let valid = !name.is_empty()
+            && name.len() <= 63
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+        valid.then_some(name)
+    }
+}
+
 /// What a client API request does, for authorization.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action<'a> {
