@@ -198,6 +198,23 @@ fn output_behaves_closed_pipes_whole_reasons_and_names() {
             .unwrap_or_else(|| panic!("{args:?}: no row:\n{table}"));
         assert!(row.ends_with(numbers_part), "{args:?}: {row}");
     }
+    // On a terminal of 140 columns (COLUMNS, as a terminal would give it)
+    // every line fits, and the reason is cut before its numbers.
+    let out = Command::new(FLEETQ)
+        .args([INSECURE, "--server", group.addr(1), "get", "workloads"])
+        .env("COLUMNS", "140")
+        .output()
+        .expect("fleetq runs");
+    let table = stdout(&out);
+    assert!(
+        table.lines().all(|l| l.chars().count() <= 140),
+        "a line is wider than 140:\n{table}"
+    );
+    let row = table
+        .lines()
+        .find(|l| l.contains("waiting"))
+        .unwrap_or_else(|| panic!("no row:\n{table}"));
+    assert!(row.ends_with(numbers_part) && row.contains('…'), "{row}");
 
     // A preemption names the preemptor by namespace/name.
     let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], PREEMPTING);

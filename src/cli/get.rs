@@ -239,7 +239,8 @@ fn table_row(w: &pb::WorkloadStatus) -> Vec<String> {
             w.cluster.clone()
         },
         view::age(w.created_at_ms),
-        view::shorten_reason(&w.reason, 90),
+        // Whole: the table is fitted to the terminal, if there is one.
+        w.reason.clone(),
     ]
 }
 
@@ -296,6 +297,12 @@ async fn watch_workloads(c: &mut Client, args: &GetArgs) -> Result<(), String> {
         if args.name.as_ref().is_some_and(|n| *n != w.name) {
             continue;
         }
+        let mut row = table_row(&w);
+        if let (Some(width), Some(reason)) = (view::output_width(), row.last_mut()) {
+            // The reason gets what the fixed columns leave of the line.
+            let before: usize = widths.iter().map(|w| w + 3).sum();
+            *reason = view::shorten_reason(reason, width.saturating_sub(before).max(24));
+        }
         if as_json {
             let view = WorkloadView::from(&w);
             println!(
@@ -303,7 +310,7 @@ async fn watch_workloads(c: &mut Client, args: &GetArgs) -> Result<(), String> {
                 serde_json::to_string(&view).map_err(|e| e.to_string())?
             );
         } else {
-            println!("{}", line(&table_row(&w)));
+            println!("{}", line(&row));
         }
     }
 }

@@ -248,7 +248,7 @@ fn print(
                     w.queue.clone(),
                     w.priority.to_string(),
                     view::age(w.created_at_ms),
-                    dash(&view::shorten_reason(&w.reason, 90)),
+                    dash(&w.reason),
                 ]
             }
         })

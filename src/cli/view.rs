@@ -96,7 +96,54 @@ impl From<&pb::WorkloadStatus> for WorkloadView {
 
 /// Prints rows as an aligned table with a header.
 pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
-    print!("{}", format_table(header, rows));
+    match output_width() {
+        Some(width) => print!("{}", format_table(header, &fit_rows(header, rows, width))),
+        None => print!("{}", format_table(header, rows)),
+    }
+}
+
+/// The width a table must fit: `COLUMNS` when set (as `ls` reads it),
+/// else the terminal's when stdout is one; `None` when piped, so that a
+/// script gets whole lines, as kubectl gives them.
+pub fn output_width() -> Option<usize> {
+    if let Some(columns) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0)
+    {
+        return Some(columns);
+    }
+    terminal_size::terminal_size().map(|(w, _)| usize::from(w.0))
+}
+
+/// The least room the last column (a reason, a description) keeps when a
+/// table is fitted: below this the line wraps instead.
+const MIN_LAST_COLUMN: usize = 24;
+
+/// `rows` with the last column shortened so each line fits `width`,
+/// keeping a reason's numbers ([`shorten_reason`]); unchanged where the
+/// other columns leave less than [`MIN_LAST_COLUMN`].
+pub fn fit_rows(header: &[&str], rows: &[Vec<String>], width: usize) -> Vec<Vec<String>> {
+    let last = header.len().saturating_sub(1);
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate().take(last) {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let before: usize = widths.iter().take(last).map(|w| w + 3).sum();
+    let room = width.saturating_sub(before).max(MIN_LAST_COLUMN);
+    rows.iter()
+        .map(|row| {
+            let mut row = row.clone();
+            if let Some(cell) = row.get_mut(last) {
+                *cell = shorten_reason(cell, room);
+            }
+            row
+        })
+        .collect()
 }
 
 /// Rows as an aligned table with a header, one line each.
@@ -172,7 +219,14 @@ pub fn shorten_reason(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_string();
     }
-    let Some(digit) = text.find(|c: char| c.is_ascii_digit()) else {
+    // The numbers are the last clause's: after the last ": " when there
+    // is one (a flavor named h100-80gb earlier is not where they start).
+    let clause = text.rfind(": ").map_or(0, |i| i + 2);
+    let Some(digit) = text[clause..]
+        .find(|c: char| c.is_ascii_digit())
+        .map(|i| clause + i)
+        .or_else(|| text.find(|c: char| c.is_ascii_digit()))
+    else {
         return truncate(text, max);
     };
     let start = text[..digit].rfind(' ').map_or(0, |i| i + 1);
@@ -197,7 +251,28 @@ pub fn truncate(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::shorten_reason;
+    use super::{fit_rows, format_table, shorten_reason};
+
+    #[test]
+    fn a_fitted_table_fits_and_keeps_the_numbers() {
+        let header = ["NAME", "STATE", "REASON"];
+        let reason = "insufficient unused quota for nvidia.com/gpu in flavor h100-80gb in ClusterQueue \"team-a\": 4 more needed (requested 4, available 0)";
+        let rows = vec![vec![
+            "waiting".to_string(),
+            "Pending".to_string(),
+            reason.to_string(),
+        ]];
+        let text = format_table(&header, &fit_rows(&header, &rows, 80));
+        for line in text.lines() {
+            assert!(line.chars().count() <= 80, "{line}");
+        }
+        assert!(
+            text.contains("4 more needed (requested 4, available 0)"),
+            "{text}"
+        );
+        // Wide enough: unchanged.
+        assert_eq!(fit_rows(&header, &rows, 400), rows);
+    }
 
     #[test]
     fn a_shortened_reason_keeps_its_numbers() {
