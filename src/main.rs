@@ -106,6 +106,13 @@ enum Command {
 
 fn main() -> ExitCode {
     cli::pipe::die_quietly_on_closed_pipe();
+    // `COMPLETE=bash fleetq` (or zsh, fish): the shell's dynamic
+    // completion, with object names from the server (cli/names.rs);
+    // exits here when the variable is set, before anything is printed.
+    clap_complete::CompleteEnv::with_factory(|| {
+        cli::examples::with_examples(<Cli as clap::CommandFactory>::command())
+    })
+    .complete();
     // Usage errors exit with status 2 from inside `get_matches`.
     let matches =
         cli::examples::with_examples(<Cli as clap::CommandFactory>::command()).get_matches();

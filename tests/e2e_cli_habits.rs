@@ -564,6 +564,26 @@ fn stop_and_resume_hold_a_queue() {
     };
     assert_eq!(strip(&spec_before), strip(&after));
 
+    // Dynamic completion offers names from the server (fish's protocol:
+    // one candidate per line).
+    let complete = |line: &[&str]| {
+        let out = Command::new(FLEETQ)
+            .env("COMPLETE", "fish")
+            .args(["--", "fleetq", INSECURE, "--server", group.addr(1)])
+            .args(line)
+            .output()
+            .expect("fleetq runs");
+        stdout(&out)
+    };
+    let offered = complete(&["get", "cq", "te"]);
+    assert!(offered.lines().any(|l| l == "team-a"), "{offered}");
+    let offered = complete(&["submit", "--queue", ""]);
+    assert!(offered.lines().any(|l| l == "team-a"), "{offered}");
+    let offered = complete(&["drain", ""]);
+    assert!(offered.lines().any(|l| l == "sim-1"), "{offered}");
+    let offered = complete(&["cancel", "he"]);
+    assert!(offered.lines().any(|l| l == "held"), "{offered}");
+
     // Workloads are cancelled, other kinds refused by name.
     let out = group.cli(1, &["stop", "workload", "held"]);
     assert!(

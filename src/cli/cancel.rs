@@ -15,7 +15,7 @@ use super::client::{self, Client};
 #[derive(Debug, Args)]
 pub struct CancelArgs {
     /// Workload name (or pick several with -l, --queue, --user or --all).
-    #[arg(required_unless_present_any = ["selector", "queue", "user", "all"], conflicts_with_all = ["selector", "queue", "user", "all"])]
+    #[arg(required_unless_present_any = ["selector", "queue", "user", "all"], conflicts_with_all = ["selector", "queue", "user", "all"], add = clap_complete::engine::ArgValueCompleter::new(super::names::workloads))]
     pub name: Option<String>,
     #[arg(short = 'n', long, default_value = "default")]
     pub namespace: String,
@@ -24,7 +24,7 @@ pub struct CancelArgs {
     #[arg(short = 'l', long = "selector", value_name = "SELECTOR")]
     pub selector: Option<String>,
     /// Every unfinished workload of the namespace in this LocalQueue.
-    #[arg(long, value_name = "LOCALQUEUE")]
+    #[arg(long, value_name = "LOCALQUEUE", add = clap_complete::engine::ArgValueCompleter::new(super::names::local_queues))]
     pub queue: Option<String>,
     /// Every unfinished workload of the namespace that this user
     /// submitted (Slurm's `scancel -u`).

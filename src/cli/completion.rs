@@ -15,7 +15,13 @@ Installing:
   zsh   fleetq completion zsh > \"${fpath[1]}/_fleetq\"
         (any directory on $fpath; `autoload -U compinit && compinit` in ~/.zshrc,
         then start a new shell)
-  fish  fleetq completion fish > ~/.config/fish/completions/fleetq.fish";
+  fish  fleetq completion fish > ~/.config/fish/completions/fleetq.fish
+
+With object names from the server (ClusterQueues, LocalQueues, clusters,
+workloads) as you type, register the dynamic completion instead:
+  bash  source <(COMPLETE=bash fleetq)
+  zsh   source <(COMPLETE=zsh fleetq)
+  fish  COMPLETE=fish fleetq | source";
 
 #[derive(Debug, Args)]
 #[command(after_help = INSTALL)]

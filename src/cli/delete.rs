@@ -11,6 +11,7 @@ use super::client;
 pub struct DeleteArgs {
     /// cq, cohort, flavor, lq, pc or topology.
     pub kind: String,
+    #[arg(add = clap_complete::engine::ArgValueCompleter::new(super::names::object_names))]
     pub name: String,
     /// Namespace of a LocalQueue.
     #[arg(short = 'n', long, default_value = "default")]

@@ -12,6 +12,7 @@ use super::view;
 pub struct DescribeArgs {
     /// workload (wl), cq (clusterqueue), cluster or topology.
     pub kind: String,
+    #[arg(add = clap_complete::engine::ArgValueCompleter::new(super::names::object_names))]
     pub name: String,
     #[arg(short = 'n', long, default_value = "default")]
     pub namespace: String,

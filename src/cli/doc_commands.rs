@@ -116,6 +116,11 @@ fn commands_of(line: &str) -> Vec<Vec<String>> {
         let Some(words) = shlex::split(part) else {
             continue;
         };
+        // `COMPLETE=bash fleetq` registers the dynamic completion: clap
+        // answers it before parsing, so there is no command to check.
+        if words.first().is_some_and(|w| w.starts_with("COMPLETE=")) {
+            continue;
+        }
         let words: Vec<String> = words
             .into_iter()
             .skip_while(|w| w.contains('=') && !w.starts_with('-'))

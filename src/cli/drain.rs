@@ -12,6 +12,7 @@ use super::client;
 #[derive(Debug, Args)]
 pub struct ClusterArgs {
     /// The cluster, as `fleetq get clusters` names it.
+    #[arg(add = clap_complete::engine::ArgValueCompleter::new(super::names::clusters))]
     pub cluster: String,
 }
 

@@ -23,6 +23,7 @@ pub struct GetArgs {
     #[arg(value_parser = kinds(), ignore_case = true, hide_possible_values = true)]
     pub kind: String,
     /// One object by name (LocalQueues and workloads: in the namespace).
+    #[arg(add = clap_complete::engine::ArgValueCompleter::new(super::names::object_names))]
     pub name: Option<String>,
     /// Namespace of LocalQueues and workloads.
     #[arg(short = 'n', long, default_value = "default")]

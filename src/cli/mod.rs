@@ -25,6 +25,7 @@ pub mod input;
 pub mod kueue_workloads;
 pub mod limits;
 pub mod members;
+pub mod names;
 pub mod pending;
 pub mod pipe;
 pub mod selector;

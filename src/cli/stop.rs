@@ -18,6 +18,7 @@ use super::client::{self, field_error_line};
 pub struct StopArgs {
     /// `cq` (ClusterQueue) or `lq` (LocalQueue).
     pub kind: String,
+    #[arg(add = clap_complete::engine::ArgValueCompleter::new(super::names::object_names))]
     pub name: String,
     /// Namespace of a LocalQueue.
     #[arg(short = 'n', long, default_value = "default")]

@@ -26,7 +26,7 @@ pub struct SubmitArgs {
     pub namespace: String,
     /// LocalQueue to submit to.
     // ValueHint::Other: shells complete no file names here.
-    #[arg(long, required_unless_present = "files", value_hint = clap::ValueHint::Other)]
+    #[arg(long, required_unless_present = "files", value_hint = clap::ValueHint::Other, add = clap_complete::engine::ArgValueCompleter::new(super::names::local_queues))]
     pub queue: Option<String>,
     /// Workload name (unique in the namespace).
     #[arg(long, required_unless_present = "files", value_hint = clap::ValueHint::Other)]
