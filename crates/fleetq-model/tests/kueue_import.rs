@@ -1290,7 +1290,7 @@ fn pod_priority_classes_are_refused_as_kubernetes_refuses_them() {
 
 #[test]
 fn workload_priority_sources() {
-    let base = "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Workload\nmetadata: {name: w}\nspec:\n  queueName: q\n  podSets: [{name: main, count: 1, template: {spec: {containers: [{name: c}]}}}]\n";
+    let base = "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Workload\nmetadata: {name: w}\nspec:\n  queueName: q\n  priority: 5\n  podSets: [{name: main, count: 1, template: {spec: {containers: [{name: c}]}}}]\n";
     let with = |extra: &str| format!("{base}  {extra}\n");
     let Object::Workload(w) = &import_ok(&with(
         "priorityClassName: high\n  priorityClassSource: kueue.x-k8s.io/workloadpriorityclass",

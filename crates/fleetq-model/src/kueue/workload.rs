@@ -50,10 +50,9 @@ struct KueueWorkloadSpec {
     priority_class_ref: Option<PriorityClassRef>,
     /// Kueue copies the class's value here; fleetq reads the class itself,
     /// so a stale copy cannot disagree with it. Kueue's CEL requires it
-    /// beside a class; fleetq does not, because a Workload it prints
-    /// without its state has no value to copy (a known difference).
-    #[serde(default, rename = "priority")]
-    _priority: Option<i32>,
+    /// beside a class, and so does fleetq.
+    #[serde(default)]
+    priority: Option<i32>,
     #[serde(default)]
     active: Option<bool>,
     #[serde(default)]
@@ -120,6 +119,17 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
             String::new()
         }
     };
+    let names_class = spec.priority_class_ref.is_some()
+        || spec
+            .priority_class_name
+            .as_deref()
+            .is_some_and(|n| !n.is_empty());
+    if names_class && spec.priority.is_none() {
+        errors.push(at.error(
+            "spec.priority",
+            "is required beside a priority class, as Kueue requires it (fleetq reads the class's value; this copy is not used)",
+        ));
+    }
     let (priority_class_name, priority_class_source) = match priority_class(
         spec.priority_class_name,
         spec.priority_class_source,

@@ -19,6 +19,7 @@ metadata:
 spec:
   queueName: team-a
   priorityClassRef: {group: kueue.x-k8s.io, kind: WorkloadPriorityClass, name: high}
+  priority: 1000
   maximumExecutionTimeSeconds: 3600
   podSets:
   - name: workers

@@ -173,9 +173,13 @@ fn spec(spec: &WorkloadSpec, priority: Option<i32>) -> Value {
         ("active", Some(Value::Bool(true))),
         ("maximumExecutionTimeSeconds", max_seconds),
         ("podSets", Some(Value::Array(pod_sets(spec)))),
-        // Kueue copies the class's value here; the importer reads the
-        // class itself.
-        ("priority", priority.map(Value::from)),
+        // Kueue copies the class's value here, and requires it beside a
+        // class; the importer reads the class itself. Without the state
+        // (no value known), 0 stands in.
+        (
+            "priority",
+            priority.or(class.is_some().then_some(0)).map(Value::from),
+        ),
         ("priorityClassRef", class),
         ("queueName", Some(Value::from(spec.queue_name.as_str()))),
     ]);
