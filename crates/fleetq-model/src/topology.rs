@@ -21,8 +21,12 @@ use crate::kueue::syntax::qualified_name_error;
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 /// Kueue's CRD limit on `spec.levels`.
 pub const MAX_TOPOLOGY_LEVELS: usize = 16;
-/// Kueue's CRD limit on a level named in a pod set's request.
-pub const MAX_REQUESTED_LEVEL: usize = 63;
+/// The longest level a pod set's request may name: a label key (a
+/// 253-character prefix, `/`, a 63-character name). Kueue's v1beta2 CRD
+/// allows 63 in a Workload's `topologyRequest` (checked where manifests
+/// enter, `kueue/versions.rs`); v1beta1 and Jobs' annotations allow any
+/// label key.
+pub const MAX_REQUESTED_LEVEL: usize = 317;
 /// What every display of a topology request adds, so that nobody takes a
 /// stored request for a placement guarantee.
 pub const PLACEMENT_NOTE: &str = "stored; placement by topology is not implemented yet";

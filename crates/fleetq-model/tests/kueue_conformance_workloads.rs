@@ -3564,7 +3564,6 @@ spec:
 const KNOWN_DIFFERENCES: &[(&str, &str)] = &[
     ("WL-02f", "fleetq adds: a workload needs a pod set; one with none has nothing to run"),
     ("WL-04a", "fleetq adds: a pod set of 0 pods; Kueue admits it as nothing, fleetq refuses it (not yet Kueue's)"),
-    ("WL-08e", "v1beta1 has no length limit on topology levels; fleetq applies v1beta2's 63 to both"),
     ("WL-12-absent", "fleetq adds: a Workload names its LocalQueue (refused as required, not as unsupported)"),
 ];
 

@@ -15,6 +15,9 @@ const V1BETA1: &str = "kueue.x-k8s.io/v1beta1";
 /// `Preempt`.
 const FUNGIBILITY_V1BETA2: [&str; 2] = ["MayStopSearch", "TryNextFlavor"];
 
+/// v1beta2's `maxLength` of a level in a Workload's `topologyRequest`.
+const MAX_REQUESTED_LEVEL_V1BETA2: usize = 63;
+
 /// v1beta2's `maxLength` of a WorkloadPriorityClass's `description`
 /// (v1beta1 has none).
 pub const MAX_PRIORITY_CLASS_DESCRIPTION: usize = 2048;
@@ -43,6 +46,28 @@ pub(super) fn check(
                             "{given:?} is not supported in {V1BETA2}; supported values: {FUNGIBILITY_V1BETA2:?}"
                         ),
                     ));
+                }
+            }
+        }
+        "Workload" => {
+            let pod_sets = value["spec"]["podSets"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for (i, pod_set) in pod_sets.iter().enumerate() {
+                for field in ["required", "preferred", "podSetSliceRequiredTopology"] {
+                    let Some(level) = pod_set["topologyRequest"][field].as_str() else {
+                        continue;
+                    };
+                    if level.len() > MAX_REQUESTED_LEVEL_V1BETA2 {
+                        errors.push(at.error(
+                            format!("spec.podSets[{i}].topologyRequest.{field}"),
+                            format!(
+                                "is {} characters long; {V1BETA2} allows at most {MAX_REQUESTED_LEVEL_V1BETA2}",
+                                level.len()
+                            ),
+                        ));
+                    }
                 }
             }
         }
