@@ -189,20 +189,7 @@ async fn get(c: &mut Client, args: &GetArgs) -> Result<(), String> {
                     .into_inner()
                     .objects_json
                 }
-                None => {
-                    c.list_objects(pb::ListObjectsRequest {
-                        kind: kind.into(),
-                        namespace: if args.all_namespaces {
-                            String::new()
-                        } else {
-                            args.namespace.clone()
-                        },
-                    })
-                    .await
-                    .map_err(status)?
-                    .into_inner()
-                    .objects_json
-                }
+                None => list_kind(c, kind, args).await?,
             };
             let values: Vec<Value> = objects
                 .iter()
@@ -390,25 +377,30 @@ async fn watch_rows(
             args.kind
         )
     })?;
-    let objects = c
-        .list_objects(pb::ListObjectsRequest {
-            kind: kind.into(),
-            namespace: if args.all_namespaces {
-                String::new()
-            } else {
-                args.namespace.clone()
-            },
-        })
-        .await
-        .map_err(status)?
-        .into_inner()
-        .objects_json;
+    let objects = list_kind(c, kind, args).await?;
     let values: Vec<Value> = objects
         .iter()
         .filter_map(|o| serde_json::from_str::<Value>(o).ok())
         .filter(|v| args.name.as_ref().is_none_or(|n| text(v, &["name"]) == *n))
         .collect();
     Ok(object_table(c, kind, &values, Output::Table).await)
+}
+
+/// Every object of `kind` (a Kueue kind) in the namespace `get` was
+/// given (all of them with -A), as the server's JSON.
+async fn list_kind(c: &mut Client, kind: &str, args: &GetArgs) -> Result<Vec<String>, String> {
+    Ok(c.list_objects(pb::ListObjectsRequest {
+        kind: kind.into(),
+        namespace: if args.all_namespaces {
+            String::new()
+        } else {
+            args.namespace.clone()
+        },
+    })
+    .await
+    .map_err(|s| client::status_line(&s))?
+    .into_inner()
+    .objects_json)
 }
 
 /// Each column's width in a table of `header` and `rows`.

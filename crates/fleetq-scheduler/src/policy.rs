@@ -200,24 +200,18 @@ pub fn allows(
             preemptor.priority,
             victim.priority,
         ),
-        // A fair-sharing strategy lets the preemptor borrow by preemption:
-        // both shields of borrowing preemption hold.
-        (PreemptionReason::InCohortFairSharing, Relation::SameTree) => {
+        // Both let the preemptor borrow by preemption (a fair-sharing
+        // strategy, or borrowWithinCohort): both shields hold.
+        (PreemptionReason::InCohortFairSharing, Relation::SameTree)
+        | (PreemptionReason::InCohortReclaimWhileBorrowing, Relation::SameTree) => {
             reclaim_allows(
                 policy.reclaim_within_cohort,
                 preemptor.priority,
                 victim.priority,
             ) && victim_borrow_preemptions < BORROWER_PREEMPTIONS
                 && preemptor_reclaimed < RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION
-        }
-        (PreemptionReason::InCohortReclaimWhileBorrowing, Relation::SameTree) => {
-            reclaim_allows(
-                policy.reclaim_within_cohort,
-                preemptor.priority,
-                victim.priority,
-            ) && victim_borrow_preemptions < BORROWER_PREEMPTIONS
-                && preemptor_reclaimed < RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION
-                && borrow_within_cohort_allows(policy, preemptor.priority, victim.priority)
+                && (reason == PreemptionReason::InCohortFairSharing
+                    || borrow_within_cohort_allows(policy, preemptor.priority, victim.priority))
         }
         _ => false,
     }
