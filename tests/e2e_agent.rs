@@ -759,6 +759,7 @@ async fn fake_session(
             }],
         }],
         lease_policy: "fence".into(),
+        nodes: vec![],
     });
     let reconcile = Up::Reconcile(pb::Reconcile { running: vec![] });
     for body in [register, reconcile].into_iter().chain(then) {

@@ -74,6 +74,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
         1_000,
         Command::RegisterCluster {
             cluster: Cluster {
+                nodes: Vec::new(),
                 name: "east".into(),
                 labels: BTreeMap::new(),
                 capacity,

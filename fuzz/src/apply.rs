@@ -314,6 +314,7 @@ pub fn setup_clusters() -> Vec<(Cluster, LeasePolicy)> {
     vec![
         (
             Cluster {
+                nodes: Vec::new(),
                 name: "east".into(),
                 labels: BTreeMap::new(),
                 capacity: capacity(&[(FLAVOR, GPU, 8)]),
@@ -323,6 +324,7 @@ pub fn setup_clusters() -> Vec<(Cluster, LeasePolicy)> {
         ),
         (
             Cluster {
+                nodes: Vec::new(),
                 name: "west".into(),
                 labels: BTreeMap::from([("region".into(), "west".into())]),
                 capacity: capacity(&[(FLAVOR, GPU, 8), ("a100", GPU, 4)]),
@@ -1094,6 +1096,7 @@ impl Harness {
         }
         self.apply(Command::RegisterCluster {
             cluster: Cluster {
+                nodes: Vec::new(),
                 name: name.into(),
                 labels: BTreeMap::new(),
                 capacity: capacity(&entries),

@@ -205,6 +205,9 @@ impl Agent {
                 })
                 .collect(),
             lease_policy: self.config.lease_policy.clone(),
+            // Inventories report totals per flavor; nodes are not
+            // gathered yet (issue 26).
+            nodes: Vec::new(),
         }
     }
 

@@ -151,6 +151,7 @@ fn run(mode: Mode, seed: u64) -> Run {
     apply(&mut ledger, now, Command::ApplyObjects { objects });
     for c in 0..CLUSTERS {
         let cluster = Cluster {
+            nodes: Vec::new(),
             name: format!("c{c}"),
             labels: BTreeMap::new(),
             capacity: BTreeMap::from([(

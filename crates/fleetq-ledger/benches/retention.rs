@@ -113,6 +113,7 @@ fn ledger_with_finished(finished: usize) -> Ledger {
     l.apply(Command::ApplyObjects { objects });
     l.apply(Command::RegisterCluster {
         cluster: Cluster {
+            nodes: Vec::new(),
             name: "east".into(),
             labels: BTreeMap::new(),
             capacity: BTreeMap::from([(

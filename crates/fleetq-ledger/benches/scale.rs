@@ -173,6 +173,7 @@ fn workload(i: usize) -> Workload {
 
 fn cluster(name: &str, gpus: u64) -> Cluster {
     Cluster {
+        nodes: Vec::new(),
         name: name.to_string(),
         labels: BTreeMap::new(),
         capacity: BTreeMap::from([(

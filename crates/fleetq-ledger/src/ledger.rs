@@ -1046,6 +1046,17 @@ impl Ledger {
         if cluster.name.is_empty() {
             return Response::refused(vec![FieldError::new(&object, "name", "must not be empty")]);
         }
+        // Nodes, when reported, must add up to what the cluster reports
+        // (none did before nodes existed, so old entries replay alike).
+        let problems = cluster.node_problems();
+        if !problems.is_empty() {
+            return Response::refused(
+                problems
+                    .into_iter()
+                    .map(|p| FieldError::new(&object, "nodes", p))
+                    .collect(),
+            );
+        }
         let mut clusters = self.state.clusters.clone();
         let mut registered = cluster.clone();
         // Re-registering (new inventory, an agent restart) keeps a drain the

@@ -72,6 +72,7 @@ impl Harness {
         let cell = |q: &str| q.parse::<Quantity>().expect("qty");
         h.apply(Command::RegisterCluster {
             cluster: Cluster {
+                nodes: Vec::new(),
                 name: "east".into(),
                 labels: BTreeMap::new(),
                 capacity: BTreeMap::from([(

@@ -61,6 +61,7 @@ fn import_keeps_a_misconfigured_reason_the_scheduler_gave() {
         2_000,
         Command::RegisterCluster {
             cluster: Cluster {
+                nodes: Vec::new(),
                 name: "east".into(),
                 labels: BTreeMap::new(),
                 capacity: BTreeMap::from([(

@@ -84,6 +84,7 @@ fn cluster(name: &str, gpus: u64) -> Cluster {
         BTreeMap::from([(GPU.to_string(), Quantity::units(gpus))]),
     );
     Cluster {
+        nodes: Vec::new(),
         name: name.to_string(),
         labels: BTreeMap::new(),
         capacity,
@@ -2723,4 +2724,34 @@ fn a_replica_that_installs_a_snapshot_removes_what_the_others_remove() {
     assert_eq!(on_leader, on_follower);
     assert_eq!(follower.state_hash(), h.ledger.state_hash());
     assert!(follower.violations().is_empty());
+}
+
+/// A cluster reporting nodes (issue 26): they must add up to its totals;
+/// a refusal names `nodes` and changes nothing.
+#[test]
+fn nodes_that_do_not_add_up_are_refused() {
+    let mut h = Harness::empty();
+    let node = |name: &str, gpus: u64| fleetq_model::Node {
+        name: name.into(),
+        labels: BTreeMap::from([("kubernetes.io/hostname".to_string(), name.to_string())]),
+        flavor: FLAVOR.into(),
+        allocatable: BTreeMap::from([(GPU.to_string(), Quantity::units(gpus))]),
+        unschedulable: false,
+    };
+    let mut east = cluster("east", 16);
+    east.nodes = vec![node("n1", 8), node("n2", 8)];
+    let r = h.apply(Command::RegisterCluster {
+        cluster: east.clone(),
+        lease_policy: LeasePolicy::Fence,
+    });
+    assert!(r.is_ok(), "{r:?}");
+    let before = h.ledger.state_hash();
+    east.nodes.push(node("n3", 8));
+    let r = h.apply(Command::RegisterCluster {
+        cluster: east,
+        lease_policy: LeasePolicy::Fence,
+    });
+    assert!(!r.is_ok());
+    assert_eq!(paths(&r.errors), ["nodes"]);
+    assert_eq!(h.ledger.state_hash(), before);
 }

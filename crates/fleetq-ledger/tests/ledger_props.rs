@@ -91,6 +91,7 @@ const CLUSTERS: [(&str, u64, LeasePolicy); 2] = [
 fn cluster(i: usize) -> Cluster {
     let (name, gpus, _) = CLUSTERS[i];
     Cluster {
+        nodes: Vec::new(),
         name: name.into(),
         labels: BTreeMap::new(),
         capacity: BTreeMap::from([(

@@ -28,6 +28,7 @@ const MIG: &str = "nvidia.com/mig-1g.10gb";
 /// `fleetq dev`'s clusters: 8 H100s and 7 MIG slices each.
 fn dev_cluster(name: &str) -> Cluster {
     Cluster {
+        nodes: Vec::new(),
         name: name.into(),
         labels: BTreeMap::new(),
         capacity: BTreeMap::from([(

@@ -81,6 +81,7 @@ fn objects() -> Vec<Object> {
 
 fn cluster() -> Cluster {
     Cluster {
+        nodes: Vec::new(),
         name: "east".into(),
         labels: BTreeMap::new(),
         capacity: BTreeMap::from([(

@@ -71,6 +71,7 @@ impl Harness {
         )]);
         h.apply(Command::RegisterCluster {
             cluster: Cluster {
+                nodes: Vec::new(),
                 name: "east".into(),
                 labels: BTreeMap::new(),
                 capacity,

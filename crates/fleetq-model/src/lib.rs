@@ -24,7 +24,7 @@ pub mod time;
 pub mod topology;
 pub mod workload;
 
-pub use cluster::{Cluster, ClusterState};
+pub use cluster::{Cluster, ClusterState, Node};
 pub use cluster_queue::ClusterQueue;
 pub use cohort::Cohort;
 pub use config::Config;

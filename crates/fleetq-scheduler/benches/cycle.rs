@@ -85,6 +85,7 @@ fn snapshot(pending: usize, queues: usize) -> Snapshot {
     }
     let clusters: Vec<Cluster> = (0..CLUSTERS)
         .map(|c| Cluster {
+            nodes: Vec::new(),
             name: format!("cluster-{c}"),
             labels: BTreeMap::new(),
             capacity: [(

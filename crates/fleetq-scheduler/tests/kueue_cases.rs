@@ -537,6 +537,7 @@ fn big_cluster(case: &Case, names: &Names) -> Cluster {
         capacity.insert(names.flavor(f), resources);
     }
     Cluster {
+        nodes: Vec::new(),
         name: "big".into(),
         labels: BTreeMap::new(),
         capacity,

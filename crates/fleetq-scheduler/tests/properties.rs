@@ -275,6 +275,7 @@ fn build_clusters(w: &World) -> Vec<Cluster> {
         .iter()
         .enumerate()
         .map(|(i, caps)| Cluster {
+            nodes: Vec::new(),
             name: format!("c{i}"),
             labels: BTreeMap::new(),
             capacity: FLAVORS

@@ -406,6 +406,7 @@ spec: {clusterQueue: team}
             .collect();
         assert!(apply(&mut ledger, 1, Command::ApplyObjects { objects }).is_ok());
         let cluster = Cluster {
+            nodes: Vec::new(),
             name: "east".into(),
             labels: BTreeMap::new(),
             capacity: BTreeMap::from([(

@@ -42,6 +42,45 @@ pub struct AgentService {
     pub auth: Authorizer,
 }
 
+/// The nodes an agent reports, each field checked and named.
+fn nodes_of(
+    req: &pb::RegisterRequest,
+    object: &str,
+    errors: &mut Vec<FieldError>,
+) -> Vec<fleetq_model::Node> {
+    let mut nodes = Vec::new();
+    for (i, n) in req.nodes.iter().enumerate() {
+        if n.name.is_empty() {
+            errors.push(FieldError::new(
+                object,
+                format!("nodes[{i}].name"),
+                "must not be empty",
+            ));
+        }
+        let mut allocatable = ResourceList::new();
+        for (j, q) in n.allocatable.iter().enumerate() {
+            match q.value.parse::<Quantity>() {
+                Ok(v) => {
+                    allocatable.insert(q.resource.clone(), v);
+                }
+                Err(e) => errors.push(FieldError::new(
+                    object,
+                    format!("nodes[{i}].allocatable[{j}].value"),
+                    e.to_string(),
+                )),
+            }
+        }
+        nodes.push(fleetq_model::Node {
+            name: n.name.clone(),
+            labels: n.labels.clone().into_iter().collect(),
+            flavor: n.flavor.clone(),
+            allocatable,
+            unschedulable: n.unschedulable,
+        });
+    }
+    nodes
+}
+
 fn cluster_of(req: &pb::RegisterRequest) -> Result<(Cluster, LeasePolicy), Vec<FieldError>> {
     let object = format!("Cluster/{}", req.cluster);
     let mut errors = Vec::new();
@@ -70,6 +109,7 @@ fn cluster_of(req: &pb::RegisterRequest) -> Result<(Cluster, LeasePolicy), Vec<F
             }
         }
     }
+    let nodes = nodes_of(req, &object, &mut errors);
     let policy = match req.lease_policy.to_ascii_lowercase().as_str() {
         "" | "fence" => LeasePolicy::Fence,
         "keep" => LeasePolicy::Keep,
@@ -90,6 +130,7 @@ fn cluster_of(req: &pb::RegisterRequest) -> Result<(Cluster, LeasePolicy), Vec<F
     }
     Ok((
         Cluster {
+            nodes,
             name: req.cluster.clone(),
             labels: req.labels.clone().into_iter().collect(),
             capacity,

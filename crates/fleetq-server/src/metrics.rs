@@ -1447,6 +1447,7 @@ spec:
             )]);
             h.apply(Command::RegisterCluster {
                 cluster: Cluster {
+                    nodes: Vec::new(),
                     name: "east".into(),
                     labels: BTreeMap::new(),
                     capacity,

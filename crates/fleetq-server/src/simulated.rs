@@ -69,6 +69,7 @@ impl SimulatedCluster {
 
     fn as_cluster(&self) -> Cluster {
         Cluster {
+            nodes: Vec::new(),
             name: self.name.clone(),
             labels: BTreeMap::from([(
                 crate::leases::SIMULATED_LABEL.to_string(),

@@ -881,6 +881,7 @@ spec:
             )]);
             h.apply(Command::RegisterCluster {
                 cluster: Cluster {
+                    nodes: Vec::new(),
                     name: "east".into(),
                     labels: BTreeMap::from([("zone".to_string(), "a".to_string())]),
                     capacity,

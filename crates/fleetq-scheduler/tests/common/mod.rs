@@ -55,6 +55,7 @@ pub fn cluster(line: &str) -> Cluster {
             .insert(resource.to_string(), q.parse().expect("quantity"));
     }
     Cluster {
+        nodes: Vec::new(),
         name: name.trim().to_string(),
         labels: BTreeMap::new(),
         capacity,
