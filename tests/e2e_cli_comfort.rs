@@ -239,18 +239,23 @@ fn wait_top_and_wide_against_fleetq_dev() {
         .unwrap_or_default()
         .split_whitespace()
         .collect();
-    // NAMESPACE NAME QUEUE CLUSTERQUEUE PRIORITY PRIORITYCLASS STATE
-    // POSITION CLUSTER EPOCH FLAVORS...
+    // NAMESPACE NAME QUEUE CLUSTERQUEUE PRIORITY PRIORITYCLASS USER
+    // STATE POSITION CLUSTER EPOCH FLAVORS...
+    assert_eq!(
+        fill.get(6),
+        Some(&"admin"),
+        "the dev CLI's tenant:\n{table}"
+    );
     assert!(
-        fill.get(8).is_some_and(|c| c.starts_with("dev-")),
+        fill.get(9).is_some_and(|c| c.starts_with("dev-")),
         "{table}"
     );
     assert!(
-        fill.get(9).is_some_and(|e| e.parse::<u64>().is_ok()),
+        fill.get(10).is_some_and(|e| e.parse::<u64>().is_ok()),
         "{table}"
     );
     assert_eq!(
-        fill.get(10..12),
+        fill.get(11..13),
         Some(&["main:", "nvidia.com/gpu=h100-80gb"][..]),
         "{table}"
     );
@@ -327,7 +332,7 @@ fn wait_top_and_wide_against_fleetq_dev() {
         .unwrap_or_default()
         .split_whitespace()
         .collect();
-    assert_eq!(too_big.get(6..8), Some(&["Pending", "1"][..]), "{table}");
+    assert_eq!(too_big.get(7..9), Some(&["Pending", "1"][..]), "{table}");
     assert!(table.contains("nvidia.com/gpu: 100 x 1"), "{table}");
     let narrow = stdout(&dev.cli(&["get", "workloads"]));
     assert!(!narrow.contains("EPOCH"), "{narrow}");
