@@ -19,7 +19,7 @@
 //! - [`sim`]: one run of a plan: three or five nodes `n1`.., two agents
 //!   `a1`, `a2` (the real agent code, simulated executor, 6 GPUs each),
 //!   one client that applies the configuration and submits through the
-//!   public gRPC API; then the checks of DESIGN.md §6 (5 and 6 through
+//!   public gRPC API; then the checks of docs/architecture.md §6 (5 and 6 through
 //!   the API; 1 and 2 inside the ledger's apply in debug builds and again
 //!   from outside on every replica; 3 from every replica at the end; 1, 3
 //!   and 4 from the executors' own journals; no panics anywhere).

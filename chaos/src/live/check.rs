@@ -1,6 +1,6 @@
 //! The checker, from the outside only: the public API of every replica,
 //! the replicas' state hashes, and the process executors' own journals
-//! (`journal.jsonl`: when each child really started and ended). DESIGN.md
+//! (`journal.jsonl`: when each child really started and ended). docs/architecture.md
 //! §6's invariants as they can be seen from there:
 //!
 //! - no over-admission: a cluster's assigned devices never exceed its

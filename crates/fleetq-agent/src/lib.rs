@@ -1,4 +1,4 @@
-//! fleetq's per-cluster agent (DESIGN.md §5).
+//! fleetq's per-cluster agent (docs/architecture.md §7).
 //!
 //! - [`config`]: the agent's TOML configuration, checked field by field.
 //! - [`inventory`]: what the cluster has; [`inventory::gpu`] is the pure

@@ -1,4 +1,4 @@
-//! The agent's session with the control plane (DESIGN.md §5): register the
+//! The agent's session with the control plane (docs/architecture.md §7): register the
 //! cluster, reconcile what really runs, then keep one bidirectional stream
 //! to the leader: heartbeats, status reports and inventory up;
 //! assignments and stops down. It follows redirects to the leader,

@@ -1,4 +1,4 @@
-//! The ledger's whole vocabulary (DESIGN.md §4). Every command travels in a
+//! The ledger's whole vocabulary (docs/architecture.md §5). Every command travels in a
 //! [`Request`] stamped by the leader's clock; apply() uses that stamp, never
 //! the local clock, so every replica computes the same state.
 

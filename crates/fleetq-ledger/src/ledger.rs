@@ -1,6 +1,6 @@
 //! The replicated state machine: [`Ledger::apply`] turns one stamped command
 //! into the next state, re-validating every decision against the state at
-//! that log index (DESIGN.md §3-4). It is pure: no clock, no I/O.
+//! that log index (docs/architecture.md §4-5). It is pure: no clock, no I/O.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -1623,7 +1623,7 @@ impl Ledger {
 
     // ----- invariants, export, hash --------------------------------------
 
-    /// Invariants 1 and 2 of DESIGN.md §6 plus the agreement between the
+    /// Invariants 1 and 2 of docs/architecture.md §6 plus the agreement between the
     /// records and the derived snapshot. Empty when all hold.
     pub fn violations(&self) -> Vec<String> {
         let mut out = self.snapshot.violations();

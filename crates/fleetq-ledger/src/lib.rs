@@ -1,4 +1,4 @@
-//! fleetq's replicated quota ledger (DESIGN.md §4, §6, §7).
+//! fleetq's replicated quota ledger (docs/architecture.md §5, §6, §8).
 //!
 //! - [`command`]: the commands and their responses; every command is
 //!   stamped with the leader's time.
@@ -28,8 +28,9 @@
 //! assert_eq!(ledger.state_hash(), before);
 //! ```
 
-//! ## Where this deviates from DESIGN.md (../shared/DESIGN.md is read-only
-//! here; the deviations are recorded in this crate and on the issue)
+//! ## Departures from the original design
+//!
+//! Each is recorded with its reason in docs/architecture.md §9; this crate's:
 //!
 //! - `AdmitBatch` carries a [`CycleId`] (Raft term, sequence). apply()
 //!   accepts a batch only in a log entry of that same term and only if it

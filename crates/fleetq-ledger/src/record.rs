@@ -172,7 +172,7 @@ impl WorkloadRecord {
 }
 
 /// What happens to a cluster's workloads when its lease runs out
-/// (DESIGN.md §5).
+/// (docs/architecture.md §7).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LeasePolicy {
     /// The agent stops them before the lease could expire; the ledger then

@@ -1,4 +1,4 @@
-//! Behaviour of `Ledger::apply` (DESIGN.md §3-6): configuration, idempotent
+//! Behaviour of `Ledger::apply` (docs/architecture.md §3-6): configuration, idempotent
 //! submission, re-validated admission batches, status reports and their
 //! epochs, cancellation, preemption, leases, reconciliation, snapshots.
 //!

@@ -1,4 +1,4 @@
-//! Random command sequences against the ledger (DESIGN.md §6): the
+//! Random command sequences against the ledger (docs/architecture.md §6): the
 //! invariants hold after every command, no workload is both queued and
 //! holding quota, replicas fed the same log agree on the state hash, a
 //! duplicate or stale input changes nothing, and export/import keeps the

@@ -1,4 +1,4 @@
-//! The openraft storage (DESIGN.md §7): sled on disk and the in-memory
+//! The openraft storage (docs/architecture.md §8): sled on disk and the in-memory
 //! store with its fsync model, driven through openraft itself (a real
 //! single-node `Raft`, restarted from the same storage) and through
 //! openraft's storage traits directly.

@@ -1,4 +1,4 @@
-//! Planted bugs, to prove the chaos checker can fail (DESIGN.md §6 is only
+//! Planted bugs, to prove the chaos checker can fail (docs/architecture.md §6 is only
 //! as good as the checker that enforces it). Compiled in only with the
 //! `chaos-mutants` feature, which nothing but `fleetq-chaos`'s mutant
 //! test enables; without it [`active`] is a constant `false` and every

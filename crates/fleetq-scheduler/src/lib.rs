@@ -15,7 +15,7 @@
 //! decision against the state it is applied to), [`Snapshot::mark_evicting`]
 //! and [`Snapshot::release`].
 //!
-//! # Choices DESIGN.md leaves open (`../shared/DESIGN.md` is read-only here)
+//! # Choices the original design left open (recorded in docs/architecture.md §4 and §9)
 //!
 //! - **Devices.** A flavor some cluster reports is *tracked*: only clusters
 //!   reporting it host it, limited to the amounts reported. A resource a

@@ -783,7 +783,7 @@ impl Snapshot {
 
     /// Every broken limit (quota tree and clusters) and every mismatch
     /// between recorded usage and the sum over reservations (invariants 1
-    /// and 2 of DESIGN.md §6). Empty when all hold.
+    /// and 2 of docs/architecture.md §6). Empty when all hold.
     pub fn violations(&self) -> Vec<String> {
         let mut out = self.tree.violations(&self.usage);
         out.extend(self.clusters.violations(&self.tree, &self.cluster_usage));

@@ -1,5 +1,5 @@
 //! Scenario tests for apply()'s re-validation: a duplicated, stale or
-//! forged admission is rejected and changes nothing (DESIGN.md §3).
+//! forged admission is rejected and changes nothing (docs/architecture.md §4).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! The leader's admission loop (DESIGN.md §3): whenever the ledger changed
+//! The leader's admission loop (docs/architecture.md §4): whenever the ledger changed
 //! (or a timer for time-based reasons passed), run one scheduler cycle on
 //! the applied state and propose its decisions as one `AdmitBatch`. The
 //! ledger re-validates every decision at apply, so this loop may be stale

@@ -1,6 +1,6 @@
 //! The agent service (proto/fleetq/v1/agent.proto): registration,
 //! one-shot status reports, and the long-lived session with the leader
-//! (DESIGN.md §5): heartbeats keep the cluster's lease, inventory changes,
+//! (docs/architecture.md §7): heartbeats keep the cluster's lease, inventory changes,
 //! status reports and reconcile go up; assignments and stops are pushed
 //! down as the ledger changes. A follower answers a session with a
 //! redirect to the leader.

@@ -1,4 +1,4 @@
-//! The node's small HTTP server (DESIGN.md §8): `/metrics` (Prometheus),
+//! The node's small HTTP server (docs/metrics.md): `/metrics` (Prometheus),
 //! `/healthz` and `/readyz`, on its own listen address (`--http-listen`).
 //!
 //! - `/metrics`: Prometheus text format 0.0.4, or OpenMetrics when the

@@ -1,4 +1,4 @@
-//! Cluster leases on the leader (DESIGN.md §5). Heartbeats do not go
+//! Cluster leases on the leader (docs/architecture.md §7). Heartbeats do not go
 //! through Raft: the leader remembers when it last heard from each agent.
 //! A cluster whose agent has been silent for a full `lease_ttl` is expired
 //! through the ledger (its workloads fenced and requeued, or kept charged

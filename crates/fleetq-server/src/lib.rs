@@ -1,4 +1,4 @@
-//! fleetq's control-plane node (DESIGN.md §3-5, §8).
+//! fleetq's control-plane node (docs/architecture.md §4-7).
 //!
 //! - [`node`]: one node: Raft, services, admission loop, simulated clusters.
 //! - [`transport`], [`network`]: gRPC channels with timeouts and
@@ -23,7 +23,9 @@
 //!   what they may do; TLS itself is `fleetq_proto::tls`.
 
 //!
-//! ## Where this deviates from DESIGN.md
+//! ## Departures from the original design
+//!
+//! Each is recorded with its reason in docs/architecture.md §9; this crate's:
 //!
 //! - Agents: besides real agents (`Agent.Session`, leases in [`leases`]),
 //!   simulated clusters ([`simulated`]) run inside the control plane, on

@@ -1,4 +1,4 @@
-//! Prometheus metrics (DESIGN.md §8), served at `/metrics` by [`crate::http`].
+//! Prometheus metrics (docs/metrics.md), served at `/metrics` by [`crate::http`].
 //!
 //! Series named after Kueue's (`kueue_*`) keep Kueue's names, labels and
 //! buckets so that existing dashboards work; fleetq's own are `fleetq_*`.

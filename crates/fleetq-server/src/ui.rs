@@ -1,4 +1,4 @@
-//! The web dashboard (DESIGN.md §8): `/ui`, one self-contained HTML page
+//! The web dashboard (docs/dashboard.md): `/ui`, one self-contained HTML page
 //! (inline CSS and vanilla JavaScript, no build step, nothing fetched from
 //! elsewhere), and the JSON it polls every second, `/api/v1/overview`.
 //!

@@ -1,4 +1,4 @@
-//! Visibility of pending workloads (DESIGN.md §8): the pending workloads
+//! Visibility of pending workloads (docs/cli.md, `get pending`): the pending workloads
 //! of a ClusterQueue or of a LocalQueue, in the order the ClusterQueue
 //! would admit them, with their positions and why they wait.
 //!

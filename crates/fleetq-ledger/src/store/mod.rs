@@ -3,7 +3,7 @@
 //!
 //! - [`sled_log`]: the log, vote and committed index in sled; `append`
 //!   acknowledges only after sled has flushed and the data file and any
-//!   new blob files are synced (DESIGN.md §7).
+//!   new blob files are synced (docs/architecture.md §8).
 //!   The entries it appended last are also kept decoded in memory
 //!   (`recent_entries`), so replication and apply do not parse them back.
 //! - [`mem`]: the same in memory with an explicit fsync model: writes sit

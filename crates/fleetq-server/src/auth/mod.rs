@@ -1,4 +1,4 @@
-//! Who is calling, and whether they may (DESIGN.md §8, issue 8).
+//! Who is calling, and whether they may (docs/security.md).
 //!
 //! With TLS on, every request has a [`Caller`]: the identity its client
 //! certificate names ([`fleetq_proto::tls::Identity`]) or the tenant its
