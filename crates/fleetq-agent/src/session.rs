@@ -10,11 +10,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use fleetq_model::assignment::Assignment;
 use fleetq_model::Workload;
 use fleetq_proto::transport::{endpoint, SharedConnector, Timeouts};
 use fleetq_proto::v1 as pb;
 use fleetq_proto::v1::agent_client::AgentClient;
-use fleetq_scheduler::Assignment;
 use pb::agent_message::Body as Up;
 use pb::control_message::Body as Down;
 use rand::rngs::StdRng;

@@ -4,6 +4,7 @@
 //! manifests they already have; [`kueue`] imports them and [`config`]
 //! validates a set of them together with Kueue's rules.
 
+pub mod assignment;
 pub mod cluster;
 pub mod cluster_queue;
 pub mod cohort;

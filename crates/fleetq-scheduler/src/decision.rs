@@ -5,29 +5,14 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use fleetq_model::{FlavorName, FlavorUsage, ResourceName, Timestamp};
+use fleetq_model::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::WorkloadId;
 
-/// Where and how a workload runs: one cluster, a flavor per resource, and
-/// the quota it is charged.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Assignment {
-    pub cluster: String,
-    pub pod_sets: Vec<PodSetAssignment>,
-    /// Total charge per (flavor, resource), all pod sets together.
-    #[serde(with = "fleetq_model::resources::flavor_usage_serde")]
-    pub usage: FlavorUsage,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PodSetAssignment {
-    pub name: String,
-    /// Pods admitted; below the requested count under partial admission.
-    pub count: u32,
-    pub flavors: BTreeMap<ResourceName, FlavorName>,
-}
+// Model types (an agent reads them without the scheduler), re-exported
+// where the scheduler's decisions always had them.
+pub use fleetq_model::assignment::{Assignment, PodSetAssignment};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Admission {

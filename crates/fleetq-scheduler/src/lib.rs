@@ -78,8 +78,9 @@ pub use decision::{
 };
 pub use snapshot::{AdmittedWorkload, PendingWorkload, Snapshot, SnapshotError};
 
-/// Ledger-assigned workload id, increasing in submission order.
-pub type WorkloadId = u64;
+/// Ledger-assigned workload id, increasing in submission order (a model
+/// type: agents read it without the scheduler).
+pub use fleetq_model::assignment::WorkloadId;
 
 /// Kueue's fair-sharing preemption strategies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -41,9 +41,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
+use fleetq_model::assignment::Assignment;
 use fleetq_model::resources::{is_mig, ResourceList, GPU, GPU_MEMORY};
 use fleetq_model::Workload;
-use fleetq_scheduler::Assignment;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -1127,7 +1127,7 @@ async fn watch_jobs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fleetq_scheduler::PodSetAssignment;
+    use fleetq_model::assignment::PodSetAssignment;
 
     /// A Workload as `fleetq apply` makes it from a Kueue-managed Job.
     fn imported(count: u32) -> Workload {

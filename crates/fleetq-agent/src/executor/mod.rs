@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 
+use fleetq_model::assignment::Assignment;
 use fleetq_model::Workload;
-use fleetq_scheduler::Assignment;
 
 use crate::inventory::devices::is_device;
 

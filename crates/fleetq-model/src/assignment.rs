@@ -1,0 +1,31 @@
+//! Where and how an admitted workload runs: what the scheduler decides,
+//! the ledger records and an agent executes. Model types, so that an
+//! agent needs no scheduler to read them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{FlavorName, FlavorUsage, ResourceName};
+
+/// A workload's id in the ledger, assigned at submission.
+pub type WorkloadId = u64;
+
+/// Where and how a workload runs: one cluster, a flavor per resource, and
+/// the quota it is charged.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Assignment {
+    pub cluster: String,
+    pub pod_sets: Vec<PodSetAssignment>,
+    /// Total charge per (flavor, resource), all pod sets together.
+    #[serde(with = "crate::resources::flavor_usage_serde")]
+    pub usage: FlavorUsage,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodSetAssignment {
+    pub name: String,
+    /// Pods admitted; below the requested count under partial admission.
+    pub count: u32,
+    pub flavors: BTreeMap<ResourceName, FlavorName>,
+}
