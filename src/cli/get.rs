@@ -263,13 +263,7 @@ async fn watch_workloads(c: &mut Client, args: &GetArgs) -> Result<(), String> {
         .map_err(|s| client::status_line(&s))?
         .into_inner();
     let widths = [12, 24, 12, 14, 8, 10, 12, 6, 0];
-    let line = |cells: &[String]| {
-        let mut out = String::new();
-        for (cell, width) in cells.iter().zip(widths) {
-            out.push_str(&format!("{cell:<width$}   "));
-        }
-        out.trim_end().to_string()
-    };
+    let line = |cells: &[String]| view::format_row(cells, &widths);
     if !as_json {
         let header: Vec<String> = TABLE_HEADER.iter().map(|h| h.to_string()).collect();
         println!("{}", line(&header));
@@ -331,12 +325,12 @@ async fn watch_table(c: &mut Client, args: &GetArgs) -> Result<(), String> {
             None => {
                 let text = view::format_table(&header, &rows);
                 print!("{text}");
-                widths = Some(column_widths(&header, &rows));
+                widths = Some(view::column_widths(&header, &rows));
             }
             Some(w) => {
                 for row in &rows {
                     if last.get(&key(row)) != Some(row) {
-                        println!("{}", aligned(row, w));
+                        println!("{}", view::format_row(row, w));
                     }
                 }
                 let now: std::collections::BTreeSet<String> = rows.iter().map(key).collect();
@@ -401,33 +395,6 @@ async fn list_kind(c: &mut Client, kind: &str, args: &GetArgs) -> Result<Vec<Str
     .map_err(|s| client::status_line(&s))?
     .into_inner()
     .objects_json)
-}
-
-/// Each column's width in a table of `header` and `rows`.
-fn column_widths(header: &[&str], rows: &[Vec<String>]) -> Vec<usize> {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            if let Some(w) = widths.get_mut(i) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-    }
-    widths
-}
-
-/// A row padded to `widths`, as the table's first lines were.
-fn aligned(row: &[String], widths: &[usize]) -> String {
-    let mut out = String::new();
-    for (i, cell) in row.iter().enumerate() {
-        if i + 1 == row.len() {
-            out.push_str(cell);
-        } else {
-            let w = widths.get(i).copied().unwrap_or(0);
-            out.push_str(&format!("{cell:<w$}   "));
-        }
-    }
-    out.trim_end().to_string()
 }
 
 fn print_workloads(

@@ -125,14 +125,7 @@ const MIN_LAST_COLUMN: usize = 24;
 /// other columns leave less than [`MIN_LAST_COLUMN`].
 pub fn fit_rows(header: &[&str], rows: &[Vec<String>], width: usize) -> Vec<Vec<String>> {
     let last = header.len().saturating_sub(1);
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate().take(last) {
-            if let Some(w) = widths.get_mut(i) {
-                *w = (*w).max(cell.chars().count());
-            }
-        }
-    }
+    let widths = column_widths(header, rows);
     let before: usize = widths.iter().take(last).map(|w| w + 3).sum();
     let room = width.saturating_sub(before).max(MIN_LAST_COLUMN);
     rows.iter()
@@ -148,33 +141,42 @@ pub fn fit_rows(header: &[&str], rows: &[Vec<String>], width: usize) -> Vec<Vec<
 
 /// Rows as an aligned table with a header, one line each.
 pub fn format_table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (i, cell) in row.iter().enumerate() {
-            if i < widths.len() {
-                widths[i] = widths[i].max(cell.chars().count());
-            }
-        }
-    }
+    let widths = column_widths(header, rows);
     let mut text = String::new();
-    let mut line = |cells: Vec<&str>| {
-        let mut out = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                out.push_str(cell);
-            } else {
-                let w = widths.get(i).copied().unwrap_or(0);
-                out.push_str(&format!("{cell:<w$}   "));
-            }
-        }
-        text.push_str(out.trim_end());
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    for row in std::iter::once(&header).chain(rows) {
+        text.push_str(&format_row(row, &widths));
         text.push('\n');
-    };
-    line(header.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
     }
     text
+}
+
+/// Each column's width in a table of `header` and `rows`.
+pub fn column_widths(header: &[&str], rows: &[Vec<String>]) -> Vec<usize> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    widths
+}
+
+/// One line of a table: each cell but the last padded to its column's
+/// width, three spaces between columns, no trailing space.
+pub fn format_row(row: &[String], widths: &[usize]) -> String {
+    let mut out = String::new();
+    for (i, cell) in row.iter().enumerate() {
+        if i + 1 == row.len() {
+            out.push_str(cell);
+        } else {
+            let w = widths.get(i).copied().unwrap_or(0);
+            out.push_str(&format!("{cell:<w$}   "));
+        }
+    }
+    out.trim_end().to_string()
 }
 
 /// Prints `value` as JSON or YAML.
