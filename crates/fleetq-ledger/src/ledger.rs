@@ -471,6 +471,8 @@ impl Ledger {
         let nominated_on = record.nominated_on.clone();
         let borrow_preemptions = borrow_preemptions_of(record);
         let reclaimed = reclaimed_of(record);
+        let reclaimed_for = reclaimed_for_of(record);
+        let last_admitted = last_admitted_of(record);
         let workload = Arc::clone(&record.workload);
         match binding {
             Ok(b) => {
@@ -485,6 +487,8 @@ impl Ledger {
                     nominated,
                     borrow_preemptions,
                     reclaimed,
+                    reclaimed_for,
+                    last_admitted,
                 });
                 if queued.is_ok() && nominated {
                     self.snapshot.set_nominated_on(id, nominated_on);
@@ -614,6 +618,8 @@ impl Ledger {
                 nominated: false,
                 borrow_preemptions: 0,
                 reclaimed: 0,
+                reclaimed_for: None,
+                last_admitted: None,
             });
         }
         fleetq_scheduler::schedule_fresh(&self.snapshot, fresh, now, &self.scheduler)
@@ -691,6 +697,8 @@ impl Ledger {
             nominated: false,
             borrow_preemptions: 0,
             reclaimed: 0,
+            reclaimed_for: None,
+            last_admitted: None,
         }) {
             return SubmitResult::Refused {
                 errors: vec![FieldError::new(
@@ -889,6 +897,7 @@ impl Ledger {
                 .find(|e| e.state == WorkloadState::Pending)
                 .map_or(r.created_at, |e| e.at)
         });
+        self.check_not_held(a)?;
         if fresh {
             self.snapshot.admit_fresh(a, at)?;
         } else {
@@ -934,6 +943,39 @@ impl Ledger {
                     a.cluster_queue, a.assignment.cluster
                 ),
             );
+        }
+        Ok(())
+    }
+
+    /// apply()'s side of `Snapshot::borrowing_held_by`, read from the
+    /// records: a workload whose reclaimer still waits may not be
+    /// admitted by borrowing.
+    fn check_not_held(&self, a: &Admission) -> Result<(), fleetq_scheduler::SnapshotError> {
+        let Some((reclaimer, at)) = self
+            .state
+            .workloads
+            .get(&a.workload)
+            .and_then(reclaimed_for_of)
+        else {
+            return Ok(());
+        };
+        // Pending as the scheduler sees it (a workload its binding keeps
+        // out of the queues waits for nothing).
+        let waits = self.snapshot.get_pending(reclaimer).is_some()
+            && self.state.workloads.get(&reclaimer).is_some_and(|r| {
+                fleetq_scheduler::policy::reclaimer_waits(at, last_admitted_of(r))
+            });
+        if waits
+            && self
+                .snapshot
+                .admission_borrows(&a.cluster_queue, &a.assignment)
+        {
+            return Err(fleetq_scheduler::SnapshotError::NoLongerFits {
+                workload: a.workload,
+                detail: format!(
+                    "it would borrow while workload {reclaimer}, which took its borrowed quota back, waits to be admitted"
+                ),
+            });
         }
         Ok(())
     }
@@ -1888,6 +1930,36 @@ fn reclaimed_of(record: &WorkloadRecord) -> u32 {
         .count() as u32
 }
 
+/// The workload of another queue whose preemption sent this one back to
+/// the queue, and when, if it has not been admitted since, by its history
+/// (`PendingWorkload::reclaimed_for`).
+fn reclaimed_for_of(record: &WorkloadRecord) -> Option<(WorkloadId, Timestamp)> {
+    let last =
+        record.history.iter().rev().find(|e| {
+            e.message.starts_with("preempted (") || e.message.starts_with("admitted by ")
+        })?;
+    let across = [
+        "preempted (InCohortReclamation)",
+        "preempted (InCohortReclaimWhileBorrowing)",
+        "preempted (InCohortFairSharing)",
+    ];
+    if !across.iter().any(|p| last.message.starts_with(p)) {
+        return None;
+    }
+    let (_, id) = last.message.rsplit_once("to admit workload ")?;
+    Some((id.parse().ok()?, last.at))
+}
+
+/// When it was last admitted, by its history.
+fn last_admitted_of(record: &WorkloadRecord) -> Option<Timestamp> {
+    record
+        .history
+        .iter()
+        .rev()
+        .find(|e| e.message.starts_with("admitted by "))
+        .map(|e| e.at)
+}
+
 /// The scheduler's view of a record's reservation, if it holds one.
 fn admitted_of(record: &WorkloadRecord) -> Option<AdmittedWorkload> {
     let r = record.reservation.as_ref()?;
@@ -1903,6 +1975,8 @@ fn admitted_of(record: &WorkloadRecord) -> Option<AdmittedWorkload> {
             nominated: false,
             borrow_preemptions: borrow_preemptions_of(record),
             reclaimed: reclaimed_of(record),
+            reclaimed_for: None,
+            last_admitted: Some(r.admitted_at),
         },
         assignment: r.assignment.clone(),
         admitted_at: r.admitted_at,

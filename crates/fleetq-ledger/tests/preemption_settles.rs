@@ -560,3 +560,110 @@ fn a_fair_sharing_three_step_cycle_settles() {
         d.ledger.counters().rejected_decisions
     );
 }
+
+/// An owner with room for one workload and a queue with none of its own.
+const OWNER_AND_BORROWER: &str = r#"
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: owner}
+spec:
+  cohortName: pool
+  namespaceSelector: {}
+  preemption: {reclaimWithinCohort: Any}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - {name: nvidia.com/gpu, nominalQuota: 4}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: borrower}
+spec:
+  cohortName: pool
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - {name: nvidia.com/gpu, nominalQuota: 0}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: default, name: lq-owner}
+spec: {clusterQueue: owner}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: default, name: lq-borrower}
+spec: {clusterQueue: borrower}
+"#;
+
+/// Soak seeds 177246 and 184860, apply()'s side: a victim whose reclaimer
+/// has not been admitted since may not be admitted by borrowing, whatever
+/// the leader proposes; the reclaimer then is.
+#[test]
+fn apply_refuses_a_victim_borrowing_while_its_reclaimer_waits() {
+    let mut d = Driver::new();
+    let objects: Vec<Object> = import_manifests(OWNER_AND_BORROWER)
+        .expect("manifests import")
+        .into_iter()
+        .map(|doc| doc.object)
+        .collect();
+    d.apply(Command::ApplyObjects { objects });
+    let submit = |d: &mut Driver, s: Submission| {
+        d.apply(Command::SubmitWorkloads {
+            submissions: vec![s],
+            max_pending_per_local_queue: None,
+            admit: Vec::new(),
+        });
+        d.now += 10;
+    };
+    submit(&mut d, queue_workload("victim", "lq-borrower", "low", 4));
+    let first = schedule(
+        d.ledger.snapshot(),
+        Timestamp(d.now),
+        d.ledger.scheduler_config(),
+    );
+    assert_eq!(first.admissions.len(), 1, "{first:?}");
+    let borrowed = first.admissions[0].clone();
+    assert!(d.cycle());
+    d.executors(&BTreeMap::new());
+    submit(&mut d, queue_workload("reclaimer", "lq-owner", "low", 4));
+    assert!(d.cycle(), "the owner reclaims");
+    d.now += 10;
+    d.executors(&BTreeMap::new());
+    let id = |d: &Driver, name: &str| {
+        d.ledger
+            .workload_by_name("default", name)
+            .map(|r| r.id)
+            .expect("exists")
+    };
+    let (victim, reclaimer) = (id(&d, "victim"), id(&d, "reclaimer"));
+    let pending = d.ledger.snapshot().get_pending(victim).expect("requeued");
+    assert_eq!(
+        d.ledger.snapshot().borrowing_held_by(pending),
+        Some(reclaimer)
+    );
+    // The leader proposes the victim's old borrowing admission again.
+    d.seq += 1;
+    d.apply(Command::AdmitBatch(AdmitBatch {
+        cycle: CycleId {
+            term: 1,
+            seq: d.seq,
+        },
+        admissions: vec![borrowed],
+        preemptions: Vec::new(),
+        reasons: Vec::new(),
+        queue_reasons: Vec::new(),
+    }));
+    assert_eq!(d.ledger.counters().admissions_rejected, 1);
+    let state =
+        |d: &Driver, name: &str| d.ledger.workload_by_name("default", name).map(|r| r.state);
+    assert_eq!(state(&d, "victim"), Some(WorkloadState::Pending));
+    assert!(d.cycle());
+    assert_eq!(state(&d, "reclaimer"), Some(WorkloadState::Admitted));
+    assert_eq!(state(&d, "victim"), Some(WorkloadState::Pending));
+}

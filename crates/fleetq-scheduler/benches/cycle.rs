@@ -130,6 +130,8 @@ fn snapshot(pending: usize, queues: usize) -> Snapshot {
             nominated: false,
             borrow_preemptions: 0,
             reclaimed: 0,
+            reclaimed_for: None,
+            last_admitted: None,
         })
         .expect("fresh id");
     }

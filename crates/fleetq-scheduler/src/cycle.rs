@@ -992,10 +992,26 @@ impl<'a> Cycle<'a> {
         }
         let eligible = self.eligible_clusters(node, cq);
         let plan = self.assign_simulating(node, cq, w, &demands, &eligible);
-        if plan.mode <= Mode::Borrow {
+        let held = self.snap.borrowing_held_by(w);
+        if may_take(plan.mode, held) {
             if let Some(c) = self.choose_cluster(cq, &eligible, &plan.cells) {
                 return self.admit(node, cq, w, &full, &plan, c);
             }
+        }
+        if let (Mode::Borrow, Some(reclaimer)) = (plan.mode, held) {
+            if minimal != full {
+                if let Some(outcome) = self.try_partial(node, cq, w, &full, &minimal, &eligible) {
+                    return outcome;
+                }
+            }
+            // Not memoised: the hold is this workload's, not its shape's.
+            return Outcome::Wait(PendingReason::new(
+                ReasonKind::WaitingForQuota,
+                format!(
+                    "it may not borrow while workload {reclaimer}, which took its borrowed quota back, waits to be admitted; it may run within the nominal quota of ClusterQueue {:?}",
+                    cq.name
+                ),
+            ));
         }
         // Why preemption cannot help, when it was considered (a queue
         // whose policy allows none says nothing: Kueue's default).
@@ -1214,7 +1230,7 @@ impl<'a> Cycle<'a> {
         let good = |cycle: &mut Self, counts: &[u32]| -> Option<(assign::Plan, Option<usize>)> {
             let demands = assign::demand(cq, w, counts).ok()?;
             let plan = cycle.context(node, cq, eligible).assign(&demands);
-            if plan.mode <= Mode::Borrow {
+            if may_take(plan.mode, cycle.snap.borrowing_held_by(w)) {
                 if let Some(c) = cycle.choose_cluster(cq, eligible, &plan.cells) {
                     return Some((plan, Some(c)));
                 }
@@ -1363,4 +1379,11 @@ impl<'a> Cycle<'a> {
         });
         Outcome::Admitted
     }
+}
+
+/// Whether a plan of this mode may be admitted now: it fits the queue's
+/// own quota, or it borrows and no reclaimer of the workload's borrowed
+/// quota waits (`Snapshot::borrowing_held_by`).
+fn may_take(mode: Mode, held_for: Option<WorkloadId>) -> bool {
+    mode == Mode::Fit || mode == Mode::Borrow && held_for.is_none()
 }

@@ -87,15 +87,27 @@ fn find_victims<'s>(
     eligible: &[usize],
 ) -> Option<(usize, Vec<usize>, Vec<Candidate<'s>>)> {
     cycle.decisions.stats.preemption_searches += 1;
+    // A workload held from borrowing (`Snapshot::borrowing_held_by`) may
+    // preempt only for room within its queue's nominal quota: room that
+    // needs borrowing it could not take, and its victims would be
+    // re-admitted into it and preempted again (soak seed 177246).
+    let held = cycle.snap.borrowing_held_by(w).is_some();
+    let tries_for = |cycle: &Cycle<'_>, all: &[Candidate<'_>]| {
+        if held {
+            vec![false]
+        } else {
+            attempts(cycle, node, cq, plan, all)
+        }
+    };
     let all = candidates(cycle, node, cq, w, plan, false);
-    let tries = attempts(cycle, node, cq, plan, &all);
+    let tries = tries_for(cycle, &all);
     if let Some((c, v)) = search(cycle, node, plan, eligible, &all, &tries) {
         return Some((c, v, all));
     }
     // minRuntimeBeforePreemption protects young workloads unless nothing
     // else frees enough and they rank below the preemptor.
     let with_protected = candidates(cycle, node, cq, w, plan, true);
-    let tries = attempts(cycle, node, cq, plan, &with_protected);
+    let tries = tries_for(cycle, &with_protected);
     search(cycle, node, plan, eligible, &with_protected, &tries)
         .map(|(c, v)| (c, v, with_protected))
 }
@@ -766,7 +778,20 @@ fn minimal_set(
     borrowing: bool,
 ) -> Option<Vec<usize>> {
     if cycle.cfg.fair_sharing {
-        return fair_sharing::victims(cycle, node, plan, cluster, all);
+        let victims = fair_sharing::victims(cycle, node, plan, cluster, all)?;
+        if borrowing {
+            return Some(victims);
+        }
+        // Only a held preemptor tries without borrowing under fair
+        // sharing (`find_victims`): it must end within its nominal quota.
+        for &i in &victims {
+            release(cycle, &all[i]);
+        }
+        let fit = fits(cycle, node, plan, cluster, false);
+        for &i in victims.iter().rev() {
+            restore(cycle, &all[i]);
+        }
+        return fit.then_some(victims);
     }
     let mut removed: Vec<usize> = Vec::new();
     let mut fit = fits(cycle, node, plan, cluster, borrowing);

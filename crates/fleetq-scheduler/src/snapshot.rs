@@ -47,6 +47,12 @@ pub struct PendingWorkload {
     /// fair sharing)
     /// (`fleetq_scheduler::policy::RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION`).
     pub reclaimed: u32,
+    /// The workload of another ClusterQueue whose preemption last sent it
+    /// back to the queue, and when. While that preemptor waits it may not
+    /// borrow ([`Snapshot::borrowing_held_by`]).
+    pub reclaimed_for: Option<(WorkloadId, Timestamp)>,
+    /// When it was last admitted, if ever.
+    pub last_admitted: Option<Timestamp>,
 }
 
 /// A workload holding a quota reservation.
@@ -264,6 +270,27 @@ impl Snapshot {
 
     pub fn get_pending(&self, id: WorkloadId) -> Option<&PendingWorkload> {
         self.pending.get(&id)
+    }
+
+    /// The preemptor `w` is held for: the workload of another queue that
+    /// took `w`'s borrowed quota back and has not been admitted since
+    /// ([`crate::policy::reclaimer_waits`]). While it waits, `w` may be
+    /// admitted within its queue's nominal quota but not by borrowing.
+    pub fn borrowing_held_by(&self, w: &PendingWorkload) -> Option<WorkloadId> {
+        let (reclaimer, at) = w.reclaimed_for?;
+        let r = self.pending.get(&reclaimer)?;
+        crate::policy::reclaimer_waits(at, r.last_admitted).then_some(reclaimer)
+    }
+
+    /// Whether admitting `cells` to ClusterQueue `cluster_queue` would take
+    /// it above its own quota (Kueue's borrowing) for some cell.
+    pub fn admission_borrows(&self, cluster_queue: &str, assignment: &Assignment) -> bool {
+        let Some(node) = self.tree.cluster_queue(cluster_queue) else {
+            return false;
+        };
+        self.cells_of(assignment).iter().any(|&(fr, q)| {
+            self.usage.get(node, fr).saturating_add(q) > self.tree.nodes[node].subtree_quota[fr]
+        })
     }
 
     pub fn admitted(&self) -> impl Iterator<Item = &AdmittedWorkload> {

@@ -600,6 +600,8 @@ fn pending_workload(
         nominated: false,
         borrow_preemptions: 0,
         reclaimed: 0,
+        reclaimed_for: None,
+        last_admitted: None,
     }
 }
 

@@ -349,6 +349,8 @@ fn run(w: &World) -> Result<(), TestCaseError> {
                     nominated: false,
                     borrow_preemptions: 0,
                     reclaimed: 0,
+                    reclaimed_for: None,
+                    last_admitted: None,
                 })
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 next_id += 1;

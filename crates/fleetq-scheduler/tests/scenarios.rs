@@ -821,3 +821,73 @@ fn a_parent_cohort_without_an_object_exists_implicitly() {
     assert_eq!(s.used("org", "h100/nvidia.com/gpu"), units(6));
     assert_eq!(s.used("left", "h100/nvidia.com/gpu"), units(6));
 }
+
+/// Soak seeds 177246 and 184860: an owner reclaimed its quota from a
+/// borrower, but before the owner was admitted a higher-priority peer took
+/// that quota (or preempted the owner); the borrower, re-admitted by
+/// borrowing what was free meanwhile, was reclaimed again, six rounds.
+/// While its reclaimer waits, a victim may not borrow; within its own
+/// nominal quota it still runs.
+#[test]
+fn a_victim_does_not_borrow_while_its_reclaimer_waits() {
+    let mut s = Sim::new(TWO_TEAMS, ONE_CLUSTER_16);
+    // The reclaimer waits for ever: more than a can ever get.
+    s.submit("a0 q=a gpu=20");
+    s.submit("b0 q=b gpu=4");
+    s.submit("b1 q=b gpu=4");
+    s.submit("b2 q=b gpu=4");
+    s.reclaimed_by("b2", "a0");
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["b0", "b1"]));
+    s.assert_waits(
+        "b2",
+        ReasonKind::WaitingForQuota,
+        &[&format!("may not borrow while workload {}", s.id("a0"))],
+    );
+    // Once the reclaimer has been admitted since, the hold is over.
+    s.admitted_before("a0");
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["b2"]));
+    assert_eq!(s.used("team-b", "h100/nvidia.com/gpu"), units(12));
+}
+
+#[test]
+fn a_held_victim_runs_within_its_nominal_quota() {
+    let mut s = Sim::new(TWO_TEAMS, ONE_CLUSTER_16);
+    s.submit("a0 q=a gpu=20");
+    s.submit("b0 q=b gpu=4");
+    s.reclaimed_by("b0", "a0");
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["b0"]));
+}
+
+/// The second form of seed 177246: a held workload of high priority
+/// preempted its queue's low workload for room it could only have by
+/// borrowing, was held, and the victim came back, five rounds. Held, it
+/// preempts only for room within its queue's nominal quota.
+#[test]
+fn a_held_workload_preempts_only_for_room_within_its_nominal_quota() {
+    let run = |held: bool| {
+        let mut s = Sim::new(TWO_TEAMS, ONE_CLUSTER_16);
+        s.submit("b0 q=b gpu=20");
+        s.submit("a-low0 q=a gpu=4 pc=low");
+        s.submit("a-low1 q=a gpu=8 pc=low");
+        s.cycle();
+        assert_eq!(s.admitted_now(), set(&["a-low0", "a-low1"]));
+        s.submit("a-high q=a gpu=8 pc=high");
+        if held {
+            s.reclaimed_by("a-high", "b0");
+        }
+        s.cycle();
+        let preempted = s.preempted_now();
+        s.evictions_complete();
+        s.cycle();
+        assert_eq!(s.admitted_now(), set(&["a-high"]));
+        (preempted, s.used("team-a", "h100/nvidia.com/gpu"))
+    };
+    // Free to borrow, it takes the one victim that makes room (12 + 8 -
+    // 8 = 12 of a's 8: borrowing 4).
+    assert_eq!(run(false), (set(&["a-low1"]), units(12)));
+    // Held, it takes both and stays within a's 8.
+    assert_eq!(run(true), (set(&["a-low0", "a-low1"]), units(8)));
+}
