@@ -71,10 +71,11 @@ enum Command {
     Uncordon(cli::drain::ClusterArgs),
     /// Delete a configuration object.
     Delete(cli::delete::DeleteArgs),
-    /// Hold a ClusterQueue or LocalQueue: nothing new is admitted from
-    /// it; what runs finishes (Kueue's stopPolicy: Hold).
+    /// Hold a ClusterQueue or LocalQueue (nothing new is admitted from it;
+    /// what runs finishes: Kueue's stopPolicy: Hold), or stop a workload
+    /// and keep it out of its queue (Kueue's spec.active: false).
     Stop(cli::stop::StopArgs),
-    /// Undo a stop: the queue admits again.
+    /// Undo a stop: the queue admits again; the workload is queued again.
     Resume(cli::stop::StopArgs),
     /// Show the Raft group as one node sees it, with its ledger state hash.
     Status(cli::status::StatusArgs),

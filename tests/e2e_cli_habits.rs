@@ -584,17 +584,87 @@ fn stop_and_resume_hold_a_queue() {
     let offered = complete(&["cancel", "he"]);
     assert!(offered.lines().any(|l| l == "held"), "{offered}");
 
-    // Workloads are cancelled, other kinds refused by name.
-    let out = group.cli(1, &["stop", "workload", "held"]);
-    assert!(
-        !out.status.success() && stderr(&out).contains("fleetq cancel held"),
-        "{}",
-        text(&out)
-    );
+    // Kinds that cannot be stopped are refused by name.
     let out = group.cli(1, &["stop", "cohort", "x"]);
     assert!(
         !out.status.success() && stderr(&out).contains("kind:"),
         "{}",
         text(&out)
     );
+}
+
+/// Issue 29 item 2: `stop` and `resume` a workload (Kueue's `spec.active`).
+/// A running workload is stopped by its executor, its quota released, and
+/// it is kept out of its queue (saying how to resume it) until `resume`
+/// queues it again; a workload submitted with `active: false` is kept the
+/// same way; unknown names are not found.
+#[test]
+fn stop_and_resume_a_workload() {
+    let group = single_node();
+    let out = submit(&group, "team-a", "train", 4, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_for(Duration::from_secs(20), || {
+        (state_of(&group, "train") == "Running").then_some(())
+    })
+    .expect("train runs");
+
+    let out = group.cli(1, &["stop", "wl", "train"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        stdout(&out).contains("Workload/default/train stop"),
+        "{}",
+        text(&out)
+    );
+    let stopped = wait_for(Duration::from_secs(20), || {
+        let w = workload(&group, "train");
+        (w["state"] == "Pending"
+            && w["reason"]
+                .to_string()
+                .contains("fleetq resume workload train"))
+        .then_some(w)
+    });
+    assert!(stopped.is_some(), "{}", workload(&group, "train"));
+    // Its quota is free: another workload takes all 8 of team-a.
+    let out = submit(&group, "team-a", "big", 8, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_for(Duration::from_secs(20), || {
+        (state_of(&group, "big") == "Running").then_some(())
+    })
+    .expect("big runs in the freed quota");
+    let again = group.cli(1, &["stop", "wl", "train"]);
+    assert!(
+        stdout(&again).contains("already stopped"),
+        "{}",
+        text(&again)
+    );
+    let yaml = group.cli(1, &["get", "wl", "train", "-o", "yaml"]);
+    assert!(stdout(&yaml).contains("active: false"), "{}", text(&yaml));
+
+    let out = group.cli(1, &["cancel", "big"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = group.cli(1, &["resume", "wl", "train"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(stdout(&out).contains("resumed"), "{}", text(&out));
+    wait_for(Duration::from_secs(20), || {
+        (state_of(&group, "train") == "Running").then_some(())
+    })
+    .expect("train runs again");
+
+    // Submitted inactive: kept, not queued.
+    let manifest = labelled("parked", "x").replace(
+        "  queueName: team-a\n",
+        "  queueName: team-a\n  active: false\n",
+    );
+    let out = cli_stdin(group.addr(1), &["submit", "-f", "-"], &manifest);
+    assert!(out.status.success(), "{}", text(&out));
+    let w = workload(&group, "parked");
+    assert_eq!(w["state"], "Pending", "{w}");
+    assert!(
+        w["reason"].to_string().contains("spec.active: false"),
+        "{w}"
+    );
+
+    let out = group.cli(1, &["stop", "wl", "nosuch"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(stderr(&out).contains("not found"), "{}", text(&out));
 }

@@ -299,6 +299,38 @@ async fn act(
             cancel(api, &plan.workloads[*victim].name, removals, summary).await
         }
         Action::Apply(manifests) => apply(api, 0, manifests).await,
+        Action::Stop(i) | Action::Resume(i) => {
+            let active = matches!(action, Action::Resume(_));
+            let removals = plan.finished_retention.is_some();
+            set_active(api, &plan.workloads[*i].name, active, removals).await
+        }
+    }
+}
+
+/// Stops (`active: false`) or resumes `name`. Retries are safe: setting
+/// what already holds changes nothing. A workload that ended first is
+/// refused, which is fine (under retention it may be gone already).
+async fn set_active(api: &Api, name: &str, active: bool, removals: bool) -> Result<(), Violation> {
+    let what = format!("{} {name}", if active { "resume" } else { "stop" });
+    let result = api
+        .retry(&what, 0, WRITE_LIMIT, |mut c| {
+            let request = pb::SetWorkloadActiveRequest {
+                namespace: "default".into(),
+                name: name.to_string(),
+                active,
+            };
+            async move { c.set_workload_active(request).await }
+        })
+        .await;
+    match result {
+        Ok(_) => Ok(()),
+        Err(v)
+            if v.detail.contains("already ended")
+                || (removals && v.detail.contains("does not exist")) =>
+        {
+            Ok(())
+        }
+        Err(v) => Err(v),
     }
 }
 

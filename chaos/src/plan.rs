@@ -16,6 +16,9 @@ use crate::agents::AgentFault;
 
 /// Workloads the random client submits.
 pub const WORKLOADS: usize = 30;
+/// Mixed into the seed for the stream that draws stops and resumes
+/// ([`Plan::add_stops`]), so the plan's other draws stay as they were.
+const STOP_STREAM: u64 = 0x5709_ac71_7e00;
 /// Quota cuts each random plan races against a submission once the
 /// workloads above have all ended ([`Race`]).
 pub const RACES: usize = 3;
@@ -396,6 +399,12 @@ pub enum Action {
     /// Apply these manifests (a quota change, say). A change the ledger
     /// refuses (it would over-commit what is admitted) is fine.
     Apply(String),
+    /// Stop the workload with this index (Kueue's `spec.active: false`):
+    /// evicted if it holds quota, kept out of its queue.
+    Stop(usize),
+    /// Queue a stopped workload again (`spec.active: true`); it must then
+    /// end as planned.
+    Resume(usize),
 }
 
 /// A quota cut raced against a submission, with nothing else queued or
@@ -569,7 +578,51 @@ impl Plan {
         }
         plan.draw_config();
         plan.add_races();
+        plan.add_stops();
         plan
+    }
+
+    /// In one seed in three, from the seed's own stream (every other draw
+    /// stays as it was): some workloads are stopped right after the next
+    /// submission and resumed three submissions later, so a stop meets a
+    /// workload pending, admitted, running or stopping, under the plan's
+    /// faults. Cancelled and racing workloads are left alone.
+    fn add_stops(&mut self) {
+        let mut rng = StdRng::seed_from_u64(self.seed ^ STOP_STREAM);
+        if !rng.gen_ratio(1, 3) {
+            return;
+        }
+        let cancels = self.cancels();
+        // The main sequence: racing workloads come after it, and actions
+        // "after" one of them would never run.
+        let n = (0..self.workloads.len())
+            .take_while(|&i| !self.is_racing(i))
+            .count();
+        for v in 0..n {
+            if cancels.contains(&v) || !rng.gen_ratio(1, 6) {
+                continue;
+            }
+            for (after, action) in [(v + 1, Action::Stop(v)), (v + 4, Action::Resume(v))] {
+                if after < n {
+                    self.after.push((after, action));
+                } else {
+                    self.at_end.push(action);
+                }
+            }
+        }
+    }
+
+    /// Indices of the workloads the client stops (and resumes).
+    pub fn stops(&self) -> BTreeSet<usize> {
+        self.after
+            .iter()
+            .map(|(_, a)| a)
+            .chain(&self.at_end)
+            .filter_map(|a| match a {
+                Action::Stop(i) => Some(*i),
+                _ => None,
+            })
+            .collect()
     }
 
     /// Replaces the single 8-GPU queue with a drawn configuration and
@@ -662,7 +715,7 @@ impl Plan {
             .chain(&self.at_end)
             .filter_map(|a| match a {
                 Action::Cancel(i) => Some(*i),
-                Action::Apply(_) => None,
+                _ => None,
             })
             .collect()
     }
@@ -695,6 +748,10 @@ impl Plan {
         let cancels = self.cancels();
         if !cancels.is_empty() {
             parts.push(format!("cancels {cancels:?}"));
+        }
+        let stops = self.stops();
+        if !stops.is_empty() {
+            parts.push(format!("stops and resumes {stops:?}"));
         }
         if !self.races.is_empty() {
             let races: Vec<String> = self

@@ -113,13 +113,17 @@ const EXAMPLES: &[(&str, &str)] = &[
   # Admit nothing new from team-a's ClusterQueue (what runs finishes)
   fleetq stop cq team-a
   # The same for one LocalQueue only
-  fleetq stop lq team-a -n research",
+  fleetq stop lq team-a -n research
+  # Stop one workload (evicted if it runs) and keep it until resumed
+  fleetq stop wl train-7 -n research",
     ),
     (
         "resume",
         "\
   # Let team-a admit again
-  fleetq resume cq team-a",
+  fleetq resume cq team-a
+  # Queue a stopped workload again
+  fleetq resume wl train-7 -n research",
     ),
     (
         "delete",

@@ -1,8 +1,11 @@
-//! `fleetq stop KIND NAME` and `fleetq resume KIND NAME`: hold a
-//! ClusterQueue or LocalQueue (Kueue's `spec.stopPolicy: Hold`: nothing
-//! new is admitted from it, what runs finishes) and release it, as
-//! kueuectl's stop and resume do. The object is read, changed in that
-//! one field and applied back, so its other fields stay as they are.
+//! `fleetq stop KIND NAME` and `fleetq resume KIND NAME`, as kueuectl's
+//! stop and resume do: hold a ClusterQueue or LocalQueue (Kueue's
+//! `spec.stopPolicy: Hold`: nothing new is admitted from it, what runs
+//! finishes) and release it; or deactivate a workload (Kueue's
+//! `spec.active: false`: it is stopped if it runs, and kept out of its
+//! queue) and queue it again. A queue is read, changed in that one field
+//! and applied back, so its other fields stay as they are; a workload is
+//! changed by one ledger command.
 
 use std::process::ExitCode;
 
@@ -16,11 +19,11 @@ use super::client::{self, field_error_line};
 
 #[derive(Debug, Args)]
 pub struct StopArgs {
-    /// `cq` (ClusterQueue) or `lq` (LocalQueue).
+    /// `cq` (ClusterQueue), `lq` (LocalQueue) or `wl` (workload).
     pub kind: String,
     #[arg(add = clap_complete::engine::ArgValueCompleter::new(super::names::object_names))]
     pub name: String,
-    /// Namespace of a LocalQueue.
+    /// Namespace of a LocalQueue or workload.
     #[arg(short = 'n', long, default_value = "default")]
     pub namespace: String,
 }
@@ -48,17 +51,18 @@ pub fn run(server: &str, args: &StopArgs, action: Action) -> ExitCode {
 async fn change(server: &str, args: &StopArgs, action: Action) -> Result<String, String> {
     let kind = match fleetq_server::api_service::canonical_kind(&args.kind) {
         Some(kind @ ("ClusterQueue" | "LocalQueue")) => kind,
-        _ if matches!(args.kind.as_str(), "workload" | "workloads" | "wl") => {
-            return Err(format!(
-                "a workload is not stopped but cancelled: `fleetq cancel {} -n {}` (fleetq has no inactive workloads)",
-                args.name, args.namespace
-            ))
+        _ if matches!(
+            args.kind.to_ascii_lowercase().as_str(),
+            "workload" | "workloads" | "wl" | "wls"
+        ) =>
+        {
+            return set_active(server, args, action).await
         }
         _ => {
             return Err(format!(
-                "kind: {:?} cannot be stopped; use cq (ClusterQueue) or lq (LocalQueue)",
-                args.kind
-            ))
+            "kind: {:?} cannot be stopped; use cq (ClusterQueue), lq (LocalQueue) or wl (workload)",
+            args.kind
+        ))
         }
     };
     let key = if kind == "LocalQueue" {
@@ -115,5 +119,31 @@ async fn change(server: &str, args: &StopArgs, action: Action) -> Result<String,
             "{name} stopped: nothing new is admitted from it; what runs finishes (stopPolicy: Hold)"
         ),
         Action::Resume => format!("{name} resumed: it admits again"),
+    })
+}
+
+/// Kueue's `spec.active` for one workload.
+async fn set_active(server: &str, args: &StopArgs, action: Action) -> Result<String, String> {
+    let mut c = client::connect(server).await?;
+    let reply = c
+        .set_workload_active(pb::SetWorkloadActiveRequest {
+            namespace: args.namespace.clone(),
+            name: args.name.clone(),
+            active: action == Action::Resume,
+        })
+        .await
+        .map_err(|s| client::status_line(&s))?
+        .into_inner();
+    let name = format!("Workload/{}/{}", args.namespace, args.name);
+    Ok(match (action, reply.changed, reply.state.as_str()) {
+        (Action::Stop, false, _) => format!("{name} already stopped (spec.active: false)"),
+        (Action::Resume, false, _) => format!("{name} not stopped; left as it is"),
+        (Action::Stop, true, "Pending") => {
+            format!("{name} stopped: kept out of its queue until `fleetq resume wl {} -n {}` (spec.active: false)", args.name, args.namespace)
+        }
+        (Action::Stop, true, state) => format!(
+            "{name} stopping: its quota is released once the executor stops it ({state} now); then kept out of its queue (spec.active: false)"
+        ),
+        (Action::Resume, true, _) => format!("{name} resumed: queued again"),
     })
 }

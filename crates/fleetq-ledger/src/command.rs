@@ -64,6 +64,14 @@ pub enum Command {
         namespace: String,
         name: String,
     },
+    /// Kueue's `spec.active`: `false` takes a workload out of its queue
+    /// (evicting it first if it holds quota) and keeps it; `true` queues it
+    /// again. Setting what already holds changes nothing.
+    SetWorkloadActive {
+        namespace: String,
+        name: String,
+        active: bool,
+    },
     /// One admission cycle's decisions, re-validated one by one.
     AdmitBatch(AdmitBatch),
     RegisterCluster {
@@ -121,6 +129,7 @@ impl Command {
             Command::DeleteObject { .. } => "DeleteObject",
             Command::SubmitWorkloads { .. } => "SubmitWorkloads",
             Command::CancelWorkload { .. } => "CancelWorkload",
+            Command::SetWorkloadActive { .. } => "SetWorkloadActive",
             Command::AdmitBatch(_) => "AdmitBatch",
             Command::RegisterCluster { .. } => "RegisterCluster",
             Command::ReportStatus { .. } => "ReportStatus",
@@ -299,6 +308,15 @@ pub enum Outcome {
         state: WorkloadState,
     },
     Admitted(AdmitOutcome),
+    /// [`Command::SetWorkloadActive`]'s answer.
+    Activation {
+        id: WorkloadId,
+        /// The state after the command: Pending, or still Admitted/Running
+        /// until the executor confirms a deactivated workload stopped.
+        state: WorkloadState,
+        /// Whether the command changed anything.
+        changed: bool,
+    },
     ClusterRegistered {
         cluster: String,
     },

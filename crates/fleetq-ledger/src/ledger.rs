@@ -218,6 +218,11 @@ impl Ledger {
                 admit,
             } => self.submit(submissions, *max_pending_per_local_queue, admit, at),
             Command::CancelWorkload { namespace, name } => self.cancel(namespace, name, at),
+            Command::SetWorkloadActive {
+                namespace,
+                name,
+                active,
+            } => self.set_active(namespace, name, *active, at),
             Command::AdmitBatch(batch) => self.admit_batch(batch, term, at),
             Command::RegisterCluster {
                 cluster,
@@ -464,6 +469,18 @@ impl Ledger {
             return;
         };
         self.snapshot.remove_pending(id);
+        if record.workload.spec.inactive {
+            let resume = format!(
+                "stopped (spec.active: false); `fleetq resume workload {} -n {}` queues it again",
+                record.workload.name, record.workload.namespace
+            );
+            if let Some(record) = self.record_mut(id) {
+                record.nominated = false;
+                record.nominated_on = None;
+                record.reason = Some(Box::new(PendingReason::new(ReasonKind::Suspended, resume)));
+            }
+            return;
+        }
         let binding = self.state.config.bind_workload(&record.workload);
         let created_at = record.created_at;
         let not_before = record.not_before;
@@ -599,7 +616,8 @@ impl Ledger {
                 .as_ref()
                 .is_some_and(|r| self.state.by_request.contains_key(r))
                 || self.state.by_name.contains_key(&key);
-            if known || !names.insert(key) {
+            // An inactive submission is kept, not queued: nothing to plan.
+            if known || !names.insert(key) || s.workload.spec.inactive {
                 continue;
             }
             let Ok(binding) = self.state.config.bind_workload(&s.workload) else {
@@ -686,20 +704,26 @@ impl Ledger {
         }
         let id = self.state.next_id;
         let workload = Arc::clone(workload);
-        if let Err(e) = self.snapshot.add_pending(PendingWorkload {
-            id,
-            workload: Arc::clone(&workload),
-            local_queue: binding.local_queue,
-            cluster_queue: binding.cluster_queue,
-            priority: binding.priority,
-            created_at: at,
-            not_before: None,
-            nominated: false,
-            borrow_preemptions: 0,
-            reclaimed: 0,
-            reclaimed_for: None,
-            last_admitted: None,
-        }) {
+        let queued = if workload.spec.inactive {
+            // Kept, not queued (requeue_binding gives it its reason below).
+            Ok(())
+        } else {
+            self.snapshot.add_pending(PendingWorkload {
+                id,
+                workload: Arc::clone(&workload),
+                local_queue: binding.local_queue,
+                cluster_queue: binding.cluster_queue,
+                priority: binding.priority,
+                created_at: at,
+                not_before: None,
+                nominated: false,
+                borrow_preemptions: 0,
+                reclaimed: 0,
+                reclaimed_for: None,
+                last_admitted: None,
+            })
+        };
+        if let Err(e) = queued {
             return SubmitResult::Refused {
                 errors: vec![FieldError::new(
                     format!("Workload/{key}"),
@@ -729,28 +753,40 @@ impl Ledger {
         if let Some(r) = &submission.request_id {
             self.state.by_request.insert(r.clone(), id);
         }
+        let inactive = record.workload.spec.inactive;
         self.state.workloads.insert(id, record);
+        if inactive {
+            self.requeue_binding(id);
+        }
         self.changed.push(id);
         SubmitResult::Created { id }
     }
 
-    fn cancel(&mut self, namespace: &str, name: &str, at: Timestamp) -> Response {
+    /// The record of `namespace/name`, or the refusal naming the field.
+    fn named(&self, namespace: &str, name: &str) -> Result<&WorkloadRecord, Response> {
         let key = format!("{namespace}/{name}");
         let object = format!("Workload/{key}");
+        let refuse = |message: String| {
+            Response::refused(vec![FieldError::new(&object, "metadata.name", message)])
+        };
         let Some(&id) = self.state.by_name.get(&key) else {
-            return Response::refused(vec![FieldError::new(
-                &object,
-                "metadata.name",
-                format!("workload {name:?} does not exist in namespace {namespace:?}"),
-            )]);
+            return Err(refuse(format!(
+                "workload {name:?} does not exist in namespace {namespace:?}"
+            )));
         };
-        let Some(record) = self.state.workloads.get(&id) else {
-            return Response::refused(vec![FieldError::new(
-                &object,
-                "metadata.name",
-                "workload index is inconsistent",
-            )]);
+        self.state
+            .workloads
+            .get(&id)
+            .ok_or_else(|| refuse("workload index is inconsistent".into()))
+    }
+
+    fn cancel(&mut self, namespace: &str, name: &str, at: Timestamp) -> Response {
+        let object = format!("Workload/{namespace}/{name}");
+        let record = match self.named(namespace, name) {
+            Ok(r) => r,
+            Err(refused) => return refused,
         };
+        let id = record.id;
         match record.state {
             WorkloadState::Pending => {
                 self.snapshot.remove_pending(id);
@@ -798,6 +834,71 @@ impl Ledger {
             .map(|r| r.state)
             .unwrap_or(WorkloadState::Cancelled);
         Response::ok(Outcome::Cancelled { id, state })
+    }
+
+    /// Kueue's `spec.active` ([`Command::SetWorkloadActive`]). A
+    /// deactivated workload that holds quota is evicted as a preempted one
+    /// is (quota follows physical truth: released when the executor
+    /// confirms the stop) and is not requeued; `requeue_binding` keeps
+    /// every inactive workload out of the queues.
+    fn set_active(&mut self, namespace: &str, name: &str, active: bool, at: Timestamp) -> Response {
+        let object = format!("Workload/{namespace}/{name}");
+        let record = match self.named(namespace, name) {
+            Ok(r) => r,
+            Err(refused) => return refused,
+        };
+        let (id, state) = (record.id, record.state);
+        if state.is_terminal() || record.cancel_requested {
+            let why = if state.is_terminal() {
+                format!("workload already ended ({})", state.as_str())
+            } else {
+                "workload is being cancelled".to_string()
+            };
+            return Response::refused(vec![FieldError::new(&object, "status", why)]);
+        }
+        if record.workload.spec.inactive != active {
+            return Response::ok(Outcome::Activation {
+                id,
+                state,
+                changed: false,
+            });
+        }
+        let stopping = record
+            .reservation
+            .as_ref()
+            .is_some_and(|r| r.stopping.is_some());
+        if let Some(record) = self.record_mut(id) {
+            let mut workload = (*record.workload).clone();
+            workload.spec.inactive = !active;
+            record.workload = Arc::new(workload);
+            let message = match (active, state.is_reserved(), stopping) {
+                (true, _, _) => "resumed (spec.active: true)",
+                (false, false, _) => "stopped (spec.active: false)",
+                (false, true, true) => "stopped (spec.active: false); not requeued once it stops",
+                (false, true, false) => {
+                    "stopped (spec.active: false); waiting for the executor to stop it"
+                }
+            };
+            record.push_event(at, state, message);
+        }
+        if state.is_reserved() && !active && !stopping {
+            let _ = self.snapshot.mark_evicting(id);
+            if let Some(r) = self.record_mut(id).and_then(|r| r.reservation.as_mut()) {
+                r.stopping = Some("stopped (spec.active: false)".into());
+            }
+        }
+        if state == WorkloadState::Pending {
+            if let Some(record) = self.record_mut(id) {
+                record.reason = None;
+            }
+            self.requeue_binding(id);
+        }
+        let state = self.state.workloads.get(&id).map_or(state, |r| r.state);
+        Response::ok(Outcome::Activation {
+            id,
+            state,
+            changed: true,
+        })
     }
 
     fn admit_batch(&mut self, batch: &AdmitBatch, term: Option<u64>, at: Timestamp) -> Response {
@@ -1309,7 +1410,14 @@ impl Ledger {
         if let Some(record) = self.record_mut(id) {
             record.reservation = None;
             record.reason = Some(Box::new(PendingReason::new(kind, why.clone())));
-            record.push_event(at, WorkloadState::Pending, format!("requeued: {why}"));
+            // An inactive workload is kept out of the queue
+            // (requeue_binding): say so, not "requeued".
+            let event = if record.workload.spec.inactive {
+                format!("stopped, not requeued: {why}")
+            } else {
+                format!("requeued: {why}")
+            };
+            record.push_event(at, WorkloadState::Pending, event);
         }
         self.requeue_binding(id);
         // requeue_binding clears only Misconfigured reasons; keep the eviction.
@@ -1697,6 +1805,9 @@ impl Ledger {
                             record.id,
                             s.as_str()
                         ));
+                    }
+                    if record.workload.spec.inactive && pending.is_some() {
+                        out.push(format!("workload {} is inactive but queued", record.id));
                     }
                     if s != WorkloadState::Pending && pending.is_some() {
                         out.push(format!(

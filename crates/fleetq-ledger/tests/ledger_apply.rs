@@ -1416,6 +1416,130 @@ fn cancelling_an_admitted_or_running_workload_twice_changes_nothing_the_second_t
 
 // ----- Preemption -----------------------------------------------------------
 
+// ----- SetWorkloadActive (Kueue's spec.active) -------------------------------
+
+fn set_active(h: &mut Harness, name: &str, active: bool) -> Response {
+    h.apply(Command::SetWorkloadActive {
+        namespace: "default".into(),
+        name: name.into(),
+        active,
+    })
+}
+
+fn activation(id: WorkloadId, state: WorkloadState, changed: bool) -> Outcome {
+    Outcome::Activation { id, state, changed }
+}
+
+#[test]
+fn a_stopped_pending_workload_is_kept_out_of_its_queue_until_resumed() {
+    let mut h = Harness::new();
+    let a = h.submit("a", 8, None);
+    let r = set_active(&mut h, "a", false);
+    assert_eq!(r.outcome, activation(a, WorkloadState::Pending, true));
+    assert!(!h.pending(a));
+    let record = h.ledger.workload(a).expect("a");
+    assert!(record.workload.spec.inactive);
+    let reason = record.reason.as_ref().expect("a reason");
+    assert_eq!(reason.kind, ReasonKind::Suspended);
+    assert!(
+        reason
+            .message
+            .contains("fleetq resume workload a -n default"),
+        "{reason:?}"
+    );
+    let (batch, _) = h.cycle();
+    assert!(batch.admissions.is_empty(), "{batch:?}");
+    // Stopping again changes nothing, not even the hash.
+    let hash = h.hash();
+    let r = set_active(&mut h, "a", false);
+    assert_eq!(r.outcome, activation(a, WorkloadState::Pending, false));
+    assert_eq!(h.hash(), hash);
+    // Submitting the same spec again is a retry, whatever its activation.
+    let again = h.submit_all(vec![Submission {
+        request_id: None,
+        workload: workload("a", 8, None).into(),
+    }]);
+    assert_eq!(again, [SubmitResult::Existing { id: a }]);
+
+    let r = set_active(&mut h, "a", true);
+    assert_eq!(r.outcome, activation(a, WorkloadState::Pending, true));
+    assert!(h.pending(a));
+    let (batch, _) = h.cycle();
+    assert_eq!(admitted_ids(&batch), [a]);
+}
+
+#[test]
+fn a_stopped_running_workload_holds_quota_until_it_stops_and_is_not_requeued() {
+    let mut h = Harness::new();
+    let a = h.submit("a", 8, None);
+    let b = h.submit("b", 8, None);
+    h.cycle();
+    h.report(a, Phase::Running);
+    let r = set_active(&mut h, "a", false);
+    assert_eq!(r.outcome, activation(a, WorkloadState::Running, true));
+    assert_eq!(h.used(), 8, "quota follows physical truth");
+    let (batch, _) = h.cycle();
+    assert!(batch.admissions.is_empty(), "b must wait: {batch:?}");
+    assert_eq!(h.report(a, Phase::Stopped), (1, 0));
+    assert_eq!(h.state_of(a), WorkloadState::Pending);
+    assert!(!h.pending(a), "a stopped workload is not requeued");
+    assert_eq!(h.used(), 0);
+    let (batch, _) = h.cycle();
+    assert_eq!(admitted_ids(&batch), [b]);
+    // Resumed, it queues behind b; cancelled while stopped, it ends.
+    set_active(&mut h, "a", true);
+    assert!(h.pending(a));
+    let r = cancel(&mut h, "a");
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(h.state_of(a), WorkloadState::Cancelled);
+}
+
+#[test]
+fn stopping_is_refused_for_unknown_ended_or_cancelled_workloads() {
+    let mut h = Harness::new();
+    let a = h.submit("a", 8, None);
+    let b = h.submit("b", 8, None);
+    h.cycle();
+    h.report(a, Phase::Running);
+    h.report(a, Phase::Succeeded);
+    h.cycle();
+    h.report(b, Phase::Running);
+    cancel(&mut h, "b");
+    let hash = h.hash();
+    for (name, path) in [("ghost", "metadata.name"), ("a", "status"), ("b", "status")] {
+        let r = set_active(&mut h, name, false);
+        assert!(!r.is_ok(), "{name}: {r:?}");
+        assert_eq!(paths(&r.errors), [path], "{name}");
+    }
+    assert_eq!(h.hash(), hash);
+}
+
+#[test]
+fn a_workload_submitted_inactive_is_kept_and_never_admitted_on_submit() {
+    let mut h = Harness::new();
+    let mut w = workload("parked", 4, None);
+    w.spec.inactive = true;
+    let plan = h.ledger.plan_fresh(
+        &[Submission {
+            request_id: None,
+            workload: w.clone().into(),
+        }],
+        Timestamp(h.now),
+    );
+    assert!(plan.is_empty(), "{plan:?}");
+    let results = h.submit_all(vec![Submission {
+        request_id: None,
+        workload: w.into(),
+    }]);
+    let [SubmitResult::Created { id }] = results.as_slice() else {
+        panic!("{results:?}");
+    };
+    assert!(!h.pending(*id));
+    assert_eq!(h.state_of(*id), WorkloadState::Pending);
+    let (batch, _) = h.cycle();
+    assert!(batch.admissions.is_empty(), "{batch:?}");
+}
+
 #[test]
 fn a_higher_priority_workload_preempts_and_the_victim_is_requeued_once_stopped() {
     let mut h = Harness::new();

@@ -51,18 +51,28 @@ impl Workload {
     /// namespace/name) differs from this workload in its labels or spec,
     /// with both values; `None` when it asks for the same thing. Fields
     /// are compared as they serialize, in key order, so the answer is the
-    /// same on every replica.
+    /// same on every replica. Activation (`spec.active`) is not compared:
+    /// a workload is stopped and resumed, not submitted again.
     pub fn difference(&self, other: &Workload) -> Option<Difference> {
-        if self.labels == other.labels && self.spec == other.spec {
+        let same_activation = |spec: &WorkloadSpec| WorkloadSpec {
+            inactive: self.spec.inactive,
+            ..spec.clone()
+        };
+        let other_spec = same_activation(&other.spec);
+        if self.labels == other.labels && self.spec == other_spec {
             return None;
         }
-        let shape = |w: &Workload| {
+        let shape = |labels: &BTreeMap<String, String>, spec: &WorkloadSpec| {
             serde_json::json!({
-                "metadata": { "labels": w.labels },
-                "spec": serde_json::to_value(&w.spec).unwrap_or(serde_json::Value::Null),
+                "metadata": { "labels": labels },
+                "spec": serde_json::to_value(spec).unwrap_or(serde_json::Value::Null),
             })
         };
-        let found = first_difference(String::new(), Some(&shape(self)), Some(&shape(other)));
+        let found = first_difference(
+            String::new(),
+            Some(&shape(&self.labels, &self.spec)),
+            Some(&shape(&other.labels, &other_spec)),
+        );
         // Equal JSON but unequal values (cannot happen with these types):
         // still a difference, named by its section.
         Some(found.unwrap_or_else(|| Difference {
@@ -173,6 +183,11 @@ pub struct WorkloadSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub preemption_grace_period: Option<Duration>,
+    /// Kueue's `spec.active: false`: kept, but neither queued nor run
+    /// until it is resumed (`fleetq stop/resume workload`). Absent from the
+    /// stored JSON, and the hash, while active, as before it existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inactive: bool,
 }
 
 impl WorkloadSpec {

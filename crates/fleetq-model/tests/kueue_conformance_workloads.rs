@@ -3371,13 +3371,8 @@ spec:
 "#,
         expect: Accept,
     },
-];
-
-/// What Kueue accepts and fleetq refuses on purpose, saying
-/// `not supported by fleetq: …`. Each has Kueue's verdict (Accept).
-const FLEETQ_DEPARTURES: &[Case] = &[
-    // fleetq has no inactive workloads: a workload is submitted when it
-    // should run.
+    // An inactive workload is kept, neither queued nor run, until it is
+    // resumed (fleetq resume workload).
     Case {
         rule: "WL-active",
         kueue: "a2/workload_types.go:68 (no validation; default true)",
@@ -3396,6 +3391,11 @@ spec:
 "#,
         expect: Accept,
     },
+];
+
+/// What Kueue accepts and fleetq refuses on purpose, saying
+/// `not supported by fleetq: …`. Each has Kueue's verdict (Accept).
+const FLEETQ_DEPARTURES: &[Case] = &[
     // fleetq admits every workload through a LocalQueue; Kueue's
     // queueName is optional (a Workload without one waits, unmanaged).
     Case {

@@ -1321,11 +1321,6 @@ fn workload_priority_sources() {
         text.contains("spec.priorityClassRef: example.com/PriorityClass is not a priority class"),
         "{text}"
     );
-    let text = lines(&import_err(&with("active: false")));
-    assert!(
-        text.contains("spec.active: not supported by fleetq: spec.active: false (fleetq has no inactive workloads"),
-        "{text}"
-    );
     let text = lines(&import_err(&base.replace("  queueName: q\n", "")));
     assert!(
         text.contains("Workload/default/w: spec.queueName: is required"),
@@ -1885,6 +1880,14 @@ fn unsupported_workload_fields_say_why() {
         "{text}"
     );
     assert!(import_ok(&format!("{base}  active: true\n  preemptionGates: []\n")).len() == 1);
+    // Kueue's spec.active: false is an inactive workload, and round-trips.
+    let inactive = import_ok(&format!("{base}  active: false\n"));
+    let Object::Workload(w) = &inactive[0].object else {
+        panic!("a Workload");
+    };
+    assert!(w.spec.inactive);
+    let exported = fleetq_model::kueue::export::object(&inactive[0].object);
+    assert_eq!(exported["spec"]["active"], serde_json::Value::Bool(false));
 }
 
 #[test]

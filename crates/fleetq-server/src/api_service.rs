@@ -658,6 +658,50 @@ impl FleetQ for ApiService {
         }
     }
 
+    async fn set_workload_active(
+        &self,
+        request: Request<pb::SetWorkloadActiveRequest>,
+    ) -> Reply<pb::SetWorkloadActiveResponse> {
+        let (namespace, name) = (&request.get_ref().namespace, &request.get_ref().name);
+        // Who may cancel a workload may stop and resume it.
+        let caller = self
+            .allow_on_workload(
+                &request,
+                "SetWorkloadActive",
+                Action::Cancel(namespace),
+                namespace,
+                name,
+            )
+            .await?;
+        self.writes.admit("SetWorkloadActive", &request, &caller)?;
+        let req = request.into_inner();
+        let response = self
+            .propose(Command::SetWorkloadActive {
+                namespace: req.namespace,
+                name: req.name,
+                active: req.active,
+            })
+            .await?;
+        if !response.is_ok() {
+            let text = status::describe_errors(&response.errors);
+            return Err(match response.errors.first().map(|e| e.path.as_str()) {
+                Some("metadata.name") => Status::not_found(text),
+                Some("status") => Status::failed_precondition(text),
+                _ => refused(&response.errors),
+            });
+        }
+        match response.outcome {
+            Outcome::Activation { id, state, changed } => {
+                Ok(tonic::Response::new(pb::SetWorkloadActiveResponse {
+                    id,
+                    state: state.as_str().to_string(),
+                    changed,
+                }))
+            }
+            _ => Err(Status::internal("unexpected ledger response")),
+        }
+    }
+
     async fn get_workload(&self, request: Request<pb::WorkloadRef>) -> Reply<pb::WorkloadStatus> {
         let (namespace, name) = (&request.get_ref().namespace, &request.get_ref().name);
         self.allow_on_workload(

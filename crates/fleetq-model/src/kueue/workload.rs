@@ -150,15 +150,6 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
             (None, PriorityClassSource::default())
         }
     };
-    if spec.active == Some(false) {
-        errors.push(at.error(
-            "spec.active",
-            unsupported::message(
-                "spec.active: false",
-                "fleetq has no inactive workloads; submit the workload when it should run",
-            ),
-        ));
-    }
     if !spec.preemption_gates.is_empty() {
         errors.push(at.error(
             "spec.preemptionGates",
@@ -260,6 +251,7 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
             maximum_execution_time,
             min_runtime_before_preemption: extensions.min_runtime_before_preemption,
             preemption_grace_period: extensions.preemption_grace_period,
+            inactive: spec.active == Some(false),
         },
     };
     Ok(workload.into_converted(generated_name, rewrites))

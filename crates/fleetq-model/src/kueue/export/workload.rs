@@ -169,8 +169,7 @@ fn spec(spec: &WorkloadSpec, priority: Option<i32>) -> Value {
         Value::from(seconds.clamp(1, i32::MAX as u64))
     });
     let map = fields([
-        // Kueue's default; fleetq has no inactive workloads.
-        ("active", Some(Value::Bool(true))),
+        ("active", Some(Value::Bool(!spec.inactive))),
         ("maximumExecutionTimeSeconds", max_seconds),
         ("podSets", Some(Value::Array(pod_sets(spec)))),
         // Kueue copies the class's value here, and requires it beside a
