@@ -123,12 +123,7 @@ impl Driver {
             now: 1_000_000,
             seq: 0,
         };
-        let objects: Vec<Object> = import_manifests(SAMPLE)
-            .expect("the dev sample imports")
-            .into_iter()
-            .map(|doc| doc.object)
-            .collect();
-        d.apply(Command::ApplyObjects { objects });
+        d.apply_manifests(SAMPLE);
         for name in ["dev-east", "dev-west"] {
             d.apply(Command::RegisterCluster {
                 cluster: dev_cluster(name),
@@ -136,6 +131,16 @@ impl Driver {
             });
         }
         d
+    }
+
+    /// Applies Kueue manifests (they must import).
+    fn apply_manifests(&mut self, yaml: &str) {
+        let objects: Vec<Object> = import_manifests(yaml)
+            .expect("manifests import")
+            .into_iter()
+            .map(|doc| doc.object)
+            .collect();
+        self.apply(Command::ApplyObjects { objects });
     }
 
     fn apply(&mut self, command: Command) {
@@ -384,12 +389,7 @@ fn queue_workload(name: &str, queue: &str, class: &str, gpus: u64) -> Submission
 #[test]
 fn lower_or_newer_equal_priority_preempts_the_newer_workload_once() {
     let mut d = Driver::new();
-    let objects: Vec<Object> = import_manifests(NEWER_EQUAL)
-        .expect("manifests import")
-        .into_iter()
-        .map(|doc| doc.object)
-        .collect();
-    d.apply(Command::ApplyObjects { objects });
+    d.apply_manifests(NEWER_EQUAL);
     let submit = |d: &mut Driver, s: Submission| {
         d.apply(Command::SubmitWorkloads {
             submissions: vec![s],
@@ -512,12 +512,7 @@ spec: {clusterQueue: cq-2}
 #[test]
 fn a_fair_sharing_three_step_cycle_settles() {
     let mut d = Driver::new();
-    let objects: Vec<Object> = import_manifests(THREE_STEP)
-        .expect("manifests import")
-        .into_iter()
-        .map(|doc| doc.object)
-        .collect();
-    d.apply(Command::ApplyObjects { objects });
+    d.apply_manifests(THREE_STEP);
     let step = |d: &mut Driver, s: Option<Submission>| {
         if let Some(s) = s {
             d.apply(Command::SubmitWorkloads {
@@ -607,12 +602,7 @@ spec: {clusterQueue: borrower}
 #[test]
 fn apply_refuses_a_victim_borrowing_while_its_reclaimer_waits() {
     let mut d = Driver::new();
-    let objects: Vec<Object> = import_manifests(OWNER_AND_BORROWER)
-        .expect("manifests import")
-        .into_iter()
-        .map(|doc| doc.object)
-        .collect();
-    d.apply(Command::ApplyObjects { objects });
+    d.apply_manifests(OWNER_AND_BORROWER);
     let submit = |d: &mut Driver, s: Submission| {
         d.apply(Command::SubmitWorkloads {
             submissions: vec![s],

@@ -61,6 +61,18 @@ pub fn canonical_kind(kind: &str) -> Option<&'static str> {
     })
 }
 
+/// A refused command on one workload, by the field the ledger names:
+/// metadata.name when no such workload exists, status when it already
+/// ended (or is being cancelled).
+fn workload_refused(errors: &[FieldError]) -> Status {
+    let text = status::describe_errors(errors);
+    match errors.first().map(|e| e.path.as_str()) {
+        Some("metadata.name") => Status::not_found(text),
+        Some("status") => Status::failed_precondition(text),
+        _ => refused(errors),
+    }
+}
+
 /// Kinds that live outside namespaces: only admins write them.
 fn cluster_scoped(kind: &str) -> bool {
     kind != "LocalQueue"
@@ -640,14 +652,7 @@ impl FleetQ for ApiService {
             })
             .await?;
         if !response.is_ok() {
-            // The ledger names the field: metadata.name when no such
-            // workload exists, status when it already ended.
-            let text = status::describe_errors(&response.errors);
-            return Err(match response.errors.first().map(|e| e.path.as_str()) {
-                Some("metadata.name") => Status::not_found(text),
-                Some("status") => Status::failed_precondition(text),
-                _ => refused(&response.errors),
-            });
+            return Err(workload_refused(&response.errors));
         }
         match response.outcome {
             Outcome::Cancelled { id, state } => Ok(tonic::Response::new(pb::CancelResponse {
@@ -683,12 +688,7 @@ impl FleetQ for ApiService {
             })
             .await?;
         if !response.is_ok() {
-            let text = status::describe_errors(&response.errors);
-            return Err(match response.errors.first().map(|e| e.path.as_str()) {
-                Some("metadata.name") => Status::not_found(text),
-                Some("status") => Status::failed_precondition(text),
-                _ => refused(&response.errors),
-            });
+            return Err(workload_refused(&response.errors));
         }
         match response.outcome {
             Outcome::Activation { id, state, changed } => {
