@@ -65,6 +65,9 @@ enum Command {
     Submit(cli::submit::SubmitArgs),
     /// Cancel a workload.
     Cancel(cli::cancel::CancelArgs),
+    /// Print what a workload printed (its latest run's log, from its
+    /// cluster's agent).
+    Logs(cli::logs::LogsArgs),
     /// Place no new work on a cluster; what runs there finishes.
     Drain(cli::drain::ClusterArgs),
     /// Undo a drain: the cluster takes new work again.
@@ -142,6 +145,7 @@ fn main() -> ExitCode {
         Command::Describe(args) => cli::describe::run(&cli.server, &args),
         Command::Submit(args) => cli::submit::run(&cli.server, &args),
         Command::Cancel(args) => cli::cancel::run(&cli.server, &args),
+        Command::Logs(args) => cli::logs::run(&cli.server, &args),
         Command::Drain(args) => cli::drain::run(&cli.server, &args, cli::drain::Action::Drain),
         Command::Uncordon(args) => {
             cli::drain::run(&cli.server, &args, cli::drain::Action::Uncordon)

@@ -233,6 +233,30 @@ fn process_executor_runs_real_children_and_readopts_them() {
             .all(|d| d.starts_with("static-h100-80gb-gpu-")),
         "{seen}"
     );
+    // `fleetq logs` shows the same, asked of any node: a follower relays
+    // to the leader, which asks the agent in its session.
+    for node in 1..=3 {
+        let out = group.cli(node, &["logs", "ok"]);
+        assert!(out.status.success(), "node {node}: {}", text(&out));
+        let printed = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(printed.trim(), seen.trim(), "node {node}");
+    }
+    let out = group.cli(1, &["logs", "ok", "--tail-bytes", "3"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).len(),
+        3,
+        "{}",
+        text(&out)
+    );
+    assert!(
+        text(&out).contains("--tail-bytes shows more"),
+        "{}",
+        text(&out)
+    );
+    let out = group.cli(1, &["logs", "nosuch"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("does not exist"), "{}", text(&out));
 
     // Non-zero exit is Failed.
     submit(&group, "bad", "1", &["sh", "-c", "exit 3"]);

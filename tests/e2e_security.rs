@@ -457,6 +457,20 @@ fn mutual_tls_and_authorization_refuse_and_count_and_change_nothing() {
         "namespace \"team-b\"",
         || submit(&["--token", &fleet.token], "team-b", "intruder-2"),
     );
+    // 4b. A tenant stopping, or reading the output of, a workload of a
+    // foreign namespace.
+    fleet.assert_refused(
+        "foreign namespace stop",
+        "forbidden",
+        "may not cancel in namespace \"team-b\"",
+        || fleet.cli(&team_a_cert, &["stop", "wl", "anything", "-n", "team-b"]),
+    );
+    fleet.assert_refused(
+        "foreign namespace logs",
+        "forbidden",
+        "may not get in namespace \"team-b\"",
+        || fleet.cli(&team_a_cert, &["logs", "anything", "-n", "team-b"]),
+    );
     // 5. A non-admin applying a ClusterQueue.
     fleet.assert_refused(
         "non-admin ClusterQueue",

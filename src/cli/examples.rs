@@ -85,6 +85,13 @@ const EXAMPLES: &[(&str, &str)] = &[
   fleetq submit -f job.yaml",
     ),
     (
+        "logs",
+        "\
+  # What train-1 printed (its latest run), and only the last 4 KiB of it
+  fleetq logs train-1 -n research
+  fleetq logs train-1 -n research --tail-bytes 4096",
+    ),
+    (
         "cancel",
         "\
   # Cancel a workload (a running one keeps its quota until it has stopped)

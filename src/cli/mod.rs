@@ -24,6 +24,7 @@ pub mod huge_pages;
 pub mod input;
 pub mod kueue_workloads;
 pub mod limits;
+pub mod logs;
 pub mod members;
 pub mod names;
 pub mod pending;

@@ -26,6 +26,7 @@ use crate::config::{AgentConfig, ExecutorKind};
 use crate::delivery::ReportDelivery;
 use crate::executor::devices_needed;
 use crate::executor::kubernetes::KubernetesExecutor;
+use crate::executor::logs::Tail;
 use crate::executor::process::ProcessExecutor;
 use crate::executor::simulated::SimulatedExecutor;
 use crate::executor::{JournalSink, Report};
@@ -395,6 +396,12 @@ impl Agent {
                 .hand_over_while(|r| tx.try_send(status_message(&cluster, r)).is_ok());
             tokio::select! {
                 message = inbound.message() => match message {
+                    Ok(Some(pb::ControlMessage { body: Some(Down::Logs(req)) })) => {
+                        let reply = self.executor.logs_reply(&req);
+                        if tx.try_send(up(&cluster, Up::Logs(reply))).is_err() {
+                            return Err("outbound queue full".into());
+                        }
+                    }
                     Ok(Some(m)) => {
                         if let Some(leader) = self.on_control(m) {
                             return Ok(Some(leader));
@@ -561,6 +568,8 @@ impl Agent {
             // wrong one to dial: then try the configured servers in turn.
             Down::RedirectLeader(addr) if self.config.follow_redirects => return Some(addr),
             Down::RedirectLeader(_) => return Some(String::new()),
+            // Answered in the session loop, which holds the outbound queue.
+            Down::Logs(_) => {}
         }
         None
     }
@@ -605,6 +614,38 @@ impl Executor {
             Executor::Simulated(e) => e.running(),
             Executor::Process(e) => e.running(),
             Executor::Kubernetes(e) => e.running(),
+        }
+    }
+
+    /// The end of what an admission printed (`fleetq logs`).
+    fn logs(&self, workload: u64, epoch: u64, max: u64) -> Result<Tail, String> {
+        match self {
+            Executor::Process(e) => e.logs(workload, epoch, max),
+            Executor::Simulated(_) => {
+                Err("the simulated executor runs no processes: there is no output to show".into())
+            }
+            Executor::Kubernetes(_) => Err(
+                "the Kubernetes executor does not relay pod logs yet: read them with `kubectl logs` on the cluster".into(),
+            ),
+        }
+    }
+
+    /// The answer to a leader's [`pb::LogsRequest`].
+    fn logs_reply(&self, req: &pb::LogsRequest) -> pb::LogsReply {
+        match self.logs(req.workload_id, req.epoch, req.tail_bytes) {
+            Ok(tail) => pb::LogsReply {
+                request_id: req.request_id,
+                text: tail.text,
+                error: String::new(),
+                truncated: tail.truncated,
+                epoch: tail.epoch,
+            },
+            Err(error) => pb::LogsReply {
+                request_id: req.request_id,
+                error,
+                epoch: req.epoch,
+                ..pb::LogsReply::default()
+            },
         }
     }
 }
@@ -726,6 +767,7 @@ resources = { "nvidia.com/gpu" = "8" }
                 Some(Up::Status(_)) => "status",
                 Some(Up::Reconcile(_)) => "reconcile",
                 Some(Up::Heartbeat(_)) => "heartbeat",
+                Some(Up::Logs(_)) => "logs",
                 None => "none",
             })
             .collect()

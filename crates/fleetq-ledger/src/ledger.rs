@@ -1413,7 +1413,7 @@ impl Ledger {
             // An inactive workload is kept out of the queue
             // (requeue_binding): say so, not "requeued".
             let event = if record.workload.spec.inactive {
-                format!("stopped, not requeued: {why}")
+                format!("{why}; not requeued")
             } else {
                 format!("requeued: {why}")
             };

@@ -40,6 +40,8 @@ pub struct AgentService {
     pub metrics: ServerMetrics,
     /// Agents speak only for the cluster their certificate names.
     pub auth: Authorizer,
+    /// `fleetq logs`: the sessions the API asks for a workload's output.
+    pub logs: crate::logs::LogRelay,
 }
 
 /// The nodes an agent reports, each field checked and named.
@@ -208,6 +210,7 @@ impl Agent for AgentService {
             client,
             metrics: self.metrics.clone(),
             auth: self.auth.clone(),
+            logs: self.logs.clone(),
             allowed,
             tx,
             cluster: None,
@@ -276,6 +279,7 @@ struct Session {
     client: String,
     metrics: ServerMetrics,
     auth: Authorizer,
+    logs: crate::logs::LogRelay,
     /// The one cluster this agent's certificate lets it speak for (`None`
     /// without TLS).
     allowed: Option<String>,
@@ -355,7 +359,14 @@ impl Session {
         (m.state == ServerState::Leader, addr, m.current_term)
     }
 
-    async fn run(mut self, mut inbound: Streaming<pb::AgentMessage>) {
+    async fn run(mut self, inbound: Streaming<pb::AgentMessage>) {
+        self.serve(inbound).await;
+        if let Some(cluster) = &self.cluster {
+            self.logs.detach(cluster, &self.tx);
+        }
+    }
+
+    async fn serve(&mut self, mut inbound: Streaming<pb::AgentMessage>) {
         let (leading, leader, term) = self.leader();
         if !leading {
             let _ = self.send(Down::RedirectLeader(leader)).await;
@@ -422,6 +433,7 @@ impl Session {
                     return Err(Status::resource_exhausted(refusal));
                 }
                 self.cluster = Some(m.cluster.clone());
+                self.logs.attach(&m.cluster, self.tx.clone());
             }
             Some(c) if *c != m.cluster => {
                 return Err(Status::invalid_argument(format!(
@@ -513,6 +525,10 @@ impl Session {
                     self.send(withdrawn_stop(r.workload_id, r.epoch, NOT_ASSIGNED))
                         .await;
                 }
+                Ok(())
+            }
+            Some(Up::Logs(reply)) => {
+                self.logs.answer(&cluster, reply);
                 Ok(())
             }
             Some(Up::Reconcile(rec)) => {

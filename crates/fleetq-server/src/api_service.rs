@@ -37,6 +37,8 @@ pub struct ApiService {
     pub writes: WriteGate,
     /// Who may do what (crate::auth).
     pub auth: Authorizer,
+    /// `fleetq logs`: asks the agents' sessions (on the leader).
+    pub logs: crate::logs::LogRelay,
 }
 
 type Reply<T> = Result<tonic::Response<T>, Status>;
@@ -71,6 +73,23 @@ fn workload_refused(errors: &[FieldError]) -> Status {
         Some("status") => Status::failed_precondition(text),
         _ => refused(errors),
     }
+}
+
+/// What `fleetq logs` shows without `--tail-bytes`.
+const DEFAULT_LOG_TAIL_BYTES: u64 = 64 * 1024;
+
+/// The cluster a workload runs on (and the admission's epoch), or where
+/// it last ran by its history (epoch 0: the agent's latest log of it).
+fn where_it_ran(record: &fleetq_ledger::WorkloadRecord) -> Option<(String, u64)> {
+    if let Some(r) = &record.reservation {
+        return Some((r.assignment.cluster.clone(), r.epoch));
+    }
+    record.history.iter().rev().find_map(|e| {
+        let (_, cluster) = e.message.split_once(" to cluster ")?;
+        e.message
+            .starts_with("admitted by ")
+            .then(|| (cluster.to_string(), 0))
+    })
 }
 
 /// Kinds that live outside namespaces: only admins write them.
@@ -700,6 +719,85 @@ impl FleetQ for ApiService {
             }
             _ => Err(Status::internal("unexpected ledger response")),
         }
+    }
+
+    async fn workload_logs(
+        &self,
+        request: Request<pb::WorkloadLogsRequest>,
+    ) -> Reply<pb::WorkloadLogsResponse> {
+        let (namespace, name) = (&request.get_ref().namespace, &request.get_ref().name);
+        // A member node relays a request it authorized itself (below).
+        let relayed = matches!(
+            self.auth.identify(&request, "WorkloadLogs")?,
+            crate::auth::Caller::Node(_)
+        );
+        let action = match relayed {
+            true => Action::Membership("relay a logs request to the leader"),
+            false => Action::Read(namespace),
+        };
+        let caller = self
+            .allow_on_workload(&request, "WorkloadLogs", action, namespace, name)
+            .await?;
+        if !relayed {
+            // Each request costs the agent a file read of up to 1 MiB and
+            // its session a message: counted as a write per client.
+            self.writes.admit("WorkloadLogs", &request, &caller)?;
+        }
+        if !self.proposer.is_leader() {
+            // The agents' sessions are the leader's.
+            let leader = self.proposer.raft().metrics().borrow().current_leader;
+            let addr = leader.and_then(|id| {
+                self.proposer
+                    .raft()
+                    .metrics()
+                    .borrow()
+                    .membership_config
+                    .membership()
+                    .get_node(&id)
+                    .map(|n| n.addr.clone())
+            });
+            let mut leader = self.leader_client(addr)?;
+            return leader.workload_logs(request.into_inner()).await;
+        }
+        let req = request.into_inner();
+        self.barrier().await?;
+        let (id, cluster, epoch) = {
+            let sm = self.handle.read();
+            let record = sm
+                .ledger
+                .workload_by_name(&req.namespace, &req.name)
+                .ok_or_else(|| {
+                    Status::not_found(format!(
+                        "workload {:?} does not exist in namespace {:?}",
+                        req.name, req.namespace
+                    ))
+                })?;
+            let (cluster, epoch) = where_it_ran(record).ok_or_else(|| {
+                Status::failed_precondition(format!(
+                    "workload {:?} has not run yet: it has no logs ({})",
+                    req.name,
+                    record.state.as_str()
+                ))
+            })?;
+            (record.id, cluster, epoch)
+        };
+        let tail = match req.tail_bytes {
+            0 => DEFAULT_LOG_TAIL_BYTES,
+            n => n,
+        };
+        let reply = self.logs.ask(&cluster, id, epoch, tail).await?;
+        if !reply.error.is_empty() {
+            return Err(Status::not_found(format!(
+                "cluster {cluster:?}: {}",
+                reply.error
+            )));
+        }
+        Ok(tonic::Response::new(pb::WorkloadLogsResponse {
+            cluster,
+            epoch: reply.epoch,
+            text: reply.text,
+            truncated: reply.truncated,
+        }))
     }
 
     async fn get_workload(&self, request: Request<pb::WorkloadRef>) -> Reply<pb::WorkloadStatus> {

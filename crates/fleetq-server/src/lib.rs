@@ -46,6 +46,7 @@ pub mod clock;
 pub mod http;
 pub mod leases;
 pub mod limits;
+pub mod logs;
 pub mod metrics;
 pub mod network;
 pub mod node;

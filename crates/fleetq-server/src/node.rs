@@ -242,7 +242,9 @@ impl Node {
             shutdown_rx.clone(),
         ));
 
+        let logs = crate::logs::LogRelay::default();
         let api = ApiService {
+            logs: logs.clone(),
             node_id: config.id,
             proposer: Arc::clone(&proposer),
             handle: handle.clone(),
@@ -273,6 +275,7 @@ impl Node {
             sessions: SessionSlots::new(limits.max_agent_sessions),
             metrics: metrics.clone(),
             auth: auth.clone(),
+            logs,
         };
         let peer = RaftService {
             raft: raft.clone(),

@@ -3,6 +3,7 @@
 //! admission, so a late event about an old admission is a no-op upstream.
 
 pub mod kubernetes;
+pub mod logs;
 pub mod process;
 pub mod run_as;
 pub mod simulated;

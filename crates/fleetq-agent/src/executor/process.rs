@@ -137,6 +137,12 @@ fn signal_group(pid: u32, signal: i32) {
 }
 
 impl ProcessExecutor {
+    /// The end of what an admission printed (`fleetq logs`; epoch 0:
+    /// its latest here).
+    pub fn logs(&self, workload: u64, epoch: u64, max: u64) -> Result<super::logs::Tail, String> {
+        super::logs::read_tail(&self.state_dir.join("logs"), workload, epoch, max)
+    }
+
     /// An executor keeping its state in `state_dir`, allocating devices
     /// from `pool`. Children left by a previous agent are re-adopted or
     /// reported.

@@ -92,7 +92,8 @@ pub enum Action<'a> {
     /// Admin only: cluster-scoped objects, draining, debug.
     Admin(&'a str),
     /// Change the Raft group (add a learner, change voters): admins, and
-    /// member nodes relaying an admin's request to the leader.
+    /// member nodes relaying an admin's request to the leader (or a
+    /// client's request they authorized: `fleetq logs`).
     Membership(&'a str),
     /// Write anything at all: checked before a request's manifests are
     /// parsed, so a caller that may only read costs no parsing.
