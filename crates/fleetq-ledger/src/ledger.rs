@@ -489,7 +489,6 @@ impl Ledger {
         let borrow_preemptions = borrow_preemptions_of(record);
         let reclaimed = reclaimed_of(record);
         let reclaimed_for = reclaimed_for_of(record);
-        let last_admitted = last_admitted_of(record);
         let workload = Arc::clone(&record.workload);
         match binding {
             Ok(b) => {
@@ -505,7 +504,6 @@ impl Ledger {
                     borrow_preemptions,
                     reclaimed,
                     reclaimed_for,
-                    last_admitted,
                 });
                 if queued.is_ok() && nominated {
                     self.snapshot.set_nominated_on(id, nominated_on);
@@ -637,7 +635,6 @@ impl Ledger {
                 borrow_preemptions: 0,
                 reclaimed: 0,
                 reclaimed_for: None,
-                last_admitted: None,
             });
         }
         fleetq_scheduler::schedule_fresh(&self.snapshot, fresh, now, &self.scheduler)
@@ -720,7 +717,6 @@ impl Ledger {
                 borrow_preemptions: 0,
                 reclaimed: 0,
                 reclaimed_for: None,
-                last_admitted: None,
             })
         };
         if let Err(e) = queued {
@@ -1048,11 +1044,11 @@ impl Ledger {
         Ok(())
     }
 
-    /// apply()'s side of `Snapshot::borrowing_held_by`, read from the
-    /// records: a workload whose reclaimer still waits may not be
+    /// apply()'s side of `Snapshot::borrowing_held_by`, the victim read
+    /// from its record: a workload whose reclaimer is pending may not be
     /// admitted by borrowing.
     fn check_not_held(&self, a: &Admission) -> Result<(), fleetq_scheduler::SnapshotError> {
-        let Some((reclaimer, at)) = self
+        let Some(reclaimer) = self
             .state
             .workloads
             .get(&a.workload)
@@ -1062,10 +1058,7 @@ impl Ledger {
         };
         // Pending as the scheduler sees it (a workload its binding keeps
         // out of the queues waits for nothing).
-        let waits = self.snapshot.get_pending(reclaimer).is_some()
-            && self.state.workloads.get(&reclaimer).is_some_and(|r| {
-                fleetq_scheduler::policy::reclaimer_waits(at, last_admitted_of(r))
-            });
+        let waits = self.snapshot.get_pending(reclaimer).is_some();
         if waits
             && self
                 .snapshot
@@ -2042,9 +2035,9 @@ fn reclaimed_of(record: &WorkloadRecord) -> u32 {
 }
 
 /// The workload of another queue whose preemption sent this one back to
-/// the queue, and when, if it has not been admitted since, by its history
+/// the queue, if it has not been admitted since, by its history
 /// (`PendingWorkload::reclaimed_for`).
-fn reclaimed_for_of(record: &WorkloadRecord) -> Option<(WorkloadId, Timestamp)> {
+fn reclaimed_for_of(record: &WorkloadRecord) -> Option<WorkloadId> {
     let last =
         record.history.iter().rev().find(|e| {
             e.message.starts_with("preempted (") || e.message.starts_with("admitted by ")
@@ -2058,17 +2051,7 @@ fn reclaimed_for_of(record: &WorkloadRecord) -> Option<(WorkloadId, Timestamp)> 
         return None;
     }
     let (_, id) = last.message.rsplit_once("to admit workload ")?;
-    Some((id.parse().ok()?, last.at))
-}
-
-/// When it was last admitted, by its history.
-fn last_admitted_of(record: &WorkloadRecord) -> Option<Timestamp> {
-    record
-        .history
-        .iter()
-        .rev()
-        .find(|e| e.message.starts_with("admitted by "))
-        .map(|e| e.at)
+    id.parse().ok()
 }
 
 /// The scheduler's view of a record's reservation, if it holds one.
@@ -2087,7 +2070,6 @@ fn admitted_of(record: &WorkloadRecord) -> Option<AdmittedWorkload> {
             borrow_preemptions: borrow_preemptions_of(record),
             reclaimed: reclaimed_of(record),
             reclaimed_for: None,
-            last_admitted: Some(r.admitted_at),
         },
         assignment: r.assignment.clone(),
         admitted_at: r.admitted_at,

@@ -131,7 +131,6 @@ fn snapshot(pending: usize, queues: usize) -> Snapshot {
             borrow_preemptions: 0,
             reclaimed: 0,
             reclaimed_for: None,
-            last_admitted: None,
         })
         .expect("fresh id");
     }

@@ -173,27 +173,6 @@ pub const BORROWER_PREEMPTIONS: u32 = 2;
 /// waits for quota instead of preempting for more than its nominal.
 pub const RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION: u32 = 2;
 
-/// Whether a workload's reclaimer still waits: it took the workload's
-/// borrowed quota back at `reclaimed_at` and has not been admitted since
-/// (`reclaimer_last_admitted`). The caller checks it is still pending.
-///
-/// While it waits, its victim may not be admitted by borrowing: the quota
-/// free at that moment is what the reclaimer is waiting for, and taking
-/// it sends the reclaimer round again. Kueue relies on the reclaimer's
-/// queue head being admitted in the next cycle; with a higher-priority
-/// peer of the reclaimer taking that quota first (soak seed 177246, six
-/// rounds) or preempting the reclaimer before it is admitted (seed
-/// 184860, six rounds), the victim, re-admitted by borrowing each time,
-/// is reclaimed again and again. A held victim still runs within its own
-/// queue's nominal quota; the hold ends when the reclaimer is admitted
-/// or leaves.
-pub fn reclaimer_waits(
-    reclaimed_at: Timestamp,
-    reclaimer_last_admitted: Option<Timestamp>,
-) -> bool {
-    reclaimer_last_admitted.is_none_or(|admitted| admitted < reclaimed_at)
-}
-
 /// Whether the preemptor's queue policy allows evicting `victim` for
 /// `reason`. Fair-sharing preemption follows `reclaimWithinCohort`, as in
 /// Kueue. `InCohortReclamation` is what [`classify_in_cohort`] gives both a

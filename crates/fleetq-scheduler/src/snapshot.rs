@@ -48,11 +48,10 @@ pub struct PendingWorkload {
     /// (`fleetq_scheduler::policy::RECLAIMS_BEFORE_NO_BORROWING_PREEMPTION`).
     pub reclaimed: u32,
     /// The workload of another ClusterQueue whose preemption last sent it
-    /// back to the queue, and when. While that preemptor waits it may not
-    /// borrow ([`Snapshot::borrowing_held_by`]).
-    pub reclaimed_for: Option<(WorkloadId, Timestamp)>,
-    /// When it was last admitted, if ever.
-    pub last_admitted: Option<Timestamp>,
+    /// back to the queue, if it has not been admitted since. While that
+    /// preemptor is pending it may not borrow
+    /// ([`Snapshot::borrowing_held_by`]).
+    pub reclaimed_for: Option<WorkloadId>,
 }
 
 /// A workload holding a quota reservation.
@@ -273,13 +272,24 @@ impl Snapshot {
     }
 
     /// The preemptor `w` is held for: the workload of another queue that
-    /// took `w`'s borrowed quota back and has not been admitted since
-    /// ([`crate::policy::reclaimer_waits`]). While it waits, `w` may be
-    /// admitted within its queue's nominal quota but not by borrowing.
+    /// last took `w`'s borrowed quota back, while it is pending. Until it
+    /// leaves the queue for good (it runs to its end, or is cancelled),
+    /// `w` may be admitted within its queue's nominal quota but not by
+    /// borrowing, and preempts only for room within it.
+    ///
+    /// Why: the quota free at such a moment is what the reclaimer waits
+    /// for, and taking it sends the reclaimer round again. Kueue counts on
+    /// the reclaimer's queue head being admitted in the next cycle. With a
+    /// higher-priority peer of the reclaimer taking the quota first (soak
+    /// seed 177246), or preempting the reclaimer before it is admitted
+    /// (seed 184860), or just after (seed 191358: the victim, re-admitted
+    /// by borrowing each time, was preempted 18 times), the victim is
+    /// reclaimed again and again. Holding it while the reclaimer is
+    /// pending at all, admitted in between or not, is what settles all
+    /// three; the victim waits at most as long as the reclaimer does.
     pub fn borrowing_held_by(&self, w: &PendingWorkload) -> Option<WorkloadId> {
-        let (reclaimer, at) = w.reclaimed_for?;
-        let r = self.pending.get(&reclaimer)?;
-        crate::policy::reclaimer_waits(at, r.last_admitted).then_some(reclaimer)
+        let reclaimer = w.reclaimed_for?;
+        self.pending.contains_key(&reclaimer).then_some(reclaimer)
     }
 
     /// Whether admitting `cells` to ClusterQueue `cluster_queue` would take

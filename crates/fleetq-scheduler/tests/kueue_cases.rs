@@ -601,7 +601,6 @@ fn pending_workload(
         borrow_preemptions: 0,
         reclaimed: 0,
         reclaimed_for: None,
-        last_admitted: None,
     }
 }
 

@@ -350,7 +350,6 @@ fn run(w: &World) -> Result<(), TestCaseError> {
                     borrow_preemptions: 0,
                     reclaimed: 0,
                     reclaimed_for: None,
-                    last_admitted: None,
                 })
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
                 next_id += 1;

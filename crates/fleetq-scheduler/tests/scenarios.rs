@@ -844,8 +844,8 @@ fn a_victim_does_not_borrow_while_its_reclaimer_waits() {
         ReasonKind::WaitingForQuota,
         &[&format!("may not borrow while workload {}", s.id("a0"))],
     );
-    // Once the reclaimer has been admitted since, the hold is over.
-    s.admitted_before("a0");
+    // Once the reclaimer has left the queue, the hold is over.
+    s.withdraw("a0");
     s.cycle();
     assert_eq!(s.admitted_now(), set(&["b2"]));
     assert_eq!(s.used("team-b", "h100/nvidia.com/gpu"), units(12));

@@ -191,7 +191,6 @@ impl Sim {
                 borrow_preemptions: 0,
                 reclaimed: 0,
                 reclaimed_for: None,
-                last_admitted: None,
             })
             .unwrap();
         self.ids.insert(name.clone(), id);
@@ -204,17 +203,13 @@ impl Sim {
     pub fn reclaimed_by(&mut self, name: &str, reclaimer: &str) {
         let (id, by) = (self.id(name), self.id(reclaimer));
         let mut w = self.snap.remove_pending(id).expect("pending");
-        w.reclaimed_for = Some((by, self.now));
+        w.reclaimed_for = Some(by);
         self.snap.add_pending(w).unwrap();
     }
 
-    /// Marks pending `name` as admitted (and requeued) now.
-    pub fn admitted_before(&mut self, name: &str) {
-        self.now = Timestamp(self.now.0 + 1);
-        let id = self.id(name);
-        let mut w = self.snap.remove_pending(id).expect("pending");
-        w.last_admitted = Some(self.now);
-        self.snap.add_pending(w).unwrap();
+    /// Takes pending `name` out of its queue (cancelled, say).
+    pub fn withdraw(&mut self, name: &str) {
+        self.snap.remove_pending(self.id(name)).expect("pending");
     }
 
     pub fn id(&self, name: &str) -> u64 {
