@@ -557,6 +557,25 @@ fn capacity_held_by_pods_fleetq_did_not_start_is_not_offered() {
     assert_eq!(pods.len(), 1);
     kube.set_job_status("default", &name, json!({"active": 1, "ready": 1}));
     wait_state(&group, "small", "Running");
+    // `fleetq logs` reads its pod's log through the API server.
+    let pod = kube
+        .pods()
+        .into_iter()
+        .find(|p| p["metadata"]["name"] == pods[0].as_str())
+        .expect("its pod");
+    let container = pod["spec"]["containers"][0]["name"]
+        .as_str()
+        .expect("a container")
+        .to_string();
+    kube.set_pod_log("default", &pods[0], &container, "step 1\nstep 2\n");
+    let out = group.cli(1, &["logs", "small"]);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out),
+        agent_log(&group)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "step 1\nstep 2\n");
     // Its pod is fleetq's: the offer stays at 4 (not 0), and big waits.
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(gpu_capacity(&group), Some(4), "{:?}", capacity(&group));

@@ -13,8 +13,8 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{
-    Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, VersionMatch, WatchEvent,
-    WatchParams,
+    Api, DeleteParams, ListParams, LogParams, Patch, PatchParams, PostParams, VersionMatch,
+    WatchEvent, WatchParams,
 };
 use kube::runtime::{reflector, watcher};
 use kube::{Client, ResourceExt};
@@ -1251,4 +1251,63 @@ fn a_finished_job_is_deleted_after_its_ttl() {
     assert_eq!(pods, ["kept"], "the short Job's pod went with it");
     // The controller deletes in the foreground, as the real one does.
     assert!(fake.deletes().is_empty(), "no client deleted anything");
+}
+
+/// `pods/{name}/log` as the API server serves it to kube-rs: plain text,
+/// `tailLines` then `limitBytes`; 404 for a missing pod; 400 without a
+/// container name when the pod has several, or naming one it lacks.
+#[test]
+fn pod_logs_are_served_and_refused_as_the_api_server_does() {
+    let fake = FakeKube::start();
+    fake.put_pod(pod("default", "one", "n1", &[], &[]));
+    let mut two = pod("default", "two", "n1", &[], &[]);
+    two["spec"]["containers"]
+        .as_array_mut()
+        .expect("containers")
+        .push(json!({"name": "side", "image": "busybox"}));
+    fake.put_pod(two);
+    fake.set_pod_log("default", "one", "main", "a\nb\nc\n");
+    fake.set_pod_log("default", "two", "side", "side car\n");
+    with_client(&fake, |client| async move {
+        let pods: Api<Pod> = Api::namespaced(client, "default");
+        let all = pods
+            .logs("one", &LogParams::default())
+            .await
+            .expect("a log");
+        assert_eq!(all, "a\nb\nc\n");
+        let tail = LogParams {
+            tail_lines: Some(2),
+            limit_bytes: Some(3),
+            ..LogParams::default()
+        };
+        assert_eq!(pods.logs("one", &tail).await.expect("a log"), "b\nc");
+        let side = LogParams {
+            container: Some("side".into()),
+            ..LogParams::default()
+        };
+        assert_eq!(pods.logs("two", &side).await.expect("a log"), "side car\n");
+        let e = api_error(
+            pods.logs("two", &LogParams::default())
+                .await
+                .expect_err("which?"),
+        );
+        assert_eq!(e.code, 400, "{e:?}");
+        assert!(e.message.contains("choose one of: [main side]"), "{e:?}");
+        let wrong = LogParams {
+            container: Some("nope".into()),
+            ..LogParams::default()
+        };
+        let e = api_error(
+            pods.logs("one", &wrong)
+                .await
+                .expect_err("no such container"),
+        );
+        assert_eq!(e.code, 400, "{e:?}");
+        let e = api_error(
+            pods.logs("ghost", &LogParams::default())
+                .await
+                .expect_err("none"),
+        );
+        assert_eq!(e.code, 404, "{e:?}");
+    });
 }

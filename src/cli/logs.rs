@@ -1,6 +1,7 @@
 //! `fleetq logs NAME`: what a workload printed (kubectl's `logs`), read by
-//! its cluster's agent from the executor's log of its latest admission
-//! there, relayed by the leader. The process executor keeps one log per
+//! its cluster's agent for its latest admission there (the process
+//! executor's log file, or the pods' logs from the Kubernetes API server)
+//! and relayed by the leader. The process executor keeps one log per
 //! admission, so a finished workload's output stays readable until the
 //! agent's state directory is cleaned.
 

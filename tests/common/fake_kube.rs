@@ -278,6 +278,19 @@ impl FakeKube {
         });
     }
 
+    /// Sets what `container` of Pod ns/name printed, served by
+    /// `pods/{name}/log`. This is the test playing the container runtime.
+    pub fn set_pod_log(&self, namespace: &str, name: &str, container: &str, text: &str) {
+        self.shared.lock().pod_logs.insert(
+            (
+                namespace.to_string(),
+                name.to_string(),
+                container.to_string(),
+            ),
+            text.to_string(),
+        );
+    }
+
     /// Removes Pod ns/name at once (emits DELETED); panics if there is none.
     pub fn delete_pod(&self, namespace: &str, name: &str) {
         self.shared.commit(|store| {
@@ -684,6 +697,9 @@ struct Store {
     compacted: u64,
     deletes: Vec<(String, String, Value)>,
     refusals: Vec<Refusal>,
+    /// What each pod's containers printed, by (namespace, pod, container):
+    /// the test plays the container runtime ([`FakeKube::set_pod_log`]).
+    pod_logs: BTreeMap<(String, String, String), String>,
 }
 
 impl Store {
@@ -1157,6 +1173,11 @@ enum Route {
         namespace: Option<String>,
         name: String,
     },
+    /// `pods/{name}/log`.
+    PodLog {
+        namespace: String,
+        name: String,
+    },
 }
 
 fn route(path: &str) -> Result<Route, ApiError> {
@@ -1191,6 +1212,14 @@ fn route(path: &str) -> Result<Route, ApiError> {
         }
         ["api", "v1", "namespaces", ns, "pods", name] if !ns.is_empty() && !name.is_empty() => {
             item(Kind::Pod, Some(ns), name)
+        }
+        ["api", "v1", "namespaces", ns, "pods", name, "log"]
+            if !ns.is_empty() && !name.is_empty() =>
+        {
+            Ok(Route::PodLog {
+                namespace: ns.to_string(),
+                name: name.to_string(),
+            })
         }
         ["apis", "batch", "v1", "jobs"] => collection(Kind::Job, None),
         ["apis", "batch", "v1", "namespaces", ns, "jobs"] if !ns.is_empty() => {
@@ -1240,6 +1269,9 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
         .to_bytes();
     match (route, method) {
         (Route::Version, Method::GET) => Ok(json_response(StatusCode::OK, &version())),
+        (Route::PodLog { namespace, name }, Method::GET) => {
+            pod_log(&shared, &namespace, &name, &query)
+        }
         (Route::Collection { kind, namespace }, Method::GET) => {
             let filter = Filter::from_query(kind, namespace, &query)?;
             if is_watch(&query)? {
@@ -1303,6 +1335,78 @@ fn version() -> Value {
         "compiler": "gc",
         "platform": "linux/amd64",
     })
+}
+
+/// `GET pods/{name}/log` as the API server answers it: 404 for a pod
+/// that does not exist; 400 without `container` when the pod has several
+/// containers, or naming one it lacks; `tailLines` keeps the last lines,
+/// then `limitBytes` cuts from their start; the body is plain text.
+fn pod_log(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+    query: &BTreeMap<String, String>,
+) -> Result<Response<Body>, ApiError> {
+    let store = shared.lock();
+    let i = store
+        .position(Kind::Pod, Some(namespace), name)
+        .ok_or_else(|| ApiError::not_found(Kind::Pod, name))?;
+    let containers: Vec<String> = store.pods[i].object["spec"]["containers"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| c["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let container = match query.get("container") {
+        Some(c) if containers.contains(c) => c.clone(),
+        Some(c) => {
+            return Err(ApiError::bad_request(format!(
+                "container {c} is not valid for pod {name}"
+            )))
+        }
+        None if containers.len() == 1 => containers[0].clone(),
+        None => {
+            return Err(ApiError::bad_request(format!(
+                "a container name must be specified for pod {name}, choose one of: [{}]",
+                containers.join(" ")
+            )))
+        }
+    };
+    let number = |key: &str| -> Result<Option<usize>, ApiError> {
+        query
+            .get(key)
+            .map(|v| {
+                v.parse::<usize>()
+                    .map_err(|_| ApiError::bad_request(format!("{key}: {v:?} is not a number")))
+            })
+            .transpose()
+    };
+    let text = store
+        .pod_logs
+        .get(&(namespace.to_string(), name.to_string(), container))
+        .cloned()
+        .unwrap_or_default();
+    let mut text = match number("tailLines")? {
+        Some(n) => {
+            let lines: Vec<&str> = text.split_inclusive('\n').collect();
+            lines[lines.len().saturating_sub(n)..].concat()
+        }
+        None => text,
+    };
+    if let Some(limit) = number("limitBytes")? {
+        let mut cut = limit.min(text.len());
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    let mut response = Response::new(Full::new(Bytes::from(text)).boxed_unsync());
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+    Ok(response)
 }
 
 fn get(

@@ -397,9 +397,21 @@ impl Agent {
             tokio::select! {
                 message = inbound.message() => match message {
                     Ok(Some(pb::ControlMessage { body: Some(Down::Logs(req)) })) => {
-                        let reply = self.executor.logs_reply(&req);
-                        if tx.try_send(up(&cluster, Up::Logs(reply))).is_err() {
-                            return Err("outbound queue full".into());
+                        match self.executor.logs_reply(&req) {
+                            LogsAnswer::Now(reply) => {
+                                if tx.try_send(up(&cluster, Up::Logs(reply))).is_err() {
+                                    return Err("outbound queue full".into());
+                                }
+                            }
+                            // Off the session loop: an API server's answer
+                            // must not hold heartbeats back.
+                            LogsAnswer::Later(reading) => {
+                                let (tx, cluster) = (tx.clone(), cluster.clone());
+                                tokio::spawn(async move {
+                                    let reply = reading.await;
+                                    let _ = tx.send(up(&cluster, Up::Logs(reply))).await;
+                                });
+                            }
                         }
                     }
                     Ok(Some(m)) => {
@@ -617,37 +629,51 @@ impl Executor {
         }
     }
 
-    /// The end of what an admission printed (`fleetq logs`).
-    fn logs(&self, workload: u64, epoch: u64, max: u64) -> Result<Tail, String> {
+    /// The answer to a leader's [`pb::LogsRequest`]: at once, or (the
+    /// Kubernetes executor asks its API server) later.
+    fn logs_reply(&self, req: &pb::LogsRequest) -> LogsAnswer {
+        let answer = |result| logs_answer(req.request_id, req.epoch, result);
         match self {
-            Executor::Process(e) => e.logs(workload, epoch, max),
-            Executor::Simulated(_) => {
-                Err("the simulated executor runs no processes: there is no output to show".into())
+            Executor::Process(e) => {
+                LogsAnswer::Now(answer(e.logs(req.workload_id, req.epoch, req.tail_bytes)))
             }
-            Executor::Kubernetes(_) => Err(
-                "the Kubernetes executor does not relay pod logs yet: read them with `kubectl logs` on the cluster".into(),
-            ),
+            Executor::Simulated(_) => LogsAnswer::Now(answer(Err(
+                "the simulated executor runs no processes: there is no output to show".into(),
+            ))),
+            Executor::Kubernetes(e) => {
+                let read = e.logs(req.workload_id, req.epoch, req.tail_bytes);
+                let (request_id, epoch) = (req.request_id, req.epoch);
+                LogsAnswer::Later(Box::pin(async move {
+                    logs_answer(request_id, epoch, read.await)
+                }))
+            }
         }
     }
+}
 
-    /// The answer to a leader's [`pb::LogsRequest`].
-    fn logs_reply(&self, req: &pb::LogsRequest) -> pb::LogsReply {
-        match self.logs(req.workload_id, req.epoch, req.tail_bytes) {
-            Ok(tail) => pb::LogsReply {
-                request_id: req.request_id,
-                text: tail.text,
-                error: String::new(),
-                truncated: tail.truncated,
-                epoch: tail.epoch,
-            },
-            Err(error) => pb::LogsReply {
-                request_id: req.request_id,
-                error,
-                epoch: req.epoch,
-                ..pb::LogsReply::default()
-            },
-        }
+/// The reply to logs request `request_id` (for `epoch`, 0: the latest).
+fn logs_answer(request_id: u64, epoch: u64, result: Result<Tail, String>) -> pb::LogsReply {
+    match result {
+        Ok(tail) => pb::LogsReply {
+            request_id,
+            text: tail.text,
+            error: String::new(),
+            truncated: tail.truncated,
+            epoch: tail.epoch,
+        },
+        Err(error) => pb::LogsReply {
+            request_id,
+            error,
+            epoch,
+            ..pb::LogsReply::default()
+        },
     }
+}
+
+/// [`Executor::logs_reply`]'s answer.
+enum LogsAnswer {
+    Now(pb::LogsReply),
+    Later(std::pin::Pin<Box<dyn std::future::Future<Output = pb::LogsReply> + Send>>),
 }
 
 #[cfg(test)]

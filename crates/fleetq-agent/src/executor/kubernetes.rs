@@ -626,6 +626,18 @@ impl KubernetesExecutor {
     /// How long Kubernetes keeps a finished Job (`ttlSecondsAfterFinished`);
     /// `None` keeps it until someone deletes it. Default
     /// [`DEFAULT_FINISHED_JOB_TTL`].
+    /// Reads the end of an admission's pod logs (`fleetq logs`), apart
+    /// from the executor: the read awaits the API server.
+    pub fn logs(
+        &self,
+        id: u64,
+        epoch: u64,
+        max: u64,
+    ) -> impl std::future::Future<Output = Result<super::logs::Tail, String>> + Send + 'static {
+        let (client, cluster) = (self.client.clone(), self.cluster.clone());
+        async move { super::pod_logs::read_tail(client, &cluster, id, epoch, max).await }
+    }
+
     pub fn with_finished_job_ttl(mut self, ttl: Option<Duration>) -> KubernetesExecutor {
         self.finished_job_ttl = ttl;
         self

@@ -4,6 +4,7 @@
 
 pub mod kubernetes;
 pub mod logs;
+pub mod pod_logs;
 pub mod process;
 pub mod run_as;
 pub mod simulated;
