@@ -133,6 +133,15 @@ impl Driver {
         d
     }
 
+    /// Queues one workload (no admission planned on submit).
+    fn submit(&mut self, s: Submission) {
+        self.apply(Command::SubmitWorkloads {
+            submissions: vec![s],
+            max_pending_per_local_queue: None,
+            admit: Vec::new(),
+        });
+    }
+
     /// Applies Kueue manifests (they must import).
     fn apply_manifests(&mut self, yaml: &str) {
         let objects: Vec<Object> = import_manifests(yaml)
@@ -391,11 +400,7 @@ fn lower_or_newer_equal_priority_preempts_the_newer_workload_once() {
     let mut d = Driver::new();
     d.apply_manifests(NEWER_EQUAL);
     let submit = |d: &mut Driver, s: Submission| {
-        d.apply(Command::SubmitWorkloads {
-            submissions: vec![s],
-            max_pending_per_local_queue: None,
-            admit: Vec::new(),
-        });
+        d.submit(s);
         d.now += 10;
         d.cycle();
         d.executors(&BTreeMap::new());
@@ -515,11 +520,7 @@ fn a_fair_sharing_three_step_cycle_settles() {
     d.apply_manifests(THREE_STEP);
     let step = |d: &mut Driver, s: Option<Submission>| {
         if let Some(s) = s {
-            d.apply(Command::SubmitWorkloads {
-                submissions: vec![s],
-                max_pending_per_local_queue: None,
-                admit: Vec::new(),
-            });
+            d.submit(s);
         }
         d.now += 10;
         let decided = d.cycle();
@@ -601,18 +602,14 @@ spec: {clusterQueue: borrower}
 "#;
 
 /// Soak seeds 177246 and 184860, apply()'s side: a victim whose reclaimer
-/// has not been admitted since may not be admitted by borrowing, whatever
-/// the leader proposes; the reclaimer then is.
+/// is pending may not be admitted by borrowing, whatever the leader
+/// proposes; the reclaimer then is.
 #[test]
 fn apply_refuses_a_victim_borrowing_while_its_reclaimer_waits() {
     let mut d = Driver::new();
     d.apply_manifests(OWNER_AND_BORROWER);
     let submit = |d: &mut Driver, s: Submission| {
-        d.apply(Command::SubmitWorkloads {
-            submissions: vec![s],
-            max_pending_per_local_queue: None,
-            admit: Vec::new(),
-        });
+        d.submit(s);
         d.now += 10;
     };
     submit(&mut d, queue_workload("victim", "lq-borrower", "low", 4));
