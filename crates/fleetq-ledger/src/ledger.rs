@@ -1045,8 +1045,8 @@ impl Ledger {
     }
 
     /// apply()'s side of `Snapshot::borrowing_held_by`, the victim read
-    /// from its record: a workload whose reclaimer is pending may not be
-    /// admitted by borrowing.
+    /// from its record: a workload whose reclaimer is pending (or
+    /// evicting) may not be admitted by borrowing.
     fn check_not_held(&self, a: &Admission) -> Result<(), fleetq_scheduler::SnapshotError> {
         let Some(reclaimer) = self
             .state
@@ -1057,8 +1057,9 @@ impl Ledger {
             return Ok(());
         };
         // Pending as the scheduler sees it (a workload its binding keeps
-        // out of the queues waits for nothing).
-        let waits = self.snapshot.get_pending(reclaimer).is_some();
+        // out of the queues waits for nothing), or about to be: this
+        // batch's preemptions are applied before its admissions.
+        let waits = self.snapshot.waits_or_will(reclaimer);
         if waits
             && self
                 .snapshot

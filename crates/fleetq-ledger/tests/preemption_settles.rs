@@ -658,3 +658,59 @@ fn apply_refuses_a_victim_borrowing_while_its_reclaimer_waits() {
     assert_eq!(state(&d, "reclaimer"), Some(WorkloadState::Admitted));
     assert_eq!(state(&d, "victim"), Some(WorkloadState::Pending));
 }
+
+/// Soak seed 191358: a reclaimer chosen as a victim itself, admitted but
+/// evicting, still holds the workload it reclaimed from. It is about to
+/// wait again, and the room its victim would borrow is the room it will
+/// wait for.
+#[test]
+fn a_reclaimer_being_evicted_still_holds_its_victim() {
+    let mut d = Driver::new();
+    d.apply_manifests(&OWNER_AND_BORROWER.replace(
+        "preemption: {reclaimWithinCohort: Any}",
+        "preemption: {reclaimWithinCohort: Any, withinClusterQueue: LowerPriority}",
+    ));
+    let step = |d: &mut Driver, s: Option<Submission>| {
+        if let Some(s) = s {
+            d.submit(s);
+        }
+        d.now += 10;
+        d.cycle();
+    };
+    step(&mut d, Some(queue_workload("victim", "lq-borrower", "low", 4)));
+    d.executors(&BTreeMap::new());
+    step(&mut d, Some(queue_workload("reclaimer", "lq-owner", "low", 4)));
+    d.executors(&BTreeMap::new());
+    step(&mut d, None);
+    d.executors(&BTreeMap::new());
+    let record = |d: &Driver, name: &str| {
+        d.ledger
+            .workload_by_name("default", name)
+            .map(|r| (r.id, r.state))
+            .expect("exists")
+    };
+    let (reclaimer, state) = record(&d, "reclaimer");
+    assert_eq!(state, WorkloadState::Running);
+    // A higher-priority workload of the owner's preempts the reclaimer;
+    // its executor has not stopped it yet.
+    step(&mut d, Some(queue_workload("urgent", "lq-owner", "high", 4)));
+    assert!(d.ledger.snapshot().waits_or_will(reclaimer));
+    let (victim, state) = record(&d, "victim");
+    assert_eq!(state, WorkloadState::Pending);
+    let pending = d.ledger.snapshot().get_pending(victim).expect("queued");
+    assert_eq!(
+        d.ledger.snapshot().borrowing_held_by(pending),
+        Some(reclaimer),
+        "the evicting reclaimer holds its victim"
+    );
+    // It settles: urgent runs, the reclaimer waits for the owner's quota,
+    // and the victim does not borrow it in between.
+    for _ in 0..20 {
+        d.executors(&BTreeMap::new());
+        step(&mut d, None);
+    }
+    assert_eq!(record(&d, "urgent").1, WorkloadState::Running);
+    assert_eq!(record(&d, "reclaimer").1, WorkloadState::Pending);
+    assert_eq!(record(&d, "victim").1, WorkloadState::Pending);
+    assert_eq!(d.ledger.counters().preemptions, 2);
+}

@@ -232,6 +232,17 @@ impl<'a> Cycle<'a> {
         })
     }
 
+    /// `Snapshot::borrowing_held_by`, counting this cycle's victims as
+    /// evicting: a reclaimer chosen as a victim earlier in the cycle holds
+    /// as it will once the batch is applied (apply() sees it evicting).
+    pub(crate) fn held_by(&self, w: &PendingWorkload) -> Option<WorkloadId> {
+        if let Some(reclaimer) = self.snap.borrowing_held_by(w) {
+            return Some(reclaimer);
+        }
+        let reclaimer = w.reclaimed_for?;
+        self.taken.contains(&reclaimer).then_some(reclaimer)
+    }
+
     pub fn run(mut self) -> Decisions {
         if !fleetq_model::mutants::active(fleetq_model::mutants::Mutant::PreemptorNotNominated) {
             self.run_nominated();
@@ -992,13 +1003,23 @@ impl<'a> Cycle<'a> {
         }
         let eligible = self.eligible_clusters(node, cq);
         let plan = self.assign_simulating(node, cq, w, &demands, &eligible);
-        let held = self.snap.borrowing_held_by(w);
+        let held = self.held_by(w);
         if may_take(plan.mode, held) {
             if let Some(c) = self.choose_cluster(cq, &eligible, &plan.cells) {
                 return self.admit(node, cq, w, &full, &plan, c);
             }
         }
         if let (Mode::Borrow, Some(reclaimer)) = (plan.mode, held) {
+            // Room within its nominal quota that preemption makes, or that
+            // victims already evicting for it are about to free: a held
+            // preemptor keeps waiting for them (and keeps its nomination)
+            // rather than losing that room to its own victims (seed 382:
+            // one victim re-admitted and preempted 464 times).
+            if preempt::policy_allows_any(cq) {
+                if let Ok(reason) = preempt::try_preempt(self, node, cq, w, &plan, &eligible) {
+                    return Outcome::Preempting(reason);
+                }
+            }
             if minimal != full {
                 if let Some(outcome) = self.try_partial(node, cq, w, &full, &minimal, &eligible) {
                     return outcome;
@@ -1230,7 +1251,7 @@ impl<'a> Cycle<'a> {
         let good = |cycle: &mut Self, counts: &[u32]| -> Option<(assign::Plan, Option<usize>)> {
             let demands = assign::demand(cq, w, counts).ok()?;
             let plan = cycle.context(node, cq, eligible).assign(&demands);
-            if may_take(plan.mode, cycle.snap.borrowing_held_by(w)) {
+            if may_take(plan.mode, cycle.held_by(w)) {
                 if let Some(c) = cycle.choose_cluster(cq, eligible, &plan.cells) {
                     return Some((plan, Some(c)));
                 }

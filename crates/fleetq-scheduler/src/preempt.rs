@@ -87,11 +87,11 @@ fn find_victims<'s>(
     eligible: &[usize],
 ) -> Option<(usize, Vec<usize>, Vec<Candidate<'s>>)> {
     cycle.decisions.stats.preemption_searches += 1;
-    // A workload held from borrowing (`Snapshot::borrowing_held_by`) may
+    // A workload held from borrowing (`Cycle::held_by`) may
     // preempt only for room within its queue's nominal quota: room that
     // needs borrowing it could not take, and its victims would be
     // re-admitted into it and preempted again (soak seed 177246).
-    let held = cycle.snap.borrowing_held_by(w).is_some();
+    let held = cycle.held_by(w).is_some();
     let tries_for = |cycle: &Cycle<'_>, all: &[Candidate<'_>]| {
         if held {
             vec![false]

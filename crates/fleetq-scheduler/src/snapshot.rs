@@ -287,9 +287,22 @@ impl Snapshot {
     /// reclaimed again and again. Holding it while the reclaimer is
     /// pending at all, admitted in between or not, is what settles all
     /// three; the victim waits at most as long as the reclaimer does.
+    ///
+    /// A reclaimer chosen as a victim itself, admitted but evicting, is
+    /// about to wait again: it holds too. Without that, the victim borrows
+    /// in the moment between the reclaimer's admission and its eviction,
+    /// preempts for that room, is held again before the room is free,
+    /// and its own victim is re-admitted into it (soak seed 191358: one
+    /// workload preempted the same victim six times).
     pub fn borrowing_held_by(&self, w: &PendingWorkload) -> Option<WorkloadId> {
         let reclaimer = w.reclaimed_for?;
-        self.pending.contains_key(&reclaimer).then_some(reclaimer)
+        self.waits_or_will(reclaimer).then_some(reclaimer)
+    }
+
+    /// Whether `id` is pending, or admitted and evicting (pending again
+    /// once it stops).
+    pub fn waits_or_will(&self, id: WorkloadId) -> bool {
+        self.pending.contains_key(&id) || self.evicting.contains(&id)
     }
 
     /// Whether admitting `cells` to ClusterQueue `cluster_queue` would take
