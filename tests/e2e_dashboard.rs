@@ -343,7 +343,7 @@ fn dashboard_shows_the_fleet_in_headless_chromium() {
     // A finished workload. Then team-a borrows 4 GPUs from team-b (a1 and
     // a2 fill dev-east, a3 goes to dev-west: one at a time, so placement
     // is fixed), team-b runs b1 and uses MIG slices; b2 (high priority,
-    // 6 GPUs) reclaims team-b's quota by preempting a3, runs 3 s, and a3
+    // 3 pods of 2 GPUs) reclaims team-b's quota by preempting a3, runs 3 s, and a3
     // comes back. Then a4 waits for quota and a5 fits no cluster.
     let run = |queue: &str, name: &str, request: &str, duration: &str, class: Option<&str>| {
         let mut args = vec![
@@ -372,7 +372,29 @@ fn dashboard_shows_the_fleet_in_headless_chromium() {
     }
     run("team-b", "b1", "nvidia.com/gpu=2", "10m", None);
     run("team-b", "mig1", "nvidia.com/mig-1g.10gb=3", "10m", None);
-    run("team-b", "b2", "nvidia.com/gpu=6", "3s", Some("high"));
+    // Three pods of 2 GPUs: the dev clusters' nodes have 4 GPUs each, so
+    // a 6-GPU pod would fit no node.
+    submit(
+        &addr,
+        &tls,
+        &[
+            "--queue",
+            "team-b",
+            "--name",
+            "b2",
+            "--request",
+            "nvidia.com/gpu=2",
+            "--count",
+            "3",
+            "--duration",
+            "3s",
+            "--priority-class",
+            "high",
+            "--wait",
+            "--timeout",
+            "30s",
+        ],
+    );
     let running = ["a1", "a2", "a3", "b1", "mig1"];
     wait_for(Duration::from_secs(30), || {
         let list = workloads(&addr, &tls);

@@ -258,6 +258,7 @@ fn replayed_and_stale_admit_batches_change_nothing_and_are_counted() {
                 name: "main".into(),
                 count: 1,
                 flavors: [("nvidia.com/gpu".to_string(), "h100-80gb".to_string())].into(),
+                nodes: Vec::new(),
             }],
             usage: [(
                 fleetq_model::FlavorResource {

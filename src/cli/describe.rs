@@ -115,6 +115,9 @@ async fn describe(c: &mut Client, args: &DescribeArgs) -> Result<(), String> {
                     let f: Vec<String> =
                         p.flavors.iter().map(|(r, f)| format!("{r}={f}")).collect();
                     println!("Pod set:       {} x{}: {}", p.name, p.count, f.join(", "));
+                    if !p.nodes.is_empty() {
+                        println!("  Nodes:       {}", p.nodes.join(", "));
+                    }
                 }
             }
             println!("Created:       {}", time(w.created_at_ms));
@@ -202,6 +205,10 @@ async fn describe(c: &mut Client, args: &DescribeArgs) -> Result<(), String> {
                 })
                 .collect();
             view::print_table(&["FLAVOR", "RESOURCE", "CAPACITY", "ASSIGNED"], &rows);
+            if !s.nodes.is_empty() {
+                println!();
+                print_nodes(&s.nodes);
+            }
             Ok(())
         }
         "topology" | "topologies" | "topo" => describe_topology(c, &args.name).await,
@@ -209,6 +216,50 @@ async fn describe(c: &mut Client, args: &DescribeArgs) -> Result<(), String> {
             "cannot describe {other:?}; use workload, cq, cluster or topology"
         )),
     }
+}
+
+/// A cluster's nodes, one row per node and resource: where fleetq placed
+/// pods, and what is left there.
+fn print_nodes(nodes: &[pb::ClusterNode]) {
+    let rows: Vec<Vec<String>> = nodes
+        .iter()
+        .flat_map(|n| {
+            let sorted: std::collections::BTreeMap<_, _> = n.labels.iter().collect();
+            let labels: Vec<String> = sorted
+                .into_iter()
+                .filter(|(k, _)| k.as_str() != fleetq_model::topology::HOSTNAME_LABEL)
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let state = if n.unschedulable {
+                "Unschedulable"
+            } else {
+                "Ready"
+            };
+            n.devices.iter().map(move |d| {
+                vec![
+                    n.name.clone(),
+                    state.to_string(),
+                    n.flavor.clone(),
+                    d.resource.clone(),
+                    d.capacity.clone(),
+                    d.assigned.clone(),
+                    labels.join(", "),
+                ]
+            })
+        })
+        .collect();
+    view::print_table(
+        &[
+            "NODE",
+            "STATE",
+            "FLAVOR",
+            "RESOURCE",
+            "ALLOCATABLE",
+            "ASSIGNED",
+            "LABELS",
+        ],
+        &rows,
+    );
 }
 
 /// A Topology: its levels, broadest first, and the flavors that name it.

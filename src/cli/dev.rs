@@ -285,6 +285,21 @@ fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
                         .collect(),
                 })
                 .collect();
+            config.nodes = cl
+                .nodes
+                .iter()
+                .map(|n| fleetq_agent::config::StaticNode {
+                    name: n.name.clone(),
+                    flavor: n.flavor.clone(),
+                    labels: n.labels.clone(),
+                    resources: n
+                        .allocatable
+                        .iter()
+                        .map(|(r, q)| (r.clone(), q.to_string()))
+                        .collect(),
+                    unschedulable: n.unschedulable,
+                })
+                .collect();
             config.check()?;
             let mut agent = fleetq_agent::Agent::new(config).await?;
             if let Some(tls) = load(&format!("agent-{}", cl.name))? {

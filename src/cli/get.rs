@@ -1004,11 +1004,13 @@ mod tests {
                         name: "main".into(),
                         count: 2,
                         flavors: [("nvidia.com/gpu".into(), "h100".into())].into(),
+                        nodes: Vec::new(),
                     },
                     pb::PodSetFlavors {
                         name: "launcher".into(),
                         count: 1,
                         flavors: [("cpu".into(), "cpu".into())].into(),
+                        nodes: Vec::new(),
                     },
                 ]
             } else {

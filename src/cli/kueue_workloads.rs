@@ -94,6 +94,7 @@ mod tests {
                 flavors: [("nvidia.com/gpu".to_string(), "h100-80gb".to_string())]
                     .into_iter()
                     .collect(),
+                nodes: Vec::new(),
             }],
             created_at_ms: 1_714_564_800_000,
             admitted_at_ms: 1_714_564_801_000,

@@ -11,6 +11,11 @@
 //! [[inventory]]                   # static inventory source
 //! flavor = "h100-80gb"
 //! resources = { "nvidia.com/gpu" = "8", "gpu.memory" = "640" }
+//! [[nodes]]                       # optional, static source: its nodes
+//! name = "gpu-1"
+//! flavor = "h100-80gb"
+//! labels = { "topology.example.com/rack" = "r1" }
+//! resources = { "nvidia.com/gpu" = "8", "gpu.memory" = "640" }
 //! ```
 
 use std::collections::BTreeMap;
@@ -66,6 +71,22 @@ pub struct StaticFlavor {
     pub resources: BTreeMap<String, String>,
 }
 
+/// One node of a static inventory: placement puts each pod on one node.
+/// Schedulable nodes may hold no more than the `[[inventory]]` totals.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticNode {
+    pub name: String,
+    pub flavor: String,
+    /// Its labels, among them the flavor's Topology levels (a rack); the
+    /// hostname label is added when absent.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    pub resources: BTreeMap<String, String>,
+    #[serde(default)]
+    pub unschedulable: bool,
+}
+
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentConfig {
@@ -83,6 +104,9 @@ pub struct AgentConfig {
     pub inventory_source: InventorySource,
     #[serde(default)]
     pub inventory: Vec<StaticFlavor>,
+    /// The static inventory's nodes (none: the cluster is placed by totals).
+    #[serde(default)]
+    pub nodes: Vec<StaticNode>,
     /// Product name -> flavor: NVML's device name (inventory_source =
     /// "nvml") or the `nvidia.com/gpu.product` node label ("kubernetes").
     #[serde(default)]
@@ -186,6 +210,7 @@ impl AgentConfig {
             executor: ExecutorKind::default(),
             inventory_source: InventorySource::default(),
             inventory: Vec::new(),
+            nodes: Vec::new(),
             flavors: BTreeMap::new(),
             kubernetes: KubernetesConfig::default(),
             state_dir: None,
@@ -275,8 +300,17 @@ impl AgentConfig {
                 if let Err(e) = self.static_inventory() {
                     errors.extend(e);
                 }
+                if let Err(e) = self.static_nodes() {
+                    errors.extend(e);
+                }
             }
             InventorySource::Nvml | InventorySource::Kubernetes => {
+                if !self.nodes.is_empty() {
+                    errors.push(format!(
+                        "nodes: only the static source takes nodes from this file; the {} source reports its own",
+                        self.inventory_source.name()
+                    ));
+                }
                 if self.flavors.is_empty() {
                     errors.push(format!(
                         "flavors: the {} source needs a product name -> flavor mapping",
@@ -309,8 +343,13 @@ impl AgentConfig {
         match self.inventory_source {
             InventorySource::Static => {
                 let inventory = self.static_inventory().map_err(|e| e.join("; "))?;
+                let nodes = self.static_nodes().map_err(|e| e.join("; "))?;
                 let pool = DevicePool::from_static(&inventory);
-                Ok((InventoryFeed::fixed(inventory), pool))
+                let report = crate::inventory::InventoryReport {
+                    totals: inventory,
+                    nodes,
+                };
+                Ok((InventoryFeed::fixed_report(report), pool))
             }
             InventorySource::Nvml => {
                 let gpus = crate::inventory::nvml::read_gpus()?;
@@ -336,7 +375,7 @@ impl AgentConfig {
                     self.flavor_mapping(),
                 )
                 .await?;
-                let pool = DevicePool::from_static(&rx.borrow());
+                let pool = DevicePool::from_static(&rx.borrow().totals);
                 Ok((InventoryFeed::watching(rx), pool))
             }
         }
@@ -346,6 +385,58 @@ impl AgentConfig {
     pub fn uses_kubernetes(&self) -> bool {
         self.inventory_source == InventorySource::Kubernetes
             || self.executor == ExecutorKind::Kubernetes
+    }
+
+    /// The static source's nodes, checked against its totals as the
+    /// ledger checks them (`Cluster::node_problems`).
+    pub fn static_nodes(&self) -> Result<Vec<fleetq_model::Node>, Vec<String>> {
+        let mut nodes = Vec::new();
+        let mut errors = Vec::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.name.is_empty() {
+                errors.push(format!("nodes[{i}].name: must not be empty"));
+            }
+            let mut allocatable = fleetq_model::ResourceList::new();
+            for (resource, value) in &n.resources {
+                match value.parse::<Quantity>() {
+                    Ok(q) => {
+                        allocatable.insert(resource.clone(), q);
+                    }
+                    Err(e) => errors.push(format!("nodes[{i}].resources.{resource:?}: {e}")),
+                }
+            }
+            let mut labels = n.labels.clone();
+            labels
+                .entry(fleetq_model::topology::HOSTNAME_LABEL.to_string())
+                .or_insert_with(|| n.name.clone());
+            nodes.push(fleetq_model::Node {
+                name: n.name.clone(),
+                labels,
+                flavor: n.flavor.clone(),
+                allocatable,
+                unschedulable: n.unschedulable,
+            });
+        }
+        if let (true, Ok(capacity)) = (errors.is_empty(), self.static_inventory()) {
+            let cluster = fleetq_model::Cluster {
+                name: self.cluster.clone(),
+                labels: BTreeMap::new(),
+                capacity,
+                state: fleetq_model::ClusterState::Ready,
+                nodes: nodes.clone(),
+            };
+            errors.extend(
+                cluster
+                    .node_problems()
+                    .into_iter()
+                    .map(|p| format!("nodes: {p}")),
+            );
+        }
+        if errors.is_empty() {
+            Ok(nodes)
+        } else {
+            Err(errors)
+        }
     }
 
     /// The static inventory source.
@@ -384,6 +475,39 @@ mod tests {
         let c: AgentConfig = toml::from_str(text).map_err(|e| e.to_string())?;
         c.check()?;
         Ok(c)
+    }
+
+    /// Static nodes become the registration's nodes (hostname label
+    /// added), and must add up within the totals, as the ledger requires.
+    #[test]
+    fn static_nodes_are_checked_against_the_totals() {
+        let base = r#"cluster = "east"
+servers = ["127.0.0.1:7400"]
+[[inventory]]
+flavor = "h100-80gb"
+resources = { "nvidia.com/gpu" = "8" }
+[[nodes]]
+name = "gpu-1"
+flavor = "h100-80gb"
+labels = { "rack" = "r1" }
+resources = { "nvidia.com/gpu" = "4" }
+[[nodes]]
+name = "gpu-2"
+flavor = "h100-80gb"
+resources = { "nvidia.com/gpu" = "GPUS" }
+"#;
+        let c = parse(&base.replace("GPUS", "4")).unwrap();
+        let nodes = c.static_nodes().unwrap();
+        assert_eq!(nodes.len(), 2);
+        assert_eq!(nodes[0].labels["rack"], "r1");
+        assert_eq!(nodes[1].labels["kubernetes.io/hostname"], "gpu-2");
+        let err = parse(&base.replace("GPUS", "5")).unwrap_err();
+        assert!(err.contains("nodes: its schedulable nodes hold 9"), "{err}");
+        let err = parse(&base.replace("GPUS", "lots")).unwrap_err();
+        assert!(
+            err.contains("nodes[1].resources.\"nvidia.com/gpu\""),
+            "{err}"
+        );
     }
 
     #[test]

@@ -30,7 +30,7 @@ use crate::executor::logs::Tail;
 use crate::executor::process::ProcessExecutor;
 use crate::executor::simulated::SimulatedExecutor;
 use crate::executor::{JournalSink, Report};
-use crate::inventory::{Inventory, InventoryFeed};
+use crate::inventory::{InventoryFeed, InventoryReport};
 
 /// Time between SIGTERM and SIGKILL when the workload sets none.
 const DEFAULT_GRACE: Duration = Duration::from_secs(10);
@@ -188,7 +188,11 @@ impl Agent {
         self
     }
 
-    fn registration(&self, inventory: Inventory) -> pb::RegisterRequest {
+    fn registration(&self, report: InventoryReport) -> pb::RegisterRequest {
+        let InventoryReport {
+            totals: inventory,
+            nodes,
+        } = report;
         pb::RegisterRequest {
             cluster: self.config.cluster.clone(),
             labels: self.config.labels.clone().into_iter().collect(),
@@ -206,9 +210,23 @@ impl Agent {
                 })
                 .collect(),
             lease_policy: self.config.lease_policy.clone(),
-            // Inventories report totals per flavor; nodes are not
-            // gathered yet (issue 26).
-            nodes: Vec::new(),
+            nodes: nodes
+                .into_iter()
+                .map(|n| pb::NodeInventory {
+                    name: n.name,
+                    labels: n.labels.into_iter().collect(),
+                    flavor: n.flavor,
+                    allocatable: n
+                        .allocatable
+                        .into_iter()
+                        .map(|(resource, q)| pb::Quantity {
+                            resource,
+                            value: q.to_string(),
+                        })
+                        .collect(),
+                    unschedulable: n.unschedulable,
+                })
+                .collect(),
         }
     }
 

@@ -1043,6 +1043,7 @@ fn a_forged_admission_that_undercharges_or_targets_the_wrong_queue_is_rejected()
             name: "main".into(),
             count: 1,
             flavors: BTreeMap::from([(GPU.to_string(), FLAVOR.to_string())]),
+            nodes: Vec::new(),
         }],
         usage: BTreeMap::from([(FlavorResource::new(FLAVOR, GPU), Quantity::units(gpus))]),
     };

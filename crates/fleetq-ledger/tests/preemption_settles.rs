@@ -677,9 +677,15 @@ fn a_reclaimer_being_evicted_still_holds_its_victim() {
         d.now += 10;
         d.cycle();
     };
-    step(&mut d, Some(queue_workload("victim", "lq-borrower", "low", 4)));
+    step(
+        &mut d,
+        Some(queue_workload("victim", "lq-borrower", "low", 4)),
+    );
     d.executors(&BTreeMap::new());
-    step(&mut d, Some(queue_workload("reclaimer", "lq-owner", "low", 4)));
+    step(
+        &mut d,
+        Some(queue_workload("reclaimer", "lq-owner", "low", 4)),
+    );
     d.executors(&BTreeMap::new());
     step(&mut d, None);
     d.executors(&BTreeMap::new());
@@ -693,7 +699,10 @@ fn a_reclaimer_being_evicted_still_holds_its_victim() {
     assert_eq!(state, WorkloadState::Running);
     // A higher-priority workload of the owner's preempts the reclaimer;
     // its executor has not stopped it yet.
-    step(&mut d, Some(queue_workload("urgent", "lq-owner", "high", 4)));
+    step(
+        &mut d,
+        Some(queue_workload("urgent", "lq-owner", "high", 4)),
+    );
     assert!(d.ledger.snapshot().waits_or_will(reclaimer));
     let (victim, state) = record(&d, "victim");
     assert_eq!(state, WorkloadState::Pending);

@@ -28,4 +28,16 @@ pub struct PodSetAssignment {
     /// Pods admitted; below the requested count under partial admission.
     pub count: u32,
     pub flavors: BTreeMap<ResourceName, FlavorName>,
+    /// Where its pods run, on a cluster that reports its nodes: pods per
+    /// node, by node name, adding up to `count`. Empty on a cluster
+    /// reported as totals (absent from the stored JSON, and the hash).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodePods>,
+}
+
+/// Pods of one pod set placed on one node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodePods {
+    pub node: String,
+    pub count: u32,
 }

@@ -5,10 +5,10 @@
 //!
 //! fleetq stores both and checks them with Kueue's rules, so manifests
 //! written for Kueue's TAS import unchanged and a mistake is caught at
-//! submit time. Placement does not honour them yet: clusters report
-//! per-flavor totals, not nodes with topology labels
-//! (docs/architecture.md, section 9), and [`PLACEMENT_NOTE`] says so
-//! wherever a request is shown.
+//! submit time. Placement honours them on clusters whose agents report
+//! their nodes (`fleetq_scheduler::nodes`); a cluster reported as
+//! per-flavor totals places by totals only, and [`PLACEMENT_NOTE`] says
+//! so wherever a request is shown.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -29,7 +29,8 @@ pub const MAX_TOPOLOGY_LEVELS: usize = 16;
 pub const MAX_REQUESTED_LEVEL: usize = 317;
 /// What every display of a topology request adds, so that nobody takes a
 /// stored request for a placement guarantee.
-pub const PLACEMENT_NOTE: &str = "stored; placement by topology is not implemented yet";
+pub const PLACEMENT_NOTE: &str =
+    "honoured on clusters that report their nodes; by totals on the others";
 
 /// A Kueue `Topology` (cluster-scoped, `kueue.x-k8s.io/v1beta1|v1beta2`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -98,6 +98,10 @@ pub struct Plan {
     pub mode: Mode,
     /// Why the plan is not `Fit`/`Borrow`, for the pending reason.
     pub reason: Option<PendingReason>,
+    /// The pod counts it is for, where the caller set them (not in the
+    /// flavor assigner's preemption simulations): preemption then checks
+    /// that its victims free room the pods can be placed in.
+    pub counts: Vec<u32>,
 }
 
 /// Everything flavor assignment reads, borrowed from the cycle.
@@ -292,6 +296,7 @@ impl AssignContext<'_> {
             cells: Vec::new(),
             mode: Mode::Fit,
             reason: None,
+            counts: Vec::new(),
         };
         for (index, demand) in demands.iter().enumerate() {
             let group = &self.cq.spec.resource_groups[demand.group];
@@ -486,6 +491,7 @@ pub fn to_assignment(
                     Some((r.clone(), flavor_of_group.get(&(index, g))?.to_string()))
                 })
                 .collect(),
+            nodes: Vec::new(),
         })
         .collect();
     let mut usage = FlavorUsage::new();

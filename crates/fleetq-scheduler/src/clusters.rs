@@ -10,7 +10,7 @@
 //! flavor no cluster reports (a CPU-only `default-flavor`) is quota-only and
 //! fits on every cluster.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use fleetq_model::cluster_queue::{Placement, PlacementStrategy};
 use fleetq_model::{Cluster, ClusterState};
@@ -31,6 +31,10 @@ pub enum Capacity {
 pub struct ClusterInfo {
     pub cluster: Cluster,
     pub capacity: Vec<Capacity>,
+    /// Its nodes by name (index into `cluster.nodes`).
+    pub node_index: BTreeMap<String, usize>,
+    /// The flavors its nodes carry: pod sets of these are placed on nodes.
+    pub node_flavors: BTreeSet<String>,
 }
 
 impl ClusterInfo {
@@ -115,12 +119,24 @@ impl ClusterTable {
                     })
                     .collect();
                 ClusterInfo {
+                    node_index: cluster
+                        .nodes
+                        .iter()
+                        .enumerate()
+                        .map(|(i, n)| (n.name.clone(), i))
+                        .collect(),
+                    node_flavors: cluster.nodes.iter().map(|n| n.flavor.clone()).collect(),
                     cluster: cluster.clone(),
                     capacity,
                 }
             })
             .collect();
         ClusterTable { clusters: infos }
+    }
+
+    /// Whether any cluster reports its nodes (else placement is skipped).
+    pub fn any_nodes(&self) -> bool {
+        self.clusters.iter().any(|c| !c.cluster.nodes.is_empty())
     }
 
     pub fn index_of(&self, name: &str) -> Option<usize> {

@@ -7,6 +7,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 
+use fleetq_model::assignment::NodePods;
 use fleetq_model::cluster_queue::{QueueingStrategy, ReclaimWithinCohort, StopPolicy};
 use fleetq_model::resources::GPU;
 use fleetq_model::{ClusterQueue, Quantity, Timestamp};
@@ -17,6 +18,7 @@ use crate::claims::{Claim, Claims};
 use crate::clusters::ClusterUsage;
 use crate::decision::{Admission, Decisions, PendingReason, ReasonKind};
 use crate::fair;
+use crate::nodes::{self, NodeUsage};
 use crate::policy::{within_cluster_queue_allows, Rank};
 use crate::preempt;
 use crate::quota::{FrId, NodeId, NodeKind, QuotaTree, Usage};
@@ -75,6 +77,11 @@ pub(crate) struct Cycle<'a> {
     pub cfg: &'a SchedulerConfig,
     pub usage: Usage,
     pub cluster_usage: ClusterUsage,
+    /// What is assigned on each node, this cycle's admissions included.
+    node_usage: NodeUsage,
+    /// Why the last `choose_cluster` found no node placement on a
+    /// cluster whose totals had room (for the pending reason).
+    placement_note: Option<String>,
     /// Usage as it will be once this cycle's victims have stopped and their
     /// preemptors are admitted. `usage` keeps victims charged (they hold
     /// their quota until they stop), which is right for admitting but would
@@ -204,6 +211,8 @@ impl<'a> Cycle<'a> {
             cfg,
             usage: snap.usage.clone(),
             cluster_usage: snap.cluster_usage.clone(),
+            node_usage: snap.node_usage.clone(),
+            placement_note: None,
             projected: snap.usage.clone(),
             projected_cluster: snap.cluster_usage.clone(),
             taken: HashSet::new(),
@@ -1002,11 +1011,13 @@ impl<'a> Cycle<'a> {
             }
         }
         let eligible = self.eligible_clusters(node, cq);
-        let plan = self.assign_simulating(node, cq, w, &demands, &eligible);
+        let mut plan = self.assign_simulating(node, cq, w, &demands, &eligible);
+        plan.counts.clone_from(&full);
         let held = self.held_by(w);
+        self.placement_note = None;
         if may_take(plan.mode, held) {
-            if let Some(c) = self.choose_cluster(cq, &eligible, &plan.cells) {
-                return self.admit(node, cq, w, &full, &plan, c);
+            if let Some(chosen) = self.choose_cluster(cq, w, &full, &plan, &eligible) {
+                return self.admit(node, cq, w, &full, &plan, chosen);
             }
         }
         if let (Mode::Borrow, Some(reclaimer)) = (plan.mode, held) {
@@ -1049,13 +1060,19 @@ impl<'a> Cycle<'a> {
             }
         }
         self.hold(node, cq, &plan);
+        // A shape that fails by node placement is not memoised: the
+        // memo's key holds totals, not pods per node or topology.
+        let placement_failed = plan.reason.is_none() && self.placement_note.is_some();
         let mut reason = plan.reason.unwrap_or_else(|| {
             PendingReason::new(
                 ReasonKind::NoClusterCapacity,
-                format!(
-                    "quota is free but no single eligible cluster has {} free",
-                    assign::describe(&self.snap.tree, &plan.cells)
-                ),
+                match self.placement_note.take() {
+                    Some(note) => format!("quota is free but no pod placement fits: {note}"),
+                    None => format!(
+                        "quota is free but no single eligible cluster has {} free",
+                        assign::describe(&self.snap.tree, &plan.cells)
+                    ),
+                },
             )
         });
         if let Some(note) = preemption_note {
@@ -1065,7 +1082,7 @@ impl<'a> Cycle<'a> {
         if reason.kind == ReasonKind::WaitingForQuota && !preempt::policy_allows_any(cq) {
             self.note_exhausted(node, cq, &demands, &reason);
         }
-        if !self.in_nominated_pass {
+        if !self.in_nominated_pass && !placement_failed {
             self.memo.insert(memo_key, reason.clone());
         }
         Outcome::Wait(reason)
@@ -1204,18 +1221,90 @@ impl<'a> Cycle<'a> {
         }
     }
 
+    /// The cluster for `plan` among `eligible`, by the queue's strategy,
+    /// with its pods per node on a cluster that reports nodes. A cluster
+    /// whose totals have room but whose nodes cannot take the pods is
+    /// passed over (`placement_note` says why).
     fn choose_cluster(
+        &mut self,
+        cq: &ClusterQueue,
+        w: &PendingWorkload,
+        counts: &[u32],
+        plan: &assign::Plan,
+        eligible: &[usize],
+    ) -> Option<Chosen> {
+        let strategy = cq.spec.placement.strategy;
+        let table = &self.snap.clusters;
+        if !table.any_nodes() {
+            let c = table.choose(&self.cluster_usage, eligible, &plan.cells, strategy)?;
+            return Some((c, Vec::new()));
+        }
+        let skeleton = assign::to_assignment(cq, w, counts, plan, "", &self.snap.tree);
+        let mut placed: Vec<(usize, Vec<Vec<NodePods>>)> = Vec::new();
+        for &c in eligible {
+            if !table.fits_now(&self.cluster_usage, c, &plan.cells) {
+                continue;
+            }
+            let info = &table.clusters[c];
+            let used = self.node_usage.of(c);
+            match nodes::place_all(
+                info,
+                used,
+                &self.snap.config,
+                &w.workload,
+                &skeleton.pod_sets,
+            ) {
+                Ok(p) => placed.push((c, p)),
+                Err(note) => {
+                    // Every cluster's reason, in name order.
+                    self.placement_note = Some(match self.placement_note.take() {
+                        Some(before) => format!("{before}; {note}"),
+                        None => note,
+                    });
+                }
+            }
+        }
+        let candidates: Vec<usize> = placed.iter().map(|(c, _)| *c).collect();
+        let c = table.choose(&self.cluster_usage, &candidates, &plan.cells, strategy)?;
+        placed.into_iter().find(|(i, _)| *i == c)
+    }
+
+    /// Whether `plan`'s pods could be placed on `cluster`'s nodes once
+    /// `victims` there have stopped (always, on a cluster without nodes or
+    /// a plan without counts). Preemption asks it so that it never evicts
+    /// for room in totals that no node has: the preemptor would wait, its
+    /// victims return to the holes, and it would preempt them again.
+    pub(crate) fn nodes_fit_without<'v>(
         &self,
         cq: &ClusterQueue,
-        eligible: &[usize],
-        cells: &[(usize, u64)],
-    ) -> Option<usize> {
-        self.snap.clusters.choose(
-            &self.cluster_usage,
-            eligible,
-            cells,
-            cq.spec.placement.strategy,
+        w: &PendingWorkload,
+        plan: &assign::Plan,
+        cluster: usize,
+        victims: impl Iterator<Item = &'v crate::snapshot::AdmittedWorkload>,
+    ) -> bool {
+        let info = &self.snap.clusters.clusters[cluster];
+        if info.cluster.nodes.is_empty() || plan.counts.is_empty() {
+            return true;
+        }
+        let mut books = self.node_usage.of(cluster).to_vec();
+        for v in victims {
+            nodes::charge_into(
+                &mut books,
+                info,
+                &v.pending.workload,
+                &v.assignment.pod_sets,
+                false,
+            );
+        }
+        let skeleton = assign::to_assignment(cq, w, &plan.counts, plan, "", &self.snap.tree);
+        nodes::place_all(
+            info,
+            &books,
+            &self.snap.config,
+            &w.workload,
+            &skeleton.pod_sets,
         )
+        .is_ok()
     }
 
     /// Partial admission, Kueue's pod-set reducer: the most pods, down to
@@ -1248,11 +1337,13 @@ impl<'a> Cycle<'a> {
         };
         // Kueue's pod-set reducer: a count is good if it fits, or if
         // preemption would make room for it (the victim search, simulated).
-        let good = |cycle: &mut Self, counts: &[u32]| -> Option<(assign::Plan, Option<usize>)> {
+        type Good = (assign::Plan, Option<Chosen>);
+        let good = |cycle: &mut Self, counts: &[u32]| -> Option<Good> {
             let demands = assign::demand(cq, w, counts).ok()?;
-            let plan = cycle.context(node, cq, eligible).assign(&demands);
+            let mut plan = cycle.context(node, cq, eligible).assign(&demands);
+            plan.counts = counts.to_vec();
             if may_take(plan.mode, cycle.held_by(w)) {
-                if let Some(c) = cycle.choose_cluster(cq, eligible, &plan.cells) {
+                if let Some(c) = cycle.choose_cluster(cq, w, counts, &plan, eligible) {
                     return Some((plan, Some(c)));
                 }
             }
@@ -1281,7 +1372,7 @@ impl<'a> Cycle<'a> {
             return Some(Outcome::Wait(reason));
         }
         match cluster {
-            Some(c) => Some(self.admit(node, cq, w, &counts, &plan, c)),
+            Some(chosen) => Some(self.admit(node, cq, w, &counts, &plan, chosen)),
             // Admitted at whatever count fits once its victims stop.
             None => preempt::try_preempt(self, node, cq, w, &plan, eligible)
                 .ok()
@@ -1362,7 +1453,7 @@ impl<'a> Cycle<'a> {
         w: &PendingWorkload,
         counts: &[u32],
         plan: &assign::Plan,
-        cluster: usize,
+        (cluster, placed): Chosen,
     ) -> Outcome {
         let charge = match self.check_budget(w, counts) {
             Ok(c) => c,
@@ -1374,8 +1465,14 @@ impl<'a> Cycle<'a> {
             self.snap.tree.charge(&mut self.projected, node, fr, q);
             self.projected_cluster.add(cluster, fr, q);
         }
-        let cluster_name = self.snap.clusters.clusters[cluster].name().to_string();
-        let assignment = assign::to_assignment(cq, w, counts, plan, &cluster_name, &self.snap.tree);
+        let info = &self.snap.clusters.clusters[cluster];
+        let mut assignment =
+            assign::to_assignment(cq, w, counts, plan, info.name(), &self.snap.tree);
+        for (psa, nodes) in assignment.pod_sets.iter_mut().zip(placed) {
+            psa.nodes = nodes;
+        }
+        self.node_usage
+            .charge(info, cluster, &w.workload, &assignment, true);
         let rate = fair::afs_rate(&assignment.usage, &self.cfg.afs_resource_weights);
         let penalty = rate.saturating_mul(self.cfg.afs_entry_penalty.as_secs());
         let lq = self.local_queue_now(&w.local_queue);
@@ -1401,6 +1498,10 @@ impl<'a> Cycle<'a> {
         Outcome::Admitted
     }
 }
+
+/// A cluster chosen for a workload (index in the cluster table), with
+/// each pod set's pods per node where the cluster reports nodes.
+type Chosen = (usize, Vec<Vec<NodePods>>);
 
 /// Whether a plan of this mode may be admitted now: it fits the queue's
 /// own quota, or it borrows and no reclaimer of the workload's borrowed

@@ -59,6 +59,7 @@ pub mod clusters;
 mod cycle;
 pub mod decision;
 pub mod fair;
+pub mod nodes;
 pub mod placement;
 pub mod policy;
 mod preempt;

@@ -101,14 +101,14 @@ fn find_victims<'s>(
     };
     let all = candidates(cycle, node, cq, w, plan, false);
     let tries = tries_for(cycle, &all);
-    if let Some((c, v)) = search(cycle, node, plan, eligible, &all, &tries) {
+    if let Some((c, v)) = search(cycle, node, cq, w, plan, eligible, &all, &tries) {
         return Some((c, v, all));
     }
     // minRuntimeBeforePreemption protects young workloads unless nothing
     // else frees enough and they rank below the preemptor.
     let with_protected = candidates(cycle, node, cq, w, plan, true);
     let tries = tries_for(cycle, &with_protected);
-    search(cycle, node, plan, eligible, &with_protected, &tries)
+    search(cycle, node, cq, w, plan, eligible, &with_protected, &tries)
         .map(|(c, v)| (c, v, with_protected))
 }
 
@@ -731,9 +731,12 @@ fn fits(cycle: &Cycle<'_>, node: NodeId, plan: &Plan, cluster: usize, borrowing:
 /// The best (cluster, victim indices into `all`) over all eligible
 /// clusters, or `None`. On each cluster the `attempts` are tried in
 /// order; the first that frees enough counts.
+#[allow(clippy::too_many_arguments)]
 fn search(
     cycle: &mut Cycle<'_>,
     node: NodeId,
+    cq: &ClusterQueue,
+    w: &PendingWorkload,
     plan: &Plan,
     eligible: &[usize],
     all: &[Candidate<'_>],
@@ -750,6 +753,14 @@ fn search(
         else {
             continue;
         };
+        let freed_here = victims
+            .iter()
+            .map(|&i| &all[i])
+            .filter(|c| c.cluster == Some(cluster))
+            .map(|c| c.workload);
+        if !cycle.nodes_fit_without(cq, w, plan, cluster, freed_here) {
+            continue;
+        }
         let new: Vec<&Candidate> = victims
             .iter()
             .map(|&i| &all[i])

@@ -19,6 +19,7 @@ use crate::budget::{self, BudgetState};
 use crate::clusters::{ClusterTable, ClusterUsage};
 use crate::decision::{Admission, Assignment, Decisions};
 use crate::fair::{self, AfsUsage};
+use crate::nodes::NodeUsage;
 use crate::quota::{FrId, NodeId, QuotaTree, Usage};
 use crate::WorkloadId;
 
@@ -156,6 +157,8 @@ pub struct Snapshot {
     pub(crate) usage: Usage,
     pub(crate) clusters: ClusterTable,
     pub(crate) cluster_usage: ClusterUsage,
+    /// What is assigned on each node of the clusters that report nodes.
+    pub(crate) node_usage: NodeUsage,
     pub(crate) queues: Vec<ClusterQueueQueue>,
     pub(crate) pending: BTreeMap<WorkloadId, PendingWorkload>,
     pub(crate) admitted: BTreeMap<WorkloadId, AdmittedWorkload>,
@@ -183,6 +186,7 @@ impl Snapshot {
         let usage = tree.new_usage();
         let clusters = ClusterTable::build(&tree, clusters);
         let cluster_usage = clusters.new_usage(tree.cells.len());
+        let node_usage = NodeUsage::new(&clusters.clusters);
         let nodes = tree.nodes.len();
         Snapshot {
             config: Arc::new(config),
@@ -190,6 +194,7 @@ impl Snapshot {
             usage,
             clusters,
             cluster_usage,
+            node_usage,
             queues: vec![ClusterQueueQueue::default(); nodes],
             pending: BTreeMap::new(),
             admitted: BTreeMap::new(),
@@ -220,6 +225,11 @@ impl Snapshot {
 
     pub fn cluster_usage(&self) -> &ClusterUsage {
         &self.cluster_usage
+    }
+
+    /// What is assigned on each node (clusters that report nodes).
+    pub fn node_usage(&self) -> &NodeUsage {
+        &self.node_usage
     }
 
     pub fn pending(&self) -> impl Iterator<Item = &PendingWorkload> {
@@ -255,6 +265,7 @@ impl Snapshot {
             usage: self.usage.clone(),
             clusters: self.clusters.clone(),
             cluster_usage: self.cluster_usage.clone(),
+            node_usage: self.node_usage.clone(),
             queues: vec![ClusterQueueQueue::default(); nodes],
             pending: BTreeMap::new(),
             admitted: BTreeMap::new(),
@@ -374,14 +385,15 @@ impl Snapshot {
     /// Replaces the cluster list (registration, inventory change, state).
     pub fn set_clusters(&mut self, clusters: &[Cluster]) {
         self.clusters = ClusterTable::build(&self.tree, clusters);
-        self.cluster_usage = self.recomputed_usage().1;
+        (_, self.cluster_usage, self.node_usage) = self.recomputed_usage();
     }
 
     /// Usage of the tree and of the clusters derived from scratch as the
     /// sum over reservations.
-    fn recomputed_usage(&self) -> (Usage, ClusterUsage) {
+    fn recomputed_usage(&self) -> (Usage, ClusterUsage, NodeUsage) {
         let mut usage = self.tree.new_usage();
         let mut cluster_usage = self.clusters.new_usage(self.tree.cells.len());
+        let mut node_usage = NodeUsage::new(&self.clusters.clusters);
         for a in self.admitted.values() {
             let cells = self.cells_of(&a.assignment);
             if let Some(node) = self.tree.cluster_queue(&a.pending.cluster_queue) {
@@ -393,9 +405,11 @@ impl Snapshot {
                 for &(fr, q) in &cells {
                     cluster_usage.add(c, fr, q);
                 }
+                let info = &self.clusters.clusters[c];
+                node_usage.charge(info, c, &a.pending.workload, &a.assignment, true);
             }
         }
-        (usage, cluster_usage)
+        (usage, cluster_usage, node_usage)
     }
 
     /// The interned cells an assignment charges.
@@ -658,6 +672,19 @@ impl Snapshot {
                 ),
             });
         }
+        if !trusting {
+            crate::nodes::check_placement(
+                &self.clusters.clusters[cluster],
+                self.node_usage.of(cluster),
+                &self.config,
+                &pending.workload,
+                &admission.assignment,
+            )
+            .map_err(|detail| SnapshotError::NoLongerFits {
+                workload: id,
+                detail,
+            })?;
+        }
         let lq_key = pending.local_queue.clone();
         let budget_spec = self
             .config
@@ -717,6 +744,9 @@ impl Snapshot {
             for &(fr, q) in &cells {
                 self.cluster_usage.add(c, fr, q);
             }
+            let info = &self.clusters.clusters[c];
+            let (w, a) = (&admitted.pending.workload, &admitted.assignment);
+            self.node_usage.charge(info, c, w, a, true);
         }
         if admitted.evicting {
             self.evicting.insert(admitted.pending.id);
@@ -773,6 +803,9 @@ impl Snapshot {
                     self.cluster_usage.sub(c, fr, q);
                 }
             }
+            let info = &self.clusters.clusters[c];
+            let (w, a) = (&admitted.pending.workload, &admitted.assignment);
+            self.node_usage.charge(info, c, w, a, false);
         }
         let lq = admitted.pending.local_queue.clone();
         let spec = self
@@ -837,12 +870,19 @@ impl Snapshot {
     pub fn violations(&self) -> Vec<String> {
         let mut out = self.tree.violations(&self.usage);
         out.extend(self.clusters.violations(&self.tree, &self.cluster_usage));
-        let (usage, cluster_usage) = self.recomputed_usage();
+        out.extend(crate::nodes::violations(
+            &self.clusters.clusters,
+            &self.node_usage,
+        ));
+        let (usage, cluster_usage, node_usage) = self.recomputed_usage();
         if usage != self.usage {
             out.push("quota usage differs from the sum over reservations".into());
         }
         if cluster_usage != self.cluster_usage {
             out.push("cluster usage differs from the sum over reservations".into());
+        }
+        if node_usage != self.node_usage {
+            out.push("node usage differs from the sum over reservations".into());
         }
         let mut per_local_queue: BTreeMap<&str, usize> = BTreeMap::new();
         for p in self.pending.values() {

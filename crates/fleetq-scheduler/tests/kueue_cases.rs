@@ -631,6 +631,7 @@ fn held_assignment(names: &Names, w: &AdmittedSpec) -> Assignment {
             name: ps.name.clone(),
             count: ps.count,
             flavors,
+            nodes: Vec::new(),
         });
     }
     Assignment {

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 
 use fleetq_ledger::store::{Change, LedgerHandle};
 use fleetq_ledger::{Command, Epoch, LeasePolicy, Ledger, Phase, StatusReport, WorkloadState};
-use fleetq_model::{Cluster, ClusterState, Quantity, ResourceList, Timestamp};
+use fleetq_model::{Cluster, ClusterState, Node, Quantity, ResourceList, Timestamp};
 use fleetq_scheduler::WorkloadId;
 use openraft::ServerState;
 use tokio::sync::broadcast;
@@ -22,11 +22,13 @@ use tokio::sync::watch;
 use crate::clock::SharedClock;
 use crate::proposer::Proposer;
 
-/// One simulated cluster: its name and per-flavor inventory.
+/// One simulated cluster: its name, per-flavor inventory and, when it
+/// has them, its nodes (placement then puts each pod on one).
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimulatedCluster {
     pub name: String,
     pub capacity: BTreeMap<String, ResourceList>,
+    pub nodes: Vec<Node>,
 }
 
 impl SimulatedCluster {
@@ -64,12 +66,13 @@ impl SimulatedCluster {
         Ok(SimulatedCluster {
             name: name.to_string(),
             capacity,
+            nodes: Vec::new(),
         })
     }
 
     fn as_cluster(&self) -> Cluster {
         Cluster {
-            nodes: Vec::new(),
+            nodes: self.nodes.clone(),
             name: self.name.clone(),
             labels: BTreeMap::from([(
                 crate::leases::SIMULATED_LABEL.to_string(),
@@ -81,16 +84,49 @@ impl SimulatedCluster {
     }
 }
 
+/// The rack label of `fleetq dev`'s nodes, the broader level of the
+/// sample's Topology `dev-racks` (`deploy/dev/sample.yaml`).
+pub const DEV_RACK_LABEL: &str = "topology.fleetq.dev/rack";
+
 /// The two clusters `fleetq dev` starts with: 8 H100 80GB each plus one
-/// H100 split into 7 `1g.10gb` MIG slices.
+/// H100 split into 7 `1g.10gb` MIG slices, on three nodes in two racks:
+/// `NAME-gpu-1` (rack 1) and `NAME-gpu-2` (rack 2) with 4 GPUs each, and
+/// `NAME-mig-1` (rack 2) with the slices. A pod of more than 4 GPUs
+/// therefore fits no node, as on real hardware of this shape.
 pub fn dev_clusters() -> Vec<SimulatedCluster> {
     ["dev-east", "dev-west"]
         .iter()
         .filter_map(|name| {
-            SimulatedCluster::parse(&format!(
+            let mut c = SimulatedCluster::parse(&format!(
                 "{name}:h100-80gb/nvidia.com/gpu=8,h100-80gb/nvidia.com/mig-1g.10gb=7"
             ))
-            .ok()
+            .ok()?;
+            let node = |suffix: &str, rack: u32, resource: &str, n: u64| {
+                let node_name = format!("{name}-{suffix}");
+                Node {
+                    labels: BTreeMap::from([
+                        (DEV_RACK_LABEL.to_string(), format!("{name}-rack-{rack}")),
+                        (
+                            "nvidia.com/gpu.product".to_string(),
+                            "NVIDIA-H100-80GB-HBM3".to_string(),
+                        ),
+                        (
+                            fleetq_model::topology::HOSTNAME_LABEL.to_string(),
+                            node_name.clone(),
+                        ),
+                    ]),
+                    name: node_name,
+                    flavor: "h100-80gb".to_string(),
+                    allocatable: BTreeMap::from([(resource.to_string(), Quantity::units(n))]),
+                    unschedulable: false,
+                }
+            };
+            c.nodes = vec![
+                node("gpu-1", 1, fleetq_model::resources::GPU, 4),
+                node("gpu-2", 2, fleetq_model::resources::GPU, 4),
+                node("mig-1", 2, "nvidia.com/mig-1g.10gb", 7),
+            ];
+            Some(c)
         })
         .collect()
 }
@@ -114,7 +150,7 @@ impl Executors {
                     .state()
                     .clusters
                     .get(&c.name)
-                    .is_none_or(|r| r.cluster.capacity != c.capacity)
+                    .is_none_or(|r| r.cluster.capacity != c.capacity || r.cluster.nodes != c.nodes)
             })
             .map(|c| Command::RegisterCluster {
                 cluster: c.as_cluster(),

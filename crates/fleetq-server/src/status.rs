@@ -71,6 +71,11 @@ pub fn workload_status(ledger: &Ledger, record: &WorkloadRecord) -> pb::Workload
                     name: ps.name.clone(),
                     count: ps.count,
                     flavors: ps.flavors.clone().into_iter().collect(),
+                    nodes: ps
+                        .nodes
+                        .iter()
+                        .map(|p| format!("{}={}", p.node, p.count))
+                        .collect(),
                 })
                 .collect(),
             r.epoch,
@@ -442,7 +447,46 @@ pub fn cluster_status(ledger: &Ledger, name: &str) -> Option<pb::ClusterStatus> 
         capacity,
         workloads,
         lease_policy: format!("{:?}", record.lease_policy),
+        nodes: node_statuses(ledger, name),
     })
+}
+
+/// Each node of cluster `name` with what fleetq assigned on it.
+fn node_statuses(ledger: &Ledger, name: &str) -> Vec<pb::ClusterNode> {
+    let snapshot = ledger.snapshot();
+    let table = snapshot.cluster_table();
+    let Some(c) = table.index_of(name) else {
+        return Vec::new();
+    };
+    let info = &table.clusters[c];
+    let used = snapshot.node_usage().of(c);
+    info.cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(n, node)| pb::ClusterNode {
+            name: node.name.clone(),
+            flavor: node.flavor.clone(),
+            labels: node.labels.clone().into_iter().collect(),
+            unschedulable: node.unschedulable,
+            devices: node
+                .allocatable
+                .iter()
+                .map(|(resource, q)| pb::FlavorCapacity {
+                    flavor: node.flavor.clone(),
+                    resource: resource.clone(),
+                    capacity: q.to_string(),
+                    assigned: Quantity::from_milli(
+                        used.get(n)
+                            .and_then(|u| u.get(resource))
+                            .copied()
+                            .unwrap_or(0),
+                    )
+                    .to_string(),
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 /// A fingerprint of what a watcher sees change.

@@ -1191,6 +1191,7 @@ mod tests {
                 name: "main".into(),
                 count,
                 flavors: [(GPU.to_string(), "h100-80gb".to_string())].into(),
+                nodes: Vec::new(),
             }],
             usage: Default::default(),
         }

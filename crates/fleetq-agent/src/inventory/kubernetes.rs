@@ -29,7 +29,7 @@ use kube::runtime::{reflector, watcher, WatchStreamExt};
 use kube::Api;
 use tokio::sync::watch;
 
-use super::{FlavorMapping, Inventory};
+use super::{FlavorMapping, Inventory, InventoryReport};
 use crate::kubernetes::{
     LABEL_CLUSTER, LABEL_EPOCH, LABEL_WORKLOAD_ID, MEMORY_LABEL, PRODUCT_LABEL,
 };
@@ -43,8 +43,22 @@ pub const HOLDING_PODS: &str = "spec.nodeName!=,status.phase!=Succeeded,status.p
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeInventory {
     pub inventory: Inventory,
+    /// Each usable GPU node, with what is free on it (its allocatable
+    /// devices less what pods fleetq did not start hold): the inventory
+    /// is their sum.
+    pub nodes: Vec<fleetq_model::Node>,
     /// "node gpu-7: cordoned", one line per GPU node that counts for nothing.
     pub excluded: Vec<String>,
+}
+
+impl NodeInventory {
+    /// What the agent registers.
+    fn report(&self) -> InventoryReport {
+        InventoryReport {
+            totals: self.inventory.clone(),
+            nodes: self.nodes.clone(),
+        }
+    }
 }
 
 fn is_gpu_resource(name: &str) -> bool {
@@ -251,23 +265,33 @@ pub fn inventory_from_cluster<'a>(
             .and_then(|l| l.get(MEMORY_LABEL))
             .and_then(|m| m.parse::<u64>().ok());
         let busy = held.get(name);
-        let list = out.inventory.entry(flavor.to_string()).or_default();
+        let mut free = ResourceList::new();
         for (resource, q) in devices {
             let taken = busy
                 .and_then(|b| b.get(resource.as_str()))
                 .copied()
                 .unwrap_or_default();
             let q = q.saturating_sub(taken);
-            let entry = list.entry(resource.clone()).or_default();
-            *entry = entry.saturating_add(q);
+            free.insert(resource.clone(), q);
             if resource == GPU {
                 if let Some(mib) = per_gpu_mib {
                     let memory = gib_of_mib(mib).saturating_mul(q.milli() / 1000);
-                    let entry = list.entry(GPU_MEMORY.to_string()).or_default();
-                    *entry = entry.saturating_add(memory);
+                    free.insert(GPU_MEMORY.to_string(), memory);
                 }
             }
         }
+        let list = out.inventory.entry(flavor.to_string()).or_default();
+        for (resource, q) in &free {
+            let entry = list.entry(resource.clone()).or_default();
+            *entry = entry.saturating_add(*q);
+        }
+        out.nodes.push(fleetq_model::Node {
+            name: name.to_string(),
+            labels: labels.cloned().unwrap_or_default().into_iter().collect(),
+            flavor: flavor.to_string(),
+            allocatable: free,
+            unschedulable: false,
+        });
     }
     out
 }
@@ -309,7 +333,7 @@ pub async fn watch_nodes(
     client: kube::Client,
     selector: Option<String>,
     mapping: FlavorMapping,
-) -> Result<watch::Receiver<Inventory>, String> {
+) -> Result<watch::Receiver<InventoryReport>, String> {
     let nodes_api: Api<Node> = Api::all(client.clone());
     let pods_api: Api<Pod> = Api::all(client);
     let mut list = ListParams::default();
@@ -331,7 +355,7 @@ pub async fn watch_nodes(
         })?;
     let first = inventory_from_cluster(&nodes.items, &pods.items, &mapping);
     log_exclusions(&first.excluded);
-    let (tx, rx) = watch::channel(first.inventory);
+    let (tx, rx) = watch::channel(first.report());
     let mut node_config = watcher::Config::default();
     if let Some(s) = &selector {
         node_config = node_config.labels(s);
@@ -387,15 +411,16 @@ pub async fn watch_nodes(
                 pods.iter().map(|p| p.as_ref()),
                 &mapping,
             );
+            let report = now.report();
             if now.excluded != last_excluded {
                 log_exclusions(&now.excluded);
                 last_excluded = now.excluded;
             }
             tx.send_if_modified(|inv| {
-                let changed = *inv != now.inventory;
+                let changed = *inv != report;
                 if changed {
-                    tracing::info!(inventory = ?now.inventory, "node capacity changed");
-                    *inv = now.inventory;
+                    tracing::info!(inventory = ?report.totals, nodes = report.nodes.len(), "node capacity changed");
+                    *inv = report;
                 }
                 changed
             });
@@ -567,6 +592,44 @@ mod tests {
         );
         assert_eq!(got.inventory["a100-40gb"]["nvidia.com/mig-3g.20gb"], q("1"));
         assert!(started_by_fleetq(&pods[2]) && !started_by_fleetq(&pods[0]));
+        // The same, node by node (issue 26): what is free on each, with
+        // its labels, adding up to the totals.
+        let free: Vec<(&str, &str, String)> = got
+            .nodes
+            .iter()
+            .flat_map(|n| {
+                n.allocatable
+                    .iter()
+                    .map(move |(r, q)| (n.name.as_str(), r.as_str(), q.to_string()))
+            })
+            .collect();
+        assert_eq!(
+            free,
+            [
+                ("a", GPU_MEMORY, "320".to_string()),
+                ("a", GPU, "4".to_string()),
+                ("b", GPU_MEMORY, "0".to_string()),
+                ("b", GPU, "0".to_string()),
+                ("m", "nvidia.com/mig-3g.20gb", "1".to_string()),
+            ]
+        );
+        assert_eq!(got.nodes[2].flavor, "a100-40gb");
+        assert_eq!(
+            got.nodes[0].labels.get(PRODUCT_LABEL).map(String::as_str),
+            Some("NVIDIA-H100-80GB-HBM3")
+        );
+        let cluster = fleetq_model::Cluster {
+            name: "east".into(),
+            labels: Default::default(),
+            capacity: got.inventory.clone(),
+            state: Default::default(),
+            nodes: got.nodes.clone(),
+        };
+        assert!(
+            cluster.node_problems().is_empty(),
+            "{:?}",
+            cluster.node_problems()
+        );
     }
 
     #[test]
@@ -596,6 +659,8 @@ mod tests {
         );
         assert_eq!(got.inventory.len(), 1);
         assert_eq!(got.inventory["h100-80gb"][GPU], q("4"));
+        let names: Vec<&str> = got.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["good"], "only usable GPU nodes are reported");
         let why = got.excluded.join("\n");
         for expected in [
             "node cordoned: cordoned",

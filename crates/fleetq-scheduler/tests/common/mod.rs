@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use fleetq_model::config::Object;
 use fleetq_model::time::parse_duration;
+use fleetq_model::topology::{PodSetTopologyRequest, TopologyPlacement};
 use fleetq_model::workload::{PodSet, WorkloadSpec};
 use fleetq_model::{
-    Cluster, ClusterState, Config, FieldError, FlavorResource, Quantity, Timestamp, Workload,
+    Cluster, ClusterState, Config, FieldError, FlavorResource, Node, Quantity, Timestamp, Workload,
 };
 use fleetq_scheduler::{
     schedule, Decisions, PendingReason, PendingWorkload, PreemptionReason, ReasonKind,
@@ -63,6 +64,39 @@ pub fn cluster(line: &str) -> Cluster {
     }
 }
 
+/// `a:rack=r1:h100/nvidia.com/gpu=4`: node `a`, its labels (the hostname
+/// label added), its flavor and allocatable devices.
+pub fn node(line: &str) -> Node {
+    let mut parts = line.split(':');
+    let name = parts.next().expect("node name").to_string();
+    let mut labels: BTreeMap<String, String> = parts
+        .next()
+        .expect("labels")
+        .split(',')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (k, v) = l.split_once('=').expect("label=value");
+            (k.to_string(), v.to_string())
+        })
+        .collect();
+    labels.insert("kubernetes.io/hostname".into(), name.clone());
+    let mut flavor = String::new();
+    let mut allocatable = BTreeMap::new();
+    for cell in parts.next().expect("devices").split(',') {
+        let (fr, q) = cell.split_once('=').expect("flavor/resource=qty");
+        let (f, r) = fr.split_once('/').expect("flavor/resource");
+        flavor = f.to_string();
+        allocatable.insert(r.to_string(), q.parse().expect("quantity"));
+    }
+    Node {
+        name,
+        labels,
+        flavor,
+        allocatable,
+        unschedulable: false,
+    }
+}
+
 /// One workload written as `name key=value ...`:
 /// `q=` LocalQueue (namespace `ns`), `gpu=` per pod, `cpu=`, `mig=` (1g.10gb
 /// slices), `n=` pods, `min=` minCount, `pc=` priority class,
@@ -97,6 +131,17 @@ pub fn workload(line: &str) -> Workload {
             "maxrun" => spec.maximum_execution_time = Some(parse_duration(v).unwrap()),
             "minrun" => spec.min_runtime_before_preemption = Some(parse_duration(v).unwrap()),
             "grace" => spec.preemption_grace_period = Some(parse_duration(v).unwrap()),
+            "req" | "pref" => {
+                let level = v.to_string();
+                pod.topology_request = Some(PodSetTopologyRequest {
+                    placement: Some(if k == "req" {
+                        TopologyPlacement::Required(level)
+                    } else {
+                        TopologyPlacement::Preferred(level)
+                    }),
+                    ..PodSetTopologyRequest::default()
+                });
+            }
             other => panic!("unknown key {other}"),
         }
     }
@@ -122,6 +167,25 @@ impl Sim {
             last: Decisions::default(),
             clusters,
         }
+    }
+
+    /// Gives cluster `name` these nodes, `node:label=value,...:flavor/resource=qty`
+    /// each (labels and resources comma-separated).
+    pub fn with_nodes(mut self, name: &str, nodes: &[&str]) -> Sim {
+        let cluster = self
+            .clusters
+            .iter_mut()
+            .find(|c| c.name == name)
+            .expect("cluster exists");
+        cluster.nodes = nodes.iter().map(|line| node(line)).collect();
+        assert!(
+            cluster.node_problems().is_empty(),
+            "{:?}",
+            cluster.node_problems()
+        );
+        let clusters = self.clusters.clone();
+        self.snap.set_clusters(&clusters);
+        self
     }
 
     pub fn with_config(mut self, cfg: SchedulerConfig) -> Sim {
@@ -328,6 +392,19 @@ impl Sim {
             .assignment
             .pod_sets[0]
             .count
+    }
+
+    /// Pods per node of an admitted workload's first pod set, `node=n`.
+    pub fn nodes_of(&self, name: &str) -> Vec<String> {
+        self.snap
+            .get_admitted(self.id(name))
+            .unwrap_or_else(|| panic!("{name} is not admitted"))
+            .assignment
+            .pod_sets[0]
+            .nodes
+            .iter()
+            .map(|p| format!("{}={}", p.node, p.count))
+            .collect()
     }
 
     /// Quota a ClusterQueue or Cohort uses in `flavor/resource`, in units

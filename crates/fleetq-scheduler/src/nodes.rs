@@ -1,0 +1,450 @@
+//! Node books: what is assigned on each node of the clusters that report
+//! their nodes, placing a workload's pod sets there, and re-checking a
+//! placement in apply() (issue 26, items 3 and 4).
+//!
+//! A pod set is placed on nodes when one of its assigned flavors is the
+//! flavor of some node of the cluster; its pods then each land on one
+//! schedulable node of that flavor, by [`crate::placement::place`], under
+//! its `topologyRequest` read against the flavor's Topology levels. A
+//! resource counts on a node when the cluster reports it for the flavor
+//! (as at the cluster level: an unreported resource such as `cpu` beside
+//! GPUs is not limited there). Pod sets of flavors no node has (a CPU-only
+//! flavor) are placed by totals only, as before nodes existed.
+//!
+//! The scheduler and apply() both call into here, so apply() cannot catch
+//! a placement bug shared with the scheduler; the chaos suite's journals
+//! do that.
+
+use std::collections::BTreeMap;
+
+use fleetq_model::assignment::Assignment;
+use fleetq_model::assignment::{NodePods, PodSetAssignment};
+use fleetq_model::topology::TopologyPlacement;
+use fleetq_model::workload::PodSet;
+use fleetq_model::{Config, Quantity, ResourceList, Workload};
+
+use crate::clusters::ClusterInfo;
+use crate::placement::{self, Constraint, NodeRoom};
+
+/// Milli-units assigned per resource on one node.
+pub type NodeUsed = BTreeMap<String, u64>;
+
+/// Assigned milli-units per node, for every cluster (by index in the
+/// cluster table; no entries for a cluster without nodes).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeUsage {
+    clusters: Vec<Vec<NodeUsed>>,
+}
+
+impl NodeUsage {
+    /// Zeroed books for `clusters`.
+    pub fn new(clusters: &[ClusterInfo]) -> NodeUsage {
+        NodeUsage {
+            clusters: clusters
+                .iter()
+                .map(|c| vec![NodeUsed::new(); c.cluster.nodes.len()])
+                .collect(),
+        }
+    }
+
+    /// The books of cluster `c`'s nodes.
+    pub fn of(&self, c: usize) -> &[NodeUsed] {
+        self.clusters.get(c).map_or(&[], Vec::as_slice)
+    }
+
+    /// Charges (`add`) or releases an assignment's pods on cluster `c`'s
+    /// nodes. Pods on a node the cluster no longer reports are not
+    /// counted (the node left; its books went with it).
+    pub fn charge(
+        &mut self,
+        info: &ClusterInfo,
+        c: usize,
+        w: &Workload,
+        a: &Assignment,
+        add: bool,
+    ) {
+        if let Some(books) = self.clusters.get_mut(c) {
+            charge_into(books, info, w, &a.pod_sets, add);
+        }
+    }
+}
+
+/// Charges (`add`) or releases `pod_sets` of `w` in one cluster's books.
+pub fn charge_into(
+    books: &mut [NodeUsed],
+    info: &ClusterInfo,
+    w: &Workload,
+    pod_sets: &[PodSetAssignment],
+    add: bool,
+) {
+    for (node, resource, q) in charges(info, w, pod_sets) {
+        let Some(used) = books.get_mut(node) else {
+            continue;
+        };
+        let slot = used.entry(resource.to_string()).or_default();
+        *slot = if add {
+            slot.saturating_add(q)
+        } else {
+            slot.saturating_sub(q)
+        };
+        if *slot == 0 {
+            used.remove(resource);
+        }
+    }
+}
+
+/// (node index, resource, milli-units) that `pod_sets` put on `info`'s
+/// nodes; pods on unknown nodes are left out.
+fn charges<'w>(
+    info: &ClusterInfo,
+    w: &'w Workload,
+    pod_sets: &[PodSetAssignment],
+) -> Vec<(usize, &'w str, u64)> {
+    let mut out = Vec::new();
+    for (ps, psa) in w.spec.pod_sets.iter().zip(pod_sets) {
+        for placed in &psa.nodes {
+            let Some(&n) = info.node_index.get(&placed.node) else {
+                continue;
+            };
+            let flavor = &info.cluster.nodes[n].flavor;
+            for (resource, q) in &ps.requests {
+                if psa.flavors.get(resource) == Some(flavor) && !q.is_zero() {
+                    let total = q.milli().saturating_mul(u64::from(placed.count));
+                    out.push((n, resource.as_str(), total));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The flavor of `psa` that `info`'s nodes carry, if any: that pod set is
+/// placed on nodes. Two such flavors in one pod set cannot be placed (a
+/// pod runs on one node, a node has one flavor).
+fn node_flavor<'p>(
+    info: &ClusterInfo,
+    psa: &'p PodSetAssignment,
+) -> Result<Option<&'p str>, String> {
+    let mut found: Option<&str> = None;
+    for flavor in psa.flavors.values() {
+        if !info.node_flavors.contains(flavor) || found == Some(flavor.as_str()) {
+            continue;
+        }
+        if let Some(first) = found {
+            return Err(format!(
+                "pod set {:?} draws on flavors {first:?} and {flavor:?}, but each node of cluster {:?} has one flavor",
+                psa.name,
+                info.name()
+            ));
+        }
+        found = Some(flavor);
+    }
+    Ok(found)
+}
+
+/// One pod's requests that count on nodes of `flavor`.
+fn per_pod(info: &ClusterInfo, ps: &PodSet, psa: &PodSetAssignment, flavor: &str) -> ResourceList {
+    let reported = info.cluster.capacity.get(flavor);
+    ps.requests
+        .iter()
+        .filter(|(r, q)| {
+            !q.is_zero()
+                && psa.flavors.get(*r).map(String::as_str) == Some(flavor)
+                && reported.is_some_and(|rep| rep.contains_key(*r))
+        })
+        .map(|(r, q)| (r.clone(), *q))
+        .collect()
+}
+
+/// What is free on node `n` for `per_pod`'s resources.
+fn free_on(
+    info: &ClusterInfo,
+    used: &[NodeUsed],
+    n: usize,
+    per_pod: &ResourceList,
+) -> ResourceList {
+    let node = &info.cluster.nodes[n];
+    per_pod
+        .keys()
+        .map(|r| {
+            let have = node.allocatable.get(r).map_or(0, |q| q.milli());
+            let taken = used.get(n).and_then(|u| u.get(r)).copied().unwrap_or(0);
+            (r.clone(), Quantity::from_milli(have.saturating_sub(taken)))
+        })
+        .collect()
+}
+
+/// The Topology levels (node labels, broadest first) of `flavor`.
+fn levels_of(config: &Config, flavor: &str) -> Vec<String> {
+    config
+        .flavors
+        .get(flavor)
+        .and_then(|f| f.spec.topology_name.as_ref())
+        .and_then(|t| config.topologies.get(t))
+        .map(|t| t.labels().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// A pod set's topology request as a placement constraint on `levels`.
+fn constraint_of(ps: &PodSet, levels: &[String], flavor: &str) -> Result<Constraint, String> {
+    let placement = ps
+        .topology_request
+        .as_ref()
+        .and_then(|t| t.placement.as_ref());
+    let index = |level: &str| {
+        levels.iter().position(|l| l == level).ok_or_else(|| {
+            format!(
+                "pod set {:?} asks for topology level {level:?}, which flavor {flavor:?} does not have",
+                ps.name
+            )
+        })
+    };
+    Ok(match placement {
+        Some(TopologyPlacement::Required(level)) => Constraint::Required(index(level)?),
+        Some(TopologyPlacement::Preferred(level)) => match index(level) {
+            Ok(i) => Constraint::Preferred(i),
+            Err(_) => Constraint::Unconstrained,
+        },
+        Some(TopologyPlacement::Unconstrained) | None => Constraint::Unconstrained,
+    })
+}
+
+/// Places every pod set of `pod_sets` on `info`'s nodes, given what is
+/// used there (`used`, this cluster's books): the nodes of each, in
+/// order, or why they do not fit. Pod sets not placed on nodes get none.
+pub fn place_all(
+    info: &ClusterInfo,
+    used: &[NodeUsed],
+    config: &Config,
+    w: &Workload,
+    pod_sets: &[PodSetAssignment],
+) -> Result<Vec<Vec<NodePods>>, String> {
+    let mut used = used.to_vec();
+    let mut out = Vec::with_capacity(pod_sets.len());
+    for (ps, psa) in w.spec.pod_sets.iter().zip(pod_sets) {
+        let Some(flavor) = node_flavor(info, psa)? else {
+            out.push(Vec::new());
+            continue;
+        };
+        let per_pod = per_pod(info, ps, psa, flavor);
+        let levels = levels_of(config, flavor);
+        let constraint = constraint_of(ps, &levels, flavor)?;
+        let members: Vec<usize> = (0..info.cluster.nodes.len())
+            .filter(|&n| {
+                let node = &info.cluster.nodes[n];
+                node.flavor == flavor && !node.unschedulable
+            })
+            .collect();
+        let frees: Vec<ResourceList> = members
+            .iter()
+            .map(|&n| free_on(info, &used, n, &per_pod))
+            .collect();
+        let rooms: Vec<NodeRoom<'_>> = members
+            .iter()
+            .zip(&frees)
+            .map(|(&n, free)| NodeRoom {
+                name: &info.cluster.nodes[n].name,
+                labels: &info.cluster.nodes[n].labels,
+                free,
+            })
+            .collect();
+        let Some(found) = placement::place(&rooms, &levels, &per_pod, psa.count, constraint) else {
+            return Err(why_not(info, &rooms, &levels, &per_pod, psa, constraint));
+        };
+        let placed: Vec<NodePods> = found
+            .iter()
+            .map(|&(i, count)| NodePods {
+                node: rooms[i].name.to_string(),
+                count,
+            })
+            .collect();
+        let mut one = psa.clone();
+        one.nodes.clone_from(&placed);
+        for (n, resource, q) in charges(info, w, std::slice::from_ref(&one)) {
+            let slot = used[n].entry(resource.to_string()).or_default();
+            *slot = slot.saturating_add(q);
+        }
+        out.push(placed);
+    }
+    Ok(out)
+}
+
+/// A pending reason for a pod set that no placement fits: the most pods
+/// that the best domain (or all nodes) could hold.
+fn why_not(
+    info: &ClusterInfo,
+    rooms: &[NodeRoom<'_>],
+    levels: &[String],
+    per_pod: &ResourceList,
+    psa: &PodSetAssignment,
+    constraint: Constraint,
+) -> String {
+    let fits: Vec<u64> = rooms
+        .iter()
+        .map(|r| placement::pods_that_fit(r.free, per_pod))
+        .collect();
+    let shape = describe(per_pod);
+    let all: u64 = fits.iter().fold(0, |s, &f| s.saturating_add(f));
+    let best_node = fits.iter().copied().max().unwrap_or(0);
+    if let Constraint::Required(level) = constraint {
+        let mut by_domain: BTreeMap<Vec<&str>, u64> = BTreeMap::new();
+        for (room, &fit) in rooms.iter().zip(&fits) {
+            let path: Option<Vec<&str>> = levels[..=level]
+                .iter()
+                .map(|l| room.labels.get(l).map(String::as_str))
+                .collect();
+            if let Some(path) = path {
+                let slot = by_domain.entry(path).or_default();
+                *slot = slot.saturating_add(fit);
+            }
+        }
+        let best = by_domain.values().copied().max().unwrap_or(0);
+        return format!(
+            "no {} in cluster {:?} has room for {} pods of {shape} (pod set {:?}): the best holds {best}",
+            levels[level],
+            info.name(),
+            psa.count,
+            psa.name
+        );
+    }
+    if best_node == 0 {
+        return format!(
+            "no node of cluster {:?} has room for a pod of {shape} (pod set {:?})",
+            info.name(),
+            psa.name
+        );
+    }
+    format!(
+        "the nodes of cluster {:?} have room for {all} pods of {shape}, pod set {:?} needs {}",
+        info.name(),
+        psa.name,
+        psa.count
+    )
+}
+
+fn describe(per_pod: &ResourceList) -> String {
+    per_pod
+        .iter()
+        .map(|(r, q)| format!("{q} {r}"))
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// apply()'s check of an assignment's placement on `info`'s nodes, with
+/// `used` this cluster's books: every pod set that the nodes carry names
+/// schedulable nodes of its flavor, pods adding up to its count, a
+/// required level's domain shared by all, and no node gets more than it
+/// has; a pod set they do not carry names no nodes.
+pub fn check_placement(
+    info: &ClusterInfo,
+    used: &[NodeUsed],
+    config: &Config,
+    w: &Workload,
+    a: &Assignment,
+) -> Result<(), String> {
+    let mut used = used.to_vec();
+    for (ps, psa) in w.spec.pod_sets.iter().zip(&a.pod_sets) {
+        let Some(flavor) = node_flavor(info, psa)? else {
+            if let Some(first) = psa.nodes.first() {
+                return Err(format!(
+                    "pod set {:?} names node {:?}, but cluster {:?} places it by totals",
+                    psa.name,
+                    first.node,
+                    info.name()
+                ));
+            }
+            continue;
+        };
+        let mut pods: u64 = 0;
+        let mut seen = std::collections::BTreeSet::new();
+        for placed in &psa.nodes {
+            let node = info
+                .node_index
+                .get(&placed.node)
+                .map(|&n| &info.cluster.nodes[n])
+                .ok_or_else(|| {
+                    format!("node {:?} is not in cluster {:?}", placed.node, info.name())
+                })?;
+            if node.flavor != flavor || node.unschedulable || !seen.insert(&placed.node) {
+                return Err(format!(
+                    "pod set {:?} may not be placed on node {:?} (flavor {:?}, unschedulable {}, or named twice)",
+                    psa.name, placed.node, node.flavor, node.unschedulable
+                ));
+            }
+            pods += u64::from(placed.count);
+        }
+        if pods != u64::from(psa.count) {
+            return Err(format!(
+                "pod set {:?} places {pods} pods on nodes, not its {}",
+                psa.name, psa.count
+            ));
+        }
+        let levels = levels_of(config, flavor);
+        if let Constraint::Required(level) = constraint_of(ps, &levels, flavor)? {
+            let domains: std::collections::BTreeSet<Vec<Option<&String>>> = psa
+                .nodes
+                .iter()
+                .filter_map(|p| info.node_index.get(&p.node))
+                .map(|&n| {
+                    levels[..=level]
+                        .iter()
+                        .map(|l| info.cluster.nodes[n].labels.get(l))
+                        .collect()
+                })
+                .collect();
+            if domains.len() > 1 || domains.iter().any(|d| d.iter().any(Option::is_none)) {
+                return Err(format!(
+                    "pod set {:?} requires one {} but its nodes span {}",
+                    psa.name,
+                    levels[level],
+                    domains.len()
+                ));
+            }
+        }
+        let limited = per_pod(info, ps, psa, flavor);
+        for (n, resource, q) in charges(info, w, std::slice::from_ref(psa)) {
+            if !limited.contains_key(resource) {
+                continue;
+            }
+            let slot = used[n].entry(resource.to_string()).or_default();
+            *slot = slot.saturating_add(q);
+            let node = &info.cluster.nodes[n];
+            let have = node.allocatable.get(resource).map_or(0, |q| q.milli());
+            if *slot > have {
+                return Err(format!(
+                    "node {:?} of cluster {:?} would hold {} of {resource}, more than its {}",
+                    node.name,
+                    info.name(),
+                    Quantity::from_milli(*slot),
+                    Quantity::from_milli(have)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every schedulable node holding more than it has, as messages.
+pub fn violations(clusters: &[ClusterInfo], usage: &NodeUsage) -> Vec<String> {
+    let mut out = Vec::new();
+    for (c, info) in clusters.iter().enumerate() {
+        for (n, used) in usage.of(c).iter().enumerate() {
+            let node = &info.cluster.nodes[n];
+            let reported = info.cluster.capacity.get(&node.flavor);
+            for (resource, &q) in used {
+                let have = node.allocatable.get(resource).map_or(0, |q| q.milli());
+                let limited = reported.is_some_and(|r| r.contains_key(resource));
+                if limited && !node.unschedulable && q > have {
+                    out.push(format!(
+                        "node {:?} of cluster {:?} has {} of {resource} assigned but {} allocatable",
+                        node.name,
+                        info.name(),
+                        Quantity::from_milli(q),
+                        Quantity::from_milli(have)
+                    ));
+                }
+            }
+        }
+    }
+    out
+}

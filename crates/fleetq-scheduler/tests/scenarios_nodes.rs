@@ -1,0 +1,200 @@
+//! Scenario tests for clusters that report their nodes (issue 26): each
+//! pod on one node, the whole gang or nothing, a required topology level
+//! kept, and apply() refusing a placement its nodes cannot hold.
+
+mod common;
+
+use common::{set, Sim};
+use fleetq_model::assignment::NodePods;
+use fleetq_scheduler::{ReasonKind, SnapshotError};
+
+/// One queue with 16 GPUs of quota; flavor `h100` on Topology `racks`.
+const RACKS: &str = r#"
+- kind: Topology
+  name: racks
+  spec:
+    levels: [{nodeLabel: rack}, {nodeLabel: kubernetes.io/hostname}]
+- kind: ResourceFlavor
+  name: h100
+  spec: {topologyName: racks, nodeLabels: {gpu: h100}}
+- kind: ClusterQueue
+  name: team
+  spec:
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 16}
+- kind: LocalQueue
+  namespace: ns
+  name: q
+  spec: {clusterQueue: team}
+"#;
+
+/// east: rack r1 with nodes a and b, rack r2 with node c; 4 GPUs each.
+fn east() -> Sim {
+    Sim::new(RACKS, &["east: h100/nvidia.com/gpu=12"]).with_nodes(
+        "east",
+        &[
+            "a:rack=r1:h100/nvidia.com/gpu=4",
+            "b:rack=r1:h100/nvidia.com/gpu=4",
+            "c:rack=r2:h100/nvidia.com/gpu=4",
+        ],
+    )
+}
+
+#[test]
+fn a_pod_larger_than_every_node_waits_though_the_totals_have_room() {
+    let mut sim = east();
+    sim.submit("big q=q gpu=8");
+    sim.cycle();
+    assert!(sim.admitted_now().is_empty());
+    let reason = sim.reason("big");
+    assert_eq!(reason.kind, ReasonKind::NoClusterCapacity, "{reason:?}");
+    assert!(
+        reason.message.contains("no pod placement fits")
+            && reason
+                .message
+                .contains("no node of cluster \"east\" has room for a pod of 8 nvidia.com/gpu"),
+        "{}",
+        reason.message
+    );
+    // The same request as a gang of 4-GPU pods spreads over two nodes.
+    sim.submit("gang q=q gpu=4 n=2");
+    sim.cycle();
+    assert_eq!(sim.admitted_now(), set(&["gang"]));
+    assert_eq!(sim.nodes_of("gang").len(), 2, "{:?}", sim.nodes_of("gang"));
+}
+
+#[test]
+fn without_nodes_the_same_pod_is_admitted_by_totals() {
+    // The contrast: a bag of GPUs admits what no node can run.
+    let mut sim = Sim::new(RACKS, &["east: h100/nvidia.com/gpu=12"]);
+    sim.submit("big q=q gpu=8");
+    sim.cycle();
+    assert_eq!(sim.admitted_now(), set(&["big"]));
+    assert!(sim.nodes_of("big").is_empty());
+}
+
+#[test]
+fn a_required_rack_keeps_the_gang_in_one_rack() {
+    let mut sim = east();
+    sim.submit("first q=q gpu=2 n=3 req=rack");
+    sim.cycle();
+    // Rack r1 (two nodes of two such pods) is the smallest that holds 3.
+    assert_eq!(sim.nodes_of("first"), ["a=2", "b=1"]);
+    // 6 GPUs are free, but no rack holds three more pods: r1 one, r2 two.
+    sim.submit("second q=q gpu=2 n=3 req=rack");
+    sim.cycle();
+    assert!(sim.admitted_now().is_empty());
+    let reason = sim.reason("second");
+    assert!(
+        reason
+            .message
+            .contains("no rack in cluster \"east\" has room for 3 pods")
+            && reason.message.contains("the best holds 2"),
+        "{}",
+        reason.message
+    );
+    // Unconstrained, two pods go to c, the node that holds them best.
+    sim.submit("third q=q gpu=2 n=2");
+    sim.cycle();
+    assert_eq!(sim.nodes_of("third"), ["c=2"]);
+}
+
+#[test]
+fn a_preferred_rack_is_tried_first_then_the_pods_spread() {
+    let mut sim = east();
+    sim.submit("one q=q gpu=2 n=1 pref=rack");
+    sim.cycle();
+    // Best fit: the smallest domain that holds it is rack r2 (node c).
+    assert_eq!(sim.nodes_of("one"), ["c=1"]);
+    sim.submit("wide q=q gpu=2 n=5 pref=rack");
+    sim.cycle();
+    assert_eq!(sim.admitted_now(), set(&["wide"]));
+    let pods: u32 = sim
+        .nodes_of("wide")
+        .iter()
+        .map(|p| p.split_once('=').unwrap().1.parse::<u32>().unwrap())
+        .sum();
+    assert_eq!(pods, 5);
+}
+
+#[test]
+fn the_cluster_whose_nodes_fit_is_chosen() {
+    // west has more free GPUs in total, but on 2-GPU nodes.
+    let mut sim = Sim::new(
+        RACKS,
+        &[
+            "east: h100/nvidia.com/gpu=12",
+            "west: h100/nvidia.com/gpu=16",
+        ],
+    )
+    .with_nodes(
+        "east",
+        &[
+            "a:rack=r1:h100/nvidia.com/gpu=4",
+            "b:rack=r1:h100/nvidia.com/gpu=4",
+            "c:rack=r2:h100/nvidia.com/gpu=4",
+        ],
+    )
+    .with_nodes(
+        "west",
+        &(0..8)
+            .map(|i| format!("w{i}:rack=w:h100/nvidia.com/gpu=2"))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    sim.submit("four q=q gpu=4");
+    sim.cycle();
+    assert_eq!(sim.cluster_of("four"), "east");
+}
+
+#[test]
+fn apply_refuses_a_placement_the_nodes_cannot_hold() {
+    let mut sim = east();
+    sim.submit("gang q=q gpu=4 n=2");
+    let mut decisions = sim.decide();
+    assert_eq!(decisions.admissions.len(), 1);
+    let forged = &mut decisions.admissions[0].assignment.pod_sets[0];
+    // Both pods on node a (4 GPUs): 8 GPUs on a 4-GPU node.
+    forged.nodes = vec![NodePods {
+        node: "a".into(),
+        count: 2,
+    }];
+    let refused = sim.apply(&decisions);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    match &refused[0].1 {
+        SnapshotError::NoLongerFits { detail, .. } => {
+            assert!(detail.contains("node \"a\""), "{detail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Too few pods placed, or a node of another cluster, are refused too.
+    for nodes in [
+        vec![NodePods {
+            node: "a".into(),
+            count: 1,
+        }],
+        vec![
+            NodePods {
+                node: "a".into(),
+                count: 1,
+            },
+            NodePods {
+                node: "elsewhere".into(),
+                count: 1,
+            },
+        ],
+    ] {
+        decisions.admissions[0].assignment.pod_sets[0].nodes = nodes;
+        assert_eq!(sim.apply(&decisions).len(), 1);
+    }
+    assert!(sim.admitted_now().is_empty() || sim.running().is_empty());
+    // The scheduler's own decision is accepted.
+    sim.cycle();
+    assert_eq!(sim.running(), set(&["gang"]));
+}
