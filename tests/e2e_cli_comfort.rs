@@ -168,8 +168,12 @@ impl Drop for Dev {
     }
 }
 
+/// Submits `gpus` GPUs to team-a: one pod, or two pods of 4 for 8 GPUs
+/// (the dev clusters' nodes have 4 GPUs each, so a larger pod fits none).
 fn submit(dev: &Dev, name: &str, gpus: u32, duration: &str, extra: &[&str]) -> Output {
-    let request = format!("nvidia.com/gpu={gpus}");
+    let (per_pod, pods) = if gpus == 8 { (4, gpus / 4) } else { (gpus, 1) };
+    let request = format!("nvidia.com/gpu={per_pod}");
+    let count = pods.to_string();
     let mut args = vec![
         "submit",
         "--queue",
@@ -178,6 +182,8 @@ fn submit(dev: &Dev, name: &str, gpus: u32, duration: &str, extra: &[&str]) -> O
         name,
         "--request",
         &request,
+        "--count",
+        &count,
         "--duration",
         duration,
     ];

@@ -172,17 +172,35 @@ impl fmt::Display for AgentFault {
     }
 }
 
-/// Agent `n`'s configuration: static inventory, simulated executor,
-/// fence policy, every node as a server.
-pub fn agent_config(n: usize, nodes: u64) -> Result<AgentConfig, String> {
+/// The nodes an agent reports when the plan says so: its GPUs split 4 +
+/// 2 over two nodes, its MIG slices on a third, so a pod of 3 or 4 GPUs
+/// fits one node only and gangs spread.
+pub const AGENT_NODES: [(&str, &str, u64); 3] = [
+    ("gpu-a", GPU, 4),
+    ("gpu-b", GPU, AGENT_GPUS - 4),
+    ("mig", MIG, AGENT_MIG_SLICES),
+];
+
+/// Agent `n`'s configuration: static inventory (with nodes if
+/// `report_nodes`), simulated executor, fence policy, every node as a
+/// server.
+pub fn agent_config(n: usize, nodes: u64, report_nodes: bool) -> Result<AgentConfig, String> {
     let servers: Vec<String> = (1..=nodes)
         .map(|id| format!("\"{}\"", node_addr(id)))
         .collect();
-    let text = format!(
+    let mut text = format!(
         "cluster = \"{}\"\nservers = [{}]\nheartbeat_ms = 200\nlease_policy = \"fence\"\nexecutor = \"simulated\"\nsimulated_stop_ms = 300\n[[inventory]]\nflavor = \"{FLAVOR}\"\nresources = {{ \"{GPU}\" = \"{AGENT_GPUS}\", \"{MIG}\" = \"{AGENT_MIG_SLICES}\" }}\n",
         cluster_name(n),
         servers.join(", ")
     );
+    if report_nodes {
+        for (name, resource, count) in AGENT_NODES {
+            text.push_str(&format!(
+                "[[nodes]]\nname = \"{}-{name}\"\nflavor = \"{FLAVOR}\"\nresources = {{ \"{resource}\" = \"{count}\" }}\n",
+                cluster_name(n)
+            ));
+        }
+    }
     let config: AgentConfig = toml::from_str(&text).map_err(|e| e.to_string())?;
     config.check()?;
     Ok(config)
@@ -201,6 +219,7 @@ pub fn sim_journal() -> JournalSink {
 pub async fn agent_host_main(
     n: usize,
     nodes: u64,
+    report_nodes: bool,
     seed: u64,
     incarnation: u64,
     journal: JournalSink,
@@ -209,7 +228,7 @@ pub async fn agent_host_main(
         request: Duration::from_secs(3600 * 24 * 365),
         ..Timeouts::default()
     });
-    let agent = Agent::new(agent_config(n, nodes)?)
+    let agent = Agent::new(agent_config(n, nodes, report_nodes)?)
         .await?
         .with_connector(Arc::new(connector))
         .with_seed(seed ^ (n as u64) << 40 ^ incarnation << 48)

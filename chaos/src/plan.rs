@@ -19,6 +19,9 @@ pub const WORKLOADS: usize = 30;
 /// Mixed into the seed for the stream that draws stops and resumes
 /// ([`Plan::add_stops`]), so the plan's other draws stay as they were.
 const STOP_STREAM: u64 = 0x5709_ac71_7e00;
+/// Mixed into the seed for the stream that decides whether the agents
+/// report nodes ([`Plan::agent_nodes`]), so the other draws stay.
+const NODES_STREAM: u64 = 0x6e0d_e500_0000;
 /// Quota cuts each random plan races against a submission once the
 /// workloads above have all ended ([`Race`]).
 pub const RACES: usize = 3;
@@ -466,6 +469,11 @@ pub struct Plan {
     /// so that workloads are removed while faults strike; off in the
     /// others, whose client then still sees how every workload ended.
     pub finished_retention: Option<Duration>,
+    /// Whether the agents report their clusters' nodes
+    /// ([`crate::agents::agent_config`]), so admission places pods on
+    /// nodes and the oracle checks each node's books. In one random plan
+    /// in two; off in the regressions.
+    pub agent_nodes: bool,
 }
 
 /// The retention of finished workloads in random plans that have one:
@@ -495,6 +503,7 @@ impl Plan {
             basic: false,
             wait_for_ready: true,
             finished_retention: None,
+            agent_nodes: false,
         }
     }
 
@@ -579,6 +588,7 @@ impl Plan {
         plan.draw_config();
         plan.add_races();
         plan.add_stops();
+        plan.agent_nodes = StdRng::seed_from_u64(seed ^ NODES_STREAM).gen_ratio(1, 2);
         plan
     }
 
@@ -728,6 +738,9 @@ impl Plan {
         }
         if self.nodes != 3 {
             parts.push(format!("{} nodes", self.nodes));
+        }
+        if self.agent_nodes {
+            parts.push("clusters report nodes".into());
         }
         if let Some(fs) = self.drawn.as_ref().and_then(|d| d.fair_sharing.as_ref()) {
             let strategies = if fs.strategies.is_empty() {

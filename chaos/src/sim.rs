@@ -393,12 +393,13 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
     let journals: BTreeMap<usize, fleetq_agent::executor::JournalSink> = (1..=agents::AGENTS)
         .map(|n| (n, agents::sim_journal()))
         .collect();
+    let report_nodes = plan.agent_nodes;
     for (&n, journal) in &journals {
         let journal = journal.clone();
         let starts = Rc::new(Cell::new(0u64));
         sim.host(agents::agent_host(n), move || {
             let incarnation = starts.replace(starts.get() + 1);
-            agents::agent_host_main(n, nodes, seed, incarnation, journal.clone())
+            agents::agent_host_main(n, nodes, report_nodes, seed, incarnation, journal.clone())
         });
     }
 

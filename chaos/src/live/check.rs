@@ -196,6 +196,7 @@ fn journal_violations(system: &System, outcomes: &Outcomes, workloads: &[Value])
                     cluster: a.cluster.clone(),
                     epoch: r.epoch,
                     cells: [(cell(), gpus * 1000)].into(),
+                    on_nodes: Default::default(),
                 },
             );
         }

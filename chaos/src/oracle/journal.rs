@@ -286,6 +286,7 @@ mod tests {
                 gpus * 1000,
             )]
             .into(),
+            on_nodes: Default::default(),
         }
     }
 

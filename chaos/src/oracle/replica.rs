@@ -14,7 +14,9 @@
 //! - what the reservations charge, cell by cell, is what their
 //!   assignments and the workloads' requests say;
 //! - the charges fit the configuration in force at this index (Kueue's
-//!   rules, written again) and every cluster's reported devices;
+//!   rules, written again) and every cluster's reported devices, and on
+//!   a cluster that reports nodes, every pod set of a node flavor has all
+//!   its pods on nodes, and no schedulable node holds more than it has;
 //! - the replica's own usage figures, per ClusterQueue and cohort, equal
 //!   these books.
 //!
@@ -36,6 +38,17 @@ pub struct Held {
     pub cluster: String,
     pub epoch: u64,
     pub cells: Amounts,
+    /// What its pods hold on each node of its cluster: node -> resource
+    /// -> milli-units (empty on a cluster without nodes).
+    pub on_nodes: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+/// A node as its agent registered it.
+#[derive(Clone, Debug)]
+struct NodeCapacity {
+    flavor: String,
+    allocatable: BTreeMap<String, u64>,
+    unschedulable: bool,
 }
 
 /// What one replica's stream has shown so far.
@@ -48,6 +61,8 @@ pub struct ReplicaBooks {
     states: BTreeMap<u64, WorkloadState>,
     /// Devices per cluster, flavor and resource (milli), as registered.
     capacity: BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>,
+    /// Nodes per cluster, as registered.
+    nodes: BTreeMap<String, BTreeMap<String, NodeCapacity>>,
     lease: BTreeMap<String, LeasePolicy>,
     /// Every reservation this replica ever granted: (workload, epoch).
     pub granted: BTreeMap<(u64, u64), Held>,
@@ -148,6 +163,18 @@ impl ReplicaBooks {
                     Amounts::new()
                 }
             };
+            let registered = ledger
+                .state()
+                .clusters
+                .get(&r.assignment.cluster)
+                .map(|c| nodes_of(&c.cluster));
+            let on_nodes = match on_nodes_of(&record.workload, &r.assignment, registered.as_ref()) {
+                Ok(n) => n,
+                Err(e) => {
+                    problems.push(format!("workload {id}'s reservation {e}"));
+                    BTreeMap::new()
+                }
+            };
             held.insert(
                 *id,
                 Held {
@@ -155,6 +182,7 @@ impl ReplicaBooks {
                     cluster: r.assignment.cluster.clone(),
                     epoch: r.epoch,
                     cells,
+                    on_nodes,
                 },
             );
         }
@@ -173,9 +201,11 @@ impl ReplicaBooks {
             .map(|(id, r)| (*id, r.state))
             .collect();
         self.capacity.clear();
+        self.nodes.clear();
         self.lease.clear();
         for (name, c) in &ledger.state().clusters {
             self.capacity.insert(name.clone(), capacity_of(&c.cluster));
+            self.nodes.insert(name.clone(), nodes_of(&c.cluster));
             self.lease.insert(name.clone(), c.lease_policy);
         }
         for (id, h) in &self.held {
@@ -207,6 +237,7 @@ impl ReplicaBooks {
         {
             self.capacity
                 .insert(cluster.name.clone(), capacity_of(cluster));
+            self.nodes.insert(cluster.name.clone(), nodes_of(cluster));
             self.lease.insert(cluster.name.clone(), *lease_policy);
         }
         let admitted = admitted_by(&request.command, response);
@@ -408,6 +439,7 @@ impl ReplicaBooks {
                 .map(|v| format!("over-admission: {v}")),
         );
         problems.extend(self.check_devices(&on_cluster));
+        problems.extend(self.check_nodes());
         problems.extend(compare_with_replica(&tree, &cq_usage, config, ledger));
         problems
     }
@@ -445,6 +477,114 @@ impl ReplicaBooks {
         }
         problems
     }
+}
+
+impl ReplicaBooks {
+    /// Nodes: no schedulable node holds more of a resource its cluster
+    /// reports for the node's flavor than the node has.
+    fn check_nodes(&self) -> Vec<String> {
+        let mut used: BTreeMap<(&str, &str), BTreeMap<&str, u64>> = BTreeMap::new();
+        for h in self.held.values() {
+            for (node, resources) in &h.on_nodes {
+                let slot = used.entry((h.cluster.as_str(), node.as_str())).or_default();
+                for (resource, v) in resources {
+                    *slot.entry(resource.as_str()).or_default() += v;
+                }
+            }
+        }
+        let mut problems = Vec::new();
+        for ((cluster, node), resources) in used {
+            let Some(cap) = self.nodes.get(cluster).and_then(|n| n.get(node)) else {
+                continue;
+            };
+            let reported = self.capacity.get(cluster).and_then(|c| c.get(&cap.flavor));
+            for (resource, held) in resources {
+                let limited = reported.is_some_and(|r| r.contains_key(resource));
+                let has = cap.allocatable.get(resource).copied().unwrap_or(0);
+                if limited && !cap.unschedulable && held > has {
+                    problems.push(format!(
+                        "over-admission of devices on node {node} of cluster {cluster}: it holds {} of {resource}, has {}",
+                        milli(held),
+                        milli(has)
+                    ));
+                }
+            }
+        }
+        problems
+    }
+}
+
+/// A cluster's registered nodes by name.
+fn nodes_of(cluster: &fleetq_model::Cluster) -> BTreeMap<String, NodeCapacity> {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            (
+                n.name.clone(),
+                NodeCapacity {
+                    flavor: n.flavor.clone(),
+                    allocatable: n
+                        .allocatable
+                        .iter()
+                        .map(|(r, q)| (r.clone(), q.milli()))
+                        .collect(),
+                    unschedulable: n.unschedulable,
+                },
+            )
+        })
+        .collect()
+}
+
+/// What `assignment`'s pods hold on each node, by the workload's requests
+/// and the nodes' flavors; and that every pod set of a flavor the nodes
+/// carry has exactly its pods on nodes (and other pod sets none).
+fn on_nodes_of(
+    workload: &Workload,
+    assignment: &fleetq_scheduler::Assignment,
+    nodes: Option<&BTreeMap<String, NodeCapacity>>,
+) -> Result<BTreeMap<String, BTreeMap<String, u64>>, String> {
+    let mut out: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let empty = BTreeMap::new();
+    let nodes = nodes.unwrap_or(&empty);
+    let node_flavors: BTreeSet<&String> = nodes.values().map(|n| &n.flavor).collect();
+    for ps in &assignment.pod_sets {
+        let Some(spec) = workload.spec.pod_sets.iter().find(|p| p.name == ps.name) else {
+            continue;
+        };
+        let on_nodes = ps.flavors.values().any(|f| node_flavors.contains(f));
+        let placed: u64 = ps.nodes.iter().map(|p| u64::from(p.count)).sum();
+        if on_nodes && placed != u64::from(ps.count) {
+            return Err(format!(
+                "places {placed} pods of pod set {:?} on nodes, not its {}",
+                ps.name, ps.count
+            ));
+        }
+        if !on_nodes && placed > 0 {
+            return Err(format!(
+                "places pod set {:?} on nodes of a flavor no node has",
+                ps.name
+            ));
+        }
+        for p in &ps.nodes {
+            let Some(node) = nodes.get(&p.node) else {
+                return Err(format!(
+                    "places pods on node {:?}, which its cluster does not report",
+                    p.node
+                ));
+            };
+            for (resource, per_pod) in &spec.requests {
+                if per_pod.milli() == 0 || ps.flavors.get(resource) != Some(&node.flavor) {
+                    continue;
+                }
+                *out.entry(p.node.clone())
+                    .or_default()
+                    .entry(resource.clone())
+                    .or_default() += per_pod.milli() * u64::from(p.count);
+            }
+        }
+    }
+    Ok(out)
 }
 
 fn capacity_of(cluster: &fleetq_model::Cluster) -> BTreeMap<String, BTreeMap<String, u64>> {

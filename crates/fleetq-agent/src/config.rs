@@ -362,8 +362,15 @@ impl AgentConfig {
                             .collect::<Vec<_>>()
                             .join("; ")
                     })?;
+                // The host is one node (issue 26): a pod never spans
+                // hosts, and the Kubernetes and static sources agree.
+                let host = crate::inventory::host_name(&self.cluster);
+                let nodes = crate::inventory::host_nodes(&host, &inventory);
                 Ok((
-                    InventoryFeed::fixed(inventory),
+                    InventoryFeed::fixed_report(crate::inventory::InventoryReport {
+                        totals: inventory,
+                        nodes,
+                    }),
                     DevicePool::from_gpus(&gpus, &mapping),
                 ))
             }

@@ -49,10 +49,14 @@ pub enum Mutant {
     /// by priority before borrowing, so a victim can be re-admitted into
     /// the room its preemptor waits for, again and again.
     PreemptorNotNominated,
+    /// Node placement ignores what is already assigned on a node, in the
+    /// scheduler and in apply()'s re-check alike (issue 26): pods land on
+    /// a node that has no room left.
+    PlacementIgnoresNodeUsage,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 12] = [
+    pub const ALL: [Mutant; 13] = [
         Mutant::SkipRevalidation,
         Mutant::FreshSkipsRevalidation,
         Mutant::DoubleRelease,
@@ -65,6 +69,7 @@ impl Mutant {
         Mutant::CohortQuotaDoubled,
         Mutant::StaleEpochReport,
         Mutant::PreemptorNotNominated,
+        Mutant::PlacementIgnoresNodeUsage,
     ];
 
     pub fn name(self) -> &'static str {
@@ -81,6 +86,7 @@ impl Mutant {
             Mutant::CohortQuotaDoubled => "cohort-quota-doubled",
             Mutant::StaleEpochReport => "stale-epoch-report",
             Mutant::PreemptorNotNominated => "preemptor-not-nominated",
+            Mutant::PlacementIgnoresNodeUsage => "placement-ignores-node-usage",
         }
     }
 

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 
 use fleetq_model::assignment::Assignment;
 use fleetq_model::assignment::{NodePods, PodSetAssignment};
+use fleetq_model::mutants::Mutant;
 use fleetq_model::topology::TopologyPlacement;
 use fleetq_model::workload::PodSet;
 use fleetq_model::{Config, Quantity, ResourceList, Workload};
@@ -168,7 +169,11 @@ fn free_on(
         .keys()
         .map(|r| {
             let have = node.allocatable.get(r).map_or(0, |q| q.milli());
-            let taken = used.get(n).and_then(|u| u.get(r)).copied().unwrap_or(0);
+            let taken = if fleetq_model::mutants::active(Mutant::PlacementIgnoresNodeUsage) {
+                0
+            } else {
+                used.get(n).and_then(|u| u.get(r)).copied().unwrap_or(0)
+            };
             (r.clone(), Quantity::from_milli(have.saturating_sub(taken)))
         })
         .collect()
@@ -408,6 +413,9 @@ pub fn check_placement(
             }
             let slot = used[n].entry(resource.to_string()).or_default();
             *slot = slot.saturating_add(q);
+            if fleetq_model::mutants::active(Mutant::PlacementIgnoresNodeUsage) {
+                *slot = q;
+            }
             let node = &info.cluster.nodes[n];
             let have = node.allocatable.get(resource).map_or(0, |q| q.milli());
             if *slot > have {
