@@ -8,7 +8,8 @@
 //! of cycle time and cost per admission for the README. The table also has
 //! rows at 1,000,000 pending (issue 6, scale of state), which criterion
 //! leaves out to keep `cargo bench` short; `FLEETQ_BENCH_SUMMARY_ONLY=1`
-//! skips criterion and prints only the table.
+//! skips criterion and prints only the table; `FLEETQ_BENCH_NODES_ONLY=1`
+//! with it prints only the table of placement on nodes against totals.
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -31,6 +32,54 @@ const ADMITTABLE: u64 = 1_000;
 const CLUSTERS: usize = 8;
 
 fn snapshot(pending: usize, queues: usize) -> Snapshot {
+    snapshot_on(pending, queues, &flat_clusters(CLUSTERS, 128))
+}
+
+/// `n` clusters of `gpus` GPUs each, reported as totals.
+fn flat_clusters(n: usize, gpus: u64) -> Vec<Cluster> {
+    (0..n)
+        .map(|c| Cluster {
+            nodes: Vec::new(),
+            name: format!("cluster-{c}"),
+            labels: BTreeMap::new(),
+            capacity: [(
+                "h100".to_string(),
+                [(GPU.to_string(), Quantity::units(gpus))].into(),
+            )]
+            .into(),
+            state: ClusterState::Ready,
+        })
+        .collect()
+}
+
+/// The same clusters, each reporting `nodes` nodes of 8 GPUs in racks of
+/// 16 (issue 26, item 9: placement's cost per admission).
+fn node_clusters(n: usize, nodes: usize) -> Vec<Cluster> {
+    flat_clusters(n, nodes as u64 * 8)
+        .into_iter()
+        .map(|mut c| {
+            c.nodes = (0..nodes)
+                .map(|i| fleetq_model::Node {
+                    name: format!("{}-n{i}", c.name),
+                    labels: [
+                        ("rack".to_string(), format!("r{}", i / 16)),
+                        (
+                            "kubernetes.io/hostname".to_string(),
+                            format!("{}-n{i}", c.name),
+                        ),
+                    ]
+                    .into(),
+                    flavor: "h100".into(),
+                    allocatable: [(GPU.to_string(), Quantity::units(8))].into(),
+                    unschedulable: false,
+                })
+                .collect();
+            c
+        })
+        .collect()
+}
+
+fn snapshot_on(pending: usize, queues: usize, clusters: &[Cluster]) -> Snapshot {
     let mut config = Config::default();
     config.flavors.insert(
         "h100".into(),
@@ -83,20 +132,7 @@ fn snapshot(pending: usize, queues: usize) -> Snapshot {
         };
         config.local_queues.insert(lq.key(), lq);
     }
-    let clusters: Vec<Cluster> = (0..CLUSTERS)
-        .map(|c| Cluster {
-            nodes: Vec::new(),
-            name: format!("cluster-{c}"),
-            labels: BTreeMap::new(),
-            capacity: [(
-                "h100".to_string(),
-                [(GPU.to_string(), Quantity::units(128))].into(),
-            )]
-            .into(),
-            state: ClusterState::Ready,
-        })
-        .collect();
-    let mut snap = Snapshot::new(config, &clusters);
+    let mut snap = Snapshot::new(config, clusters);
     for i in 0..pending {
         let q = i % queues;
         let workload = Workload {
@@ -185,10 +221,37 @@ fn median_cycle(snap: &Snapshot, cfg: &SchedulerConfig) -> (Duration, usize) {
     (times[times.len() / 2], admitted)
 }
 
+/// The cost of node placement per admission: the same queues and
+/// workloads on clusters reported as totals and as nodes of 8 GPUs, side
+/// by side in one run (issue 26, item 9: at most 2x).
+fn nodes_summary() {
+    let cfg = SchedulerConfig::default();
+    println!("\n| pending | clusters x nodes | flat, per admission | nodes, per admission | nodes / flat |");
+    println!("|---:|---:|---:|---:|---:|");
+    for (pending, clusters, nodes) in [(100_000, 8, 16), (100_000, 10, 1_000)] {
+        let flat = snapshot_on(pending, 100, &flat_clusters(clusters, nodes as u64 * 8));
+        let (flat_t, flat_n) = median_cycle(&flat, &cfg);
+        drop(flat);
+        let placed = snapshot_on(pending, 100, &node_clusters(clusters, nodes));
+        let (node_t, node_n) = median_cycle(&placed, &cfg);
+        let per = |t: Duration, n: usize| t.as_secs_f64() * 1e6 / n.max(1) as f64;
+        println!(
+            "| {pending} | {clusters} x {nodes} | {:.2} µs ({flat_n}) | {:.2} µs ({node_n}) | {:.1}x |",
+            per(flat_t, flat_n),
+            per(node_t, node_n),
+            per(node_t, node_n) / per(flat_t, flat_n)
+        );
+    }
+}
+
 /// Median of a few timed cycles per size, printed as the README table;
 /// then the same cycles with fair sharing on (Kueue's head tournament per
 /// cohort), side by side.
 fn summary() {
+    if std::env::var_os("FLEETQ_BENCH_NODES_ONLY").is_some() {
+        nodes_summary();
+        return;
+    }
     let cfg = SchedulerConfig::default();
     println!(
         "\n| pending | ClusterQueues | admitted | cycle (median) | per admission | vs 1k pending |"
@@ -222,6 +285,7 @@ fn summary() {
             on.as_secs_f64() / off.as_secs_f64()
         );
     }
+    nodes_summary();
 }
 
 criterion_group!(benches, cycle);

@@ -191,16 +191,9 @@ impl ClusterTable {
     ) -> Option<usize> {
         let mut best: Option<(u64, usize)> = None;
         for &c in eligible {
-            if !self.fits_now(used, c, demand) {
+            let Some(room_after) = self.room_after(used, c, demand) else {
                 continue;
-            }
-            let room_after = demand
-                .iter()
-                .find_map(|&(fr, q)| match self.clusters[c].capacity[fr] {
-                    Capacity::Limited(_) => self.free(used, c, fr).map(|f| f - q),
-                    _ => None,
-                })
-                .unwrap_or(u64::MAX);
+            };
             let better = match (best, strategy) {
                 (None, _) => true,
                 (Some((b, _)), PlacementStrategy::BinPack) => room_after < b,
@@ -211,6 +204,47 @@ impl ClusterTable {
             }
         }
         best.map(|(_, c)| c)
+    }
+
+    /// Every cluster of `eligible` that `demand` fits now, best first by
+    /// `strategy` (the first is [`ClusterTable::choose`]'s choice): node
+    /// placement tries them in this order and stops at the first whose
+    /// nodes take the pods.
+    pub fn ranked(
+        &self,
+        used: &ClusterUsage,
+        eligible: &[usize],
+        demand: &[(FrId, u64)],
+        strategy: PlacementStrategy,
+    ) -> Vec<usize> {
+        let mut fitting: Vec<(u64, usize)> = eligible
+            .iter()
+            .filter_map(|&c| Some((self.room_after(used, c, demand)?, c)))
+            .collect();
+        // Stable: among equals the first in `eligible` stays first.
+        match strategy {
+            PlacementStrategy::BinPack => fitting.sort_by_key(|&(room, _)| room),
+            PlacementStrategy::Spread => fitting.sort_by_key(|&(room, _)| std::cmp::Reverse(room)),
+        }
+        fitting.into_iter().map(|(_, c)| c).collect()
+    }
+
+    /// Room left in the first limited cell of `demand` once it is placed
+    /// on `cluster` (`u64::MAX` where none is limited), or `None` if it
+    /// does not fit now.
+    fn room_after(&self, used: &ClusterUsage, c: usize, demand: &[(FrId, u64)]) -> Option<u64> {
+        if !self.fits_now(used, c, demand) {
+            return None;
+        }
+        Some(
+            demand
+                .iter()
+                .find_map(|&(fr, q)| match self.clusters[c].capacity[fr] {
+                    Capacity::Limited(_) => self.free(used, c, fr).map(|f| f - q),
+                    _ => None,
+                })
+                .unwrap_or(u64::MAX),
+        )
     }
 
     /// Every cell where a cluster holds more than it reported.

@@ -1240,23 +1240,15 @@ impl<'a> Cycle<'a> {
             return Some((c, Vec::new()));
         }
         let skeleton = assign::to_assignment(cq, w, counts, plan, "", &self.snap.tree);
-        let mut placed: Vec<(usize, Vec<Vec<NodePods>>)> = Vec::new();
-        for &c in eligible {
-            if !table.fits_now(&self.cluster_usage, c, &plan.cells) {
-                continue;
-            }
+        // Best first by the strategy; the first whose nodes take the pods.
+        for c in table.ranked(&self.cluster_usage, eligible, &plan.cells, strategy) {
             let info = &table.clusters[c];
             let used = self.node_usage.of(c);
-            match nodes::place_all(
-                info,
-                used,
-                &self.snap.config,
-                &w.workload,
-                &skeleton.pod_sets,
-            ) {
-                Ok(p) => placed.push((c, p)),
+            let pod_sets = &skeleton.pod_sets;
+            match nodes::place_all(info, used, &self.snap.config, &w.workload, pod_sets) {
+                Ok(p) => return Some((c, p)),
                 Err(note) => {
-                    // Every cluster's reason, in name order.
+                    // Every such cluster's reason, best first.
                     self.placement_note = Some(match self.placement_note.take() {
                         Some(before) => format!("{before}; {note}"),
                         None => note,
@@ -1264,9 +1256,7 @@ impl<'a> Cycle<'a> {
                 }
             }
         }
-        let candidates: Vec<usize> = placed.iter().map(|(c, _)| *c).collect();
-        let c = table.choose(&self.cluster_usage, &candidates, &plan.cells, strategy)?;
-        placed.into_iter().find(|(i, _)| *i == c)
+        None
     }
 
     /// Whether `plan`'s pods could be placed on `cluster`'s nodes once

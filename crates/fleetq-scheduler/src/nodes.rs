@@ -224,7 +224,8 @@ pub fn place_all(
     w: &Workload,
     pod_sets: &[PodSetAssignment],
 ) -> Result<Vec<Vec<NodePods>>, String> {
-    let mut used = used.to_vec();
+    // Copied only when a later pod set must see an earlier one's pods.
+    let mut own: Option<Vec<NodeUsed>> = None;
     let mut out = Vec::with_capacity(pod_sets.len());
     for (ps, psa) in w.spec.pod_sets.iter().zip(pod_sets) {
         let Some(flavor) = node_flavor(info, psa)? else {
@@ -240,9 +241,10 @@ pub fn place_all(
                 node.flavor == flavor && !node.unschedulable
             })
             .collect();
+        let now = own.as_deref().unwrap_or(used);
         let frees: Vec<ResourceList> = members
             .iter()
-            .map(|&n| free_on(info, &used, n, &per_pod))
+            .map(|&n| free_on(info, now, n, &per_pod))
             .collect();
         let rooms: Vec<NodeRoom<'_>> = members
             .iter()
@@ -263,11 +265,11 @@ pub fn place_all(
                 count,
             })
             .collect();
-        let mut one = psa.clone();
-        one.nodes.clone_from(&placed);
-        for (n, resource, q) in charges(info, w, std::slice::from_ref(&one)) {
-            let slot = used[n].entry(resource.to_string()).or_default();
-            *slot = slot.saturating_add(q);
+        if out.len() + 1 < pod_sets.len() {
+            let mut one = psa.clone();
+            one.nodes.clone_from(&placed);
+            let books = own.get_or_insert_with(|| used.to_vec());
+            charge_into(books, info, w, std::slice::from_ref(&one), true);
         }
         out.push(placed);
     }
