@@ -226,6 +226,32 @@ fn kubernetes_agent_turns_nodes_into_inventory_and_admissions_into_jobs() {
         inventory.contains(&("a100-40gb/nvidia.com/mig-2g.10gb".into(), 3)),
         "{inventory:?}"
     );
+    // Node by node too (issue 26): the usable GPU nodes, each with what
+    // is free on it; the cordoned, NotReady and CPU-only ones are absent.
+    let described = group.cli(1, &["describe", "cluster", "kube-east"]);
+    assert!(described.status.success(), "{}", text(&described));
+    let described = String::from_utf8_lossy(&described.stdout).into_owned();
+    let node_rows: Vec<&str> = described
+        .lines()
+        .skip_while(|l| !l.starts_with("NODE"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let names: std::collections::BTreeSet<&str> = node_rows
+        .iter()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(
+        names,
+        ["gpu-a", "mig-a"].into_iter().collect(),
+        "{described}"
+    );
+    assert!(
+        node_rows
+            .iter()
+            .any(|l| l.starts_with("gpu-a") && l.contains("nvidia.com/gpu") && l.contains(" 8 ")),
+        "{described}"
+    );
 
     // Uncordoning a node flows up through the watch, even one that missed
     // it: with the history compacted while the agent's watches were away
