@@ -62,6 +62,18 @@ impl ClusterInfo {
 #[derive(Clone, Debug, Default)]
 pub struct ClusterTable {
     pub clusters: Vec<ClusterInfo>,
+    /// Whether any cluster reports its nodes: placement is skipped, on
+    /// the scheduler's hot path, where none does.
+    any_nodes: bool,
+}
+
+/// The order a strategy prefers clusters in, smallest first, by the room
+/// a workload would leave: BinPack the least, Spread the most.
+fn preference(strategy: PlacementStrategy, room_after: u64) -> u64 {
+    match strategy {
+        PlacementStrategy::BinPack => room_after,
+        PlacementStrategy::Spread => u64::MAX - room_after,
+    }
 }
 
 /// Assigned milli-units per cluster and cell, `clusters x cells`.
@@ -103,7 +115,7 @@ impl ClusterTable {
             .iter()
             .flat_map(|c| c.capacity.keys().map(String::as_str))
             .collect();
-        let infos = sorted
+        let infos: Vec<ClusterInfo> = sorted
             .iter()
             .map(|cluster| {
                 let capacity = tree
@@ -131,12 +143,15 @@ impl ClusterTable {
                 }
             })
             .collect();
-        ClusterTable { clusters: infos }
+        ClusterTable {
+            any_nodes: infos.iter().any(|c| !c.cluster.nodes.is_empty()),
+            clusters: infos,
+        }
     }
 
     /// Whether any cluster reports its nodes (else placement is skipped).
     pub fn any_nodes(&self) -> bool {
-        self.clusters.iter().any(|c| !c.cluster.nodes.is_empty())
+        self.any_nodes
     }
 
     pub fn index_of(&self, name: &str) -> Option<usize> {
@@ -189,21 +204,12 @@ impl ClusterTable {
         demand: &[(FrId, u64)],
         strategy: PlacementStrategy,
     ) -> Option<usize> {
-        let mut best: Option<(u64, usize)> = None;
-        for &c in eligible {
-            let Some(room_after) = self.room_after(used, c, demand) else {
-                continue;
-            };
-            let better = match (best, strategy) {
-                (None, _) => true,
-                (Some((b, _)), PlacementStrategy::BinPack) => room_after < b,
-                (Some((b, _)), PlacementStrategy::Spread) => room_after > b,
-            };
-            if better {
-                best = Some((room_after, c));
-            }
-        }
-        best.map(|(_, c)| c)
+        // The first of the best (min_by_key keeps the first of equals).
+        eligible
+            .iter()
+            .filter_map(|&c| Some((preference(strategy, self.room_after(used, c, demand)?), c)))
+            .min_by_key(|&(key, _)| key)
+            .map(|(_, c)| c)
     }
 
     /// Every cluster of `eligible` that `demand` fits now, best first by
@@ -219,13 +225,10 @@ impl ClusterTable {
     ) -> Vec<usize> {
         let mut fitting: Vec<(u64, usize)> = eligible
             .iter()
-            .filter_map(|&c| Some((self.room_after(used, c, demand)?, c)))
+            .filter_map(|&c| Some((preference(strategy, self.room_after(used, c, demand)?), c)))
             .collect();
         // Stable: among equals the first in `eligible` stays first.
-        match strategy {
-            PlacementStrategy::BinPack => fitting.sort_by_key(|&(room, _)| room),
-            PlacementStrategy::Spread => fitting.sort_by_key(|&(room, _)| std::cmp::Reverse(room)),
-        }
+        fitting.sort_by_key(|&(key, _)| key);
         fitting.into_iter().map(|(_, c)| c).collect()
     }
 

@@ -79,9 +79,6 @@ pub(crate) struct Cycle<'a> {
     pub cluster_usage: ClusterUsage,
     /// What is assigned on each node, this cycle's admissions included.
     node_usage: NodeUsage,
-    /// Why the last `choose_cluster` found no node placement on a
-    /// cluster whose totals had room (for the pending reason).
-    placement_note: Option<String>,
     /// Usage as it will be once this cycle's victims have stopped and their
     /// preemptors are admitted. `usage` keeps victims charged (they hold
     /// their quota until they stop), which is right for admitting but would
@@ -212,7 +209,6 @@ impl<'a> Cycle<'a> {
             usage: snap.usage.clone(),
             cluster_usage: snap.cluster_usage.clone(),
             node_usage: snap.node_usage.clone(),
-            placement_note: None,
             projected: snap.usage.clone(),
             projected_cluster: snap.cluster_usage.clone(),
             taken: HashSet::new(),
@@ -1014,10 +1010,13 @@ impl<'a> Cycle<'a> {
         let mut plan = self.assign_simulating(node, cq, w, &demands, &eligible);
         plan.counts.clone_from(&full);
         let held = self.held_by(w);
-        self.placement_note = None;
+        // Why no cluster whose totals had room took the pods, for the
+        // pending reason (partial admission's attempts below say nothing).
+        let mut placement_note = None;
         if may_take(plan.mode, held) {
-            if let Some(chosen) = self.choose_cluster(cq, w, &full, &plan, &eligible) {
-                return self.admit(node, cq, w, &full, &plan, chosen);
+            match self.choose_cluster(cq, w, &full, &plan, &eligible) {
+                Ok(chosen) => return self.admit(node, cq, w, &full, &plan, chosen),
+                Err(note) => placement_note = note,
             }
         }
         if let (Mode::Borrow, Some(reclaimer)) = (plan.mode, held) {
@@ -1062,11 +1061,11 @@ impl<'a> Cycle<'a> {
         self.hold(node, cq, &plan);
         // A shape that fails by node placement is not memoised: the
         // memo's key holds totals, not pods per node or topology.
-        let placement_failed = plan.reason.is_none() && self.placement_note.is_some();
+        let placement_failed = plan.reason.is_none() && placement_note.is_some();
         let mut reason = plan.reason.unwrap_or_else(|| {
             PendingReason::new(
                 ReasonKind::NoClusterCapacity,
-                match self.placement_note.take() {
+                match placement_note {
                     Some(note) => format!("quota is free but no pod placement fits: {note}"),
                     None => format!(
                         "quota is free but no single eligible cluster has {} free",
@@ -1224,39 +1223,35 @@ impl<'a> Cycle<'a> {
     /// The cluster for `plan` among `eligible`, by the queue's strategy,
     /// with its pods per node on a cluster that reports nodes. A cluster
     /// whose totals have room but whose nodes cannot take the pods is
-    /// passed over (`placement_note` says why).
+    /// passed over; when none is left, the error says why each was
+    /// (`None`: no cluster's totals had room).
     fn choose_cluster(
-        &mut self,
+        &self,
         cq: &ClusterQueue,
         w: &PendingWorkload,
         counts: &[u32],
         plan: &assign::Plan,
         eligible: &[usize],
-    ) -> Option<Chosen> {
+    ) -> Result<Chosen, Option<String>> {
         let strategy = cq.spec.placement.strategy;
         let table = &self.snap.clusters;
         if !table.any_nodes() {
-            let c = table.choose(&self.cluster_usage, eligible, &plan.cells, strategy)?;
-            return Some((c, Vec::new()));
+            let c = table.choose(&self.cluster_usage, eligible, &plan.cells, strategy);
+            return c.map(|c| (c, Vec::new())).ok_or(None);
         }
         let skeleton = assign::to_assignment(cq, w, counts, plan, "", &self.snap.tree);
+        let mut notes = Vec::new();
         // Best first by the strategy; the first whose nodes take the pods.
         for c in table.ranked(&self.cluster_usage, eligible, &plan.cells, strategy) {
             let info = &table.clusters[c];
             let used = self.node_usage.of(c);
             let pod_sets = &skeleton.pod_sets;
             match nodes::place_all(info, used, &self.snap.config, &w.workload, pod_sets) {
-                Ok(p) => return Some((c, p)),
-                Err(note) => {
-                    // Every such cluster's reason, best first.
-                    self.placement_note = Some(match self.placement_note.take() {
-                        Some(before) => format!("{before}; {note}"),
-                        None => note,
-                    });
-                }
+                Ok(p) => return Ok((c, p)),
+                Err(note) => notes.push(note),
             }
         }
-        None
+        Err((!notes.is_empty()).then(|| notes.join("; ")))
     }
 
     /// Whether `plan`'s pods could be placed on `cluster`'s nodes once
@@ -1333,7 +1328,7 @@ impl<'a> Cycle<'a> {
             let mut plan = cycle.context(node, cq, eligible).assign(&demands);
             plan.counts = counts.to_vec();
             if may_take(plan.mode, cycle.held_by(w)) {
-                if let Some(c) = cycle.choose_cluster(cq, w, counts, &plan, eligible) {
+                if let Ok(c) = cycle.choose_cluster(cq, w, counts, &plan, eligible) {
                     return Some((plan, Some(c)));
                 }
             }

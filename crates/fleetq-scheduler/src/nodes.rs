@@ -143,15 +143,23 @@ fn node_flavor<'p>(
     Ok(found)
 }
 
+/// Whether a node of `flavor` is limited in `resource`: the cluster
+/// reports it for that flavor (as at the cluster level).
+fn limits(info: &ClusterInfo, flavor: &str, resource: &str) -> bool {
+    info.cluster
+        .capacity
+        .get(flavor)
+        .is_some_and(|reported| reported.contains_key(resource))
+}
+
 /// One pod's requests that count on nodes of `flavor`.
 fn per_pod(info: &ClusterInfo, ps: &PodSet, psa: &PodSetAssignment, flavor: &str) -> ResourceList {
-    let reported = info.cluster.capacity.get(flavor);
     ps.requests
         .iter()
         .filter(|(r, q)| {
             !q.is_zero()
                 && psa.flavors.get(*r).map(String::as_str) == Some(flavor)
-                && reported.is_some_and(|rep| rep.contains_key(*r))
+                && limits(info, flavor, r)
         })
         .map(|(r, q)| (r.clone(), *q))
         .collect()
@@ -296,11 +304,7 @@ fn why_not(
     if let Constraint::Required(level) = constraint {
         let mut by_domain: BTreeMap<Vec<&str>, u64> = BTreeMap::new();
         for (room, &fit) in rooms.iter().zip(&fits) {
-            let path: Option<Vec<&str>> = levels[..=level]
-                .iter()
-                .map(|l| room.labels.get(l).map(String::as_str))
-                .collect();
-            if let Some(path) = path {
+            if let Some(path) = placement::domain_of(room.labels, levels, level) {
                 let slot = by_domain.entry(path).or_default();
                 *slot = slot.saturating_add(fit);
             }
@@ -349,7 +353,8 @@ pub fn check_placement(
     w: &Workload,
     a: &Assignment,
 ) -> Result<(), String> {
-    let mut used = used.to_vec();
+    // What this assignment adds per node and resource, over its pod sets.
+    let mut added: BTreeMap<(usize, &str), u64> = BTreeMap::new();
     for (ps, psa) in w.spec.pod_sets.iter().zip(&a.pod_sets) {
         let Some(flavor) = node_flavor(info, psa)? else {
             if let Some(first) = psa.nodes.first() {
@@ -388,18 +393,13 @@ pub fn check_placement(
         }
         let levels = levels_of(config, flavor);
         if let Constraint::Required(level) = constraint_of(ps, &levels, flavor)? {
-            let domains: std::collections::BTreeSet<Vec<Option<&String>>> = psa
+            let domains: std::collections::BTreeSet<Option<Vec<&str>>> = psa
                 .nodes
                 .iter()
                 .filter_map(|p| info.node_index.get(&p.node))
-                .map(|&n| {
-                    levels[..=level]
-                        .iter()
-                        .map(|l| info.cluster.nodes[n].labels.get(l))
-                        .collect()
-                })
+                .map(|&n| placement::domain_of(&info.cluster.nodes[n].labels, &levels, level))
                 .collect();
-            if domains.len() > 1 || domains.iter().any(|d| d.iter().any(Option::is_none)) {
+            if domains.len() > 1 || domains.contains(&None) {
                 return Err(format!(
                     "pod set {:?} requires one {} but its nodes span {}",
                     psa.name,
@@ -408,24 +408,30 @@ pub fn check_placement(
                 ));
             }
         }
-        let limited = per_pod(info, ps, psa, flavor);
         for (n, resource, q) in charges(info, w, std::slice::from_ref(psa)) {
-            if !limited.contains_key(resource) {
+            if !limits(info, flavor, resource) {
                 continue;
             }
-            let slot = used[n].entry(resource.to_string()).or_default();
+            let slot = added.entry((n, resource)).or_default();
             *slot = slot.saturating_add(q);
-            if fleetq_model::mutants::active(Mutant::PlacementIgnoresNodeUsage) {
-                *slot = q;
-            }
+            let held = used
+                .get(n)
+                .and_then(|u| u.get(resource))
+                .copied()
+                .unwrap_or(0);
+            let total = if fleetq_model::mutants::active(Mutant::PlacementIgnoresNodeUsage) {
+                q
+            } else {
+                held.saturating_add(*slot)
+            };
             let node = &info.cluster.nodes[n];
             let have = node.allocatable.get(resource).map_or(0, |q| q.milli());
-            if *slot > have {
+            if total > have {
                 return Err(format!(
                     "node {:?} of cluster {:?} would hold {} of {resource}, more than its {}",
                     node.name,
                     info.name(),
-                    Quantity::from_milli(*slot),
+                    Quantity::from_milli(total),
                     Quantity::from_milli(have)
                 ));
             }
@@ -440,11 +446,9 @@ pub fn violations(clusters: &[ClusterInfo], usage: &NodeUsage) -> Vec<String> {
     for (c, info) in clusters.iter().enumerate() {
         for (n, used) in usage.of(c).iter().enumerate() {
             let node = &info.cluster.nodes[n];
-            let reported = info.cluster.capacity.get(&node.flavor);
             for (resource, &q) in used {
                 let have = node.allocatable.get(resource).map_or(0, |q| q.milli());
-                let limited = reported.is_some_and(|r| r.contains_key(resource));
-                if limited && !node.unschedulable && q > have {
+                if limits(info, &node.flavor, resource) && !node.unschedulable && q > have {
                     out.push(format!(
                         "node {:?} of cluster {:?} has {} of {resource} assigned but {} allocatable",
                         node.name,

@@ -183,15 +183,25 @@ fn domains_at(
 ) -> BTreeMap<String, Vec<usize>> {
     let mut out: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for &i in members {
-        let path: Option<Vec<&str>> = levels[..=level]
-            .iter()
-            .map(|l| nodes[i].labels.get(l).map(String::as_str))
-            .collect();
-        if let Some(path) = path {
+        if let Some(path) = domain_of(nodes[i].labels, levels, level) {
             out.entry(path.join("\u{0}")).or_default().push(i);
         }
     }
     out
+}
+
+/// The domain of `level` a node with `labels` lies in: its values of
+/// levels `0..=level`, or `None` if it lacks one of them (then it is in
+/// no domain of that level, as in Kueue).
+pub fn domain_of<'l>(
+    labels: &'l BTreeMap<String, String>,
+    levels: &[String],
+    level: usize,
+) -> Option<Vec<&'l str>> {
+    levels[..=level]
+        .iter()
+        .map(|l| labels.get(l).map(String::as_str))
+        .collect()
 }
 
 /// How many pods `members` hold together (saturating).
