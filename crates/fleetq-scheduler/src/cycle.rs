@@ -415,10 +415,13 @@ impl<'a> Cycle<'a> {
 
     /// A claim for every nominated workload whose decision named the
     /// cluster its room was planned on, while that cluster is eligible:
-    /// its request there, in the flavor assignment would pick now.
+    /// its request there, in the flavor assignment would pick now, and on
+    /// a cluster with nodes the node room its pods would take once every
+    /// evicting workload there has stopped. Claims are placed higher
+    /// priority first, then older, each beside the ones before it.
     fn build_claims(&mut self) -> Claims {
         let snap = self.snap;
-        let mut claims = Vec::new();
+        let mut wanted = Vec::new();
         for (&id, cluster) in &snap.nominated_on {
             let Some(w) = snap.pending.get(&id) else {
                 continue;
@@ -439,26 +442,73 @@ impl<'a> Cycle<'a> {
             };
             let plan = self.context(node, cq, &[ci]).assign(&demands);
             if plan.mode != Mode::NoFit && !plan.cells.is_empty() {
-                claims.push(Claim {
-                    id,
-                    cluster: ci,
-                    cells: plan.cells,
-                });
+                wanted.push((Reverse(w.priority), w.created_at, cq, w, ci, plan, full));
             }
         }
-        if claims.is_empty() {
+        if wanted.is_empty() {
             return Claims::default();
         }
+        wanted.sort_unstable_by_key(|c| (c.0, c.1, c.3.id));
         let mut evicting: HashMap<usize, Vec<(FrId, u64)>> = HashMap::new();
+        let mut evicting_nodes: HashMap<usize, Vec<nodes::NodeUsed>> = HashMap::new();
         for a in snap.evicting.iter().filter_map(|id| snap.admitted.get(id)) {
             if let Some(ci) = snap.clusters.index_of(&a.assignment.cluster) {
                 evicting
                     .entry(ci)
                     .or_default()
                     .extend(snap.cells_of(&a.assignment));
+                let info = &snap.clusters.clusters[ci];
+                if !info.cluster.nodes.is_empty() {
+                    let books = evicting_nodes
+                        .entry(ci)
+                        .or_insert_with(|| vec![nodes::NodeUsed::new(); info.cluster.nodes.len()]);
+                    let (w, pod_sets) = (&a.pending.workload, &a.assignment.pod_sets);
+                    nodes::charge_into(books, &snap.clusters.clusters[ci], w, pod_sets, true);
+                }
             }
         }
-        Claims::new(claims, evicting)
+        // Per cluster, the node books as claims see them: evicting work
+        // gone, earlier claims placed.
+        let mut seen: HashMap<usize, Vec<nodes::NodeUsed>> = HashMap::new();
+        let mut claims = Vec::with_capacity(wanted.len());
+        for (_, _, cq, w, ci, plan, full) in wanted {
+            let info = &snap.clusters.clusters[ci];
+            let mut on_nodes = Vec::new();
+            if !info.cluster.nodes.is_empty() {
+                let books = seen.entry(ci).or_insert_with(|| {
+                    let mut books = self.node_usage.of(ci).to_vec();
+                    for (used, gone) in books
+                        .iter_mut()
+                        .zip(evicting_nodes.get(&ci).into_iter().flatten())
+                    {
+                        for (resource, &q) in gone {
+                            nodes::adjust(used, resource, q, false);
+                        }
+                    }
+                    books
+                });
+                let mut skeleton = assign::to_assignment(cq, w, &full, &plan, "", &snap.tree);
+                if let Ok(placed) =
+                    nodes::place_all(info, books, &snap.config, &w.workload, &skeleton.pod_sets)
+                {
+                    for (psa, placed) in skeleton.pod_sets.iter_mut().zip(placed) {
+                        psa.nodes = placed;
+                    }
+                    nodes::charge_into(books, info, &w.workload, &skeleton.pod_sets, true);
+                    on_nodes = nodes::charges(info, &w.workload, &skeleton.pod_sets)
+                        .into_iter()
+                        .map(|(n, resource, q)| (n, resource.to_string(), q))
+                        .collect();
+                }
+            }
+            claims.push(Claim {
+                id: w.id,
+                cluster: ci,
+                cells: plan.cells,
+                nodes: on_nodes,
+            });
+        }
+        Claims::new(claims, evicting, evicting_nodes)
     }
 
     fn lay_claims(&mut self, except: Option<WorkloadId>) {
@@ -466,13 +516,16 @@ impl<'a> Cycle<'a> {
             self.claims.lay(
                 except,
                 [&mut self.cluster_usage, &mut self.projected_cluster],
+                &mut self.node_usage,
             );
         }
     }
 
     fn lift_claims(&mut self) {
-        self.claims
-            .lift([&mut self.cluster_usage, &mut self.projected_cluster]);
+        self.claims.lift(
+            [&mut self.cluster_usage, &mut self.projected_cluster],
+            &mut self.node_usage,
+        );
     }
 
     /// Whether `cq`'s namespaceSelector selects `namespace`, once per
@@ -1267,9 +1320,58 @@ impl<'a> Cycle<'a> {
         cluster: usize,
         victims: impl Iterator<Item = &'v crate::snapshot::AdmittedWorkload>,
     ) -> bool {
+        self.node_room_without(cq, w, plan, cluster, victims)
+            .is_some()
+    }
+
+    /// Keeps for a preemptor the node room its pods will take on
+    /// `cluster` once `victims` there have stopped: what the victims hold
+    /// stays charged until they stop, the rest is charged now, so that no
+    /// later workload of this cycle is placed into the preemptor's room
+    /// (soak seed 220640, as for claims).
+    pub(crate) fn reserve_node_room<'v>(
+        &mut self,
+        cq: &ClusterQueue,
+        w: &PendingWorkload,
+        plan: &assign::Plan,
+        cluster: usize,
+        victims: impl Iterator<Item = &'v crate::snapshot::AdmittedWorkload>,
+    ) {
+        let victims: Vec<_> = victims.collect();
+        let Some(room) = self.node_room_without(cq, w, plan, cluster, victims.iter().copied())
+        else {
+            return;
+        };
+        let info = &self.snap.clusters.clusters[cluster];
+        let mut held = vec![nodes::NodeUsed::new(); info.cluster.nodes.len()];
+        for v in &victims {
+            let (vw, pod_sets) = (&v.pending.workload, &v.assignment.pod_sets);
+            nodes::charge_into(&mut held, info, vw, pod_sets, true);
+        }
+        for (n, resource, q) in room {
+            let by_victims = held[n].get(resource.as_str()).copied().unwrap_or(0);
+            let q = q.saturating_sub(by_victims);
+            if q > 0 {
+                self.node_usage.adjust(cluster, n, &resource, q, true);
+            }
+        }
+    }
+
+    /// Where `plan`'s pods would go on `cluster`'s nodes once `victims`
+    /// there have stopped, as (node index, resource, milli-units); `None`
+    /// when no placement fits, empty on a cluster without nodes or for a
+    /// plan without counts.
+    fn node_room_without<'v>(
+        &self,
+        cq: &ClusterQueue,
+        w: &PendingWorkload,
+        plan: &assign::Plan,
+        cluster: usize,
+        victims: impl Iterator<Item = &'v crate::snapshot::AdmittedWorkload>,
+    ) -> Option<Vec<(usize, String, u64)>> {
         let info = &self.snap.clusters.clusters[cluster];
         if info.cluster.nodes.is_empty() || plan.counts.is_empty() {
-            return true;
+            return Some(Vec::new());
         }
         let mut books = self.node_usage.of(cluster).to_vec();
         for v in victims {
@@ -1281,15 +1383,24 @@ impl<'a> Cycle<'a> {
                 false,
             );
         }
-        let skeleton = assign::to_assignment(cq, w, &plan.counts, plan, "", &self.snap.tree);
-        nodes::place_all(
+        let mut skeleton = assign::to_assignment(cq, w, &plan.counts, plan, "", &self.snap.tree);
+        let placed = nodes::place_all(
             info,
             &books,
             &self.snap.config,
             &w.workload,
             &skeleton.pod_sets,
         )
-        .is_ok()
+        .ok()?;
+        for (psa, placed) in skeleton.pod_sets.iter_mut().zip(placed) {
+            psa.nodes = placed;
+        }
+        Some(
+            nodes::charges(info, &w.workload, &skeleton.pod_sets)
+                .into_iter()
+                .map(|(n, resource, q)| (n, resource.to_string(), q))
+                .collect(),
+        )
     }
 
     /// Partial admission, Kueue's pod-set reducer: the most pods, down to

@@ -48,9 +48,25 @@ impl NodeUsage {
         }
     }
 
+    /// Zeroed books for clusters of `nodes[c]` nodes each.
+    #[cfg(test)]
+    pub(crate) fn zeroed(nodes: &[usize]) -> NodeUsage {
+        NodeUsage {
+            clusters: nodes.iter().map(|&n| vec![NodeUsed::new(); n]).collect(),
+        }
+    }
+
     /// The books of cluster `c`'s nodes.
     pub fn of(&self, c: usize) -> &[NodeUsed] {
         self.clusters.get(c).map_or(&[], Vec::as_slice)
+    }
+
+    /// Adds (`add`) or takes back `q` milli-units of `resource` on node
+    /// `n` of cluster `c` (room a cycle keeps for a claim).
+    pub(crate) fn adjust(&mut self, c: usize, n: usize, resource: &str, q: u64, add: bool) {
+        if let Some(used) = self.clusters.get_mut(c).and_then(|b| b.get_mut(n)) {
+            adjust(used, resource, q, add);
+        }
     }
 
     /// Charges (`add`) or releases an assignment's pods on cluster `c`'s
@@ -79,24 +95,29 @@ pub fn charge_into(
     add: bool,
 ) {
     for (node, resource, q) in charges(info, w, pod_sets) {
-        let Some(used) = books.get_mut(node) else {
-            continue;
-        };
-        let slot = used.entry(resource.to_string()).or_default();
-        *slot = if add {
-            slot.saturating_add(q)
-        } else {
-            slot.saturating_sub(q)
-        };
-        if *slot == 0 {
-            used.remove(resource);
+        if let Some(used) = books.get_mut(node) {
+            adjust(used, resource, q, add);
         }
+    }
+}
+
+/// Adds (`add`) or takes back `q` milli-units of `resource` in one
+/// node's books; a resource that drops to nothing leaves them.
+pub(crate) fn adjust(used: &mut NodeUsed, resource: &str, q: u64, add: bool) {
+    let slot = used.entry(resource.to_string()).or_default();
+    *slot = if add {
+        slot.saturating_add(q)
+    } else {
+        slot.saturating_sub(q)
+    };
+    if *slot == 0 {
+        used.remove(resource);
     }
 }
 
 /// (node index, resource, milli-units) that `pod_sets` put on `info`'s
 /// nodes; pods on unknown nodes are left out.
-fn charges<'w>(
+pub(crate) fn charges<'w>(
     info: &ClusterInfo,
     w: &'w Workload,
     pod_sets: &[PodSetAssignment],

@@ -203,6 +203,12 @@ pub(crate) fn try_preempt(
     for &(fr, q) in &reserve_on_cluster {
         cycle.cluster_usage.add(cluster, fr, q);
     }
+    let on_cluster = chosen
+        .iter()
+        .map(|&i| &all[i])
+        .filter(|c| c.cluster == Some(cluster))
+        .map(|c| c.workload);
+    cycle.reserve_node_room(cq, w, plan, cluster, on_cluster);
     // In the projected state the victims are gone and the preemptor runs.
     for cand in chosen.iter().map(|&i| &all[i]) {
         release(cycle, cand);
