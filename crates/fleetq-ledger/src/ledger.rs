@@ -488,7 +488,7 @@ impl Ledger {
         let nominated_on = record.nominated_on.clone();
         let borrow_preemptions = borrow_preemptions_of(record);
         let reclaimed = reclaimed_of(record);
-        let reclaimed_for = reclaimed_for_of(record);
+        let reclaimed_for = reclaimed_for_of(record, &self.state.workloads);
         let workload = Arc::clone(&record.workload);
         match binding {
             Ok(b) => {
@@ -1052,7 +1052,7 @@ impl Ledger {
             .state
             .workloads
             .get(&a.workload)
-            .and_then(reclaimed_for_of)
+            .and_then(|r| reclaimed_for_of(r, &self.state.workloads))
         else {
             return Ok(());
         };
@@ -1151,6 +1151,7 @@ impl Ledger {
         // written before decisions named it nominate without a cluster).
         let on = room_on.map(str::to_string);
         self.snapshot.set_nominated(preemptor, true);
+        self.snapshot.end_hold_by(preemptor, victim);
         if on.is_some() {
             self.snapshot.set_nominated_on(preemptor, on.clone());
         }
@@ -2037,21 +2038,40 @@ fn reclaimed_of(record: &WorkloadRecord) -> u32 {
 
 /// The workload of another queue whose preemption sent this one back to
 /// the queue, if it has not been admitted since, by its history
-/// (`PendingWorkload::reclaimed_for`).
-fn reclaimed_for_of(record: &WorkloadRecord) -> Option<WorkloadId> {
+/// (`PendingWorkload::reclaimed_for`). None once this one has preempted
+/// that workload in turn (`Snapshot::end_hold_by`): read from the other's
+/// history, a preemption of it for this one at or after this one's
+/// eviction.
+fn reclaimed_for_of(
+    record: &WorkloadRecord,
+    workloads: &BTreeMap<WorkloadId, WorkloadRecord>,
+) -> Option<WorkloadId> {
     let last =
         record.history.iter().rev().find(|e| {
             e.message.starts_with("preempted (") || e.message.starts_with("admitted by ")
         })?;
-    let across = [
-        "preempted (InCohortReclamation)",
-        "preempted (InCohortReclaimWhileBorrowing)",
-        "preempted (InCohortFairSharing)",
-    ];
-    if !across.iter().any(|p| last.message.starts_with(p)) {
-        return None;
-    }
-    let (_, id) = last.message.rsplit_once("to admit workload ")?;
+    let reclaimer = preemptor_of(&last.message).filter(|_| {
+        [
+            "preempted (InCohortReclamation)",
+            "preempted (InCohortReclaimWhileBorrowing)",
+            "preempted (InCohortFairSharing)",
+        ]
+        .iter()
+        .any(|p| last.message.starts_with(p))
+    })?;
+    let turned = workloads.get(&reclaimer).is_some_and(|r| {
+        r.history.iter().rev().any(|e| {
+            e.at >= last.at
+                && e.message.starts_with("preempted (")
+                && preemptor_of(&e.message) == Some(record.id)
+        })
+    });
+    (!turned).then_some(reclaimer)
+}
+
+/// The preemptor named by a "preempted (...) to admit workload N" event.
+fn preemptor_of(message: &str) -> Option<WorkloadId> {
+    let (_, id) = message.rsplit_once("to admit workload ")?;
     id.parse().ok()
 }
 

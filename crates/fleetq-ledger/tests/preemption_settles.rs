@@ -723,3 +723,142 @@ fn a_reclaimer_being_evicted_still_holds_its_victim() {
     assert_eq!(record(&d, "victim").1, WorkloadState::Pending);
     assert_eq!(d.ledger.counters().preemptions, 2);
 }
+
+/// Two queues that own nothing and borrow a lender's 4 GPUs, under fair
+/// sharing with Kueue's default strategies.
+const TWO_BORROWERS: &str = r#"
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+fairSharing: {enable: true}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: lender}
+spec:
+  cohortName: pool
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - {name: nvidia.com/gpu, nominalQuota: 4}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq-a}
+spec:
+  cohortName: pool
+  namespaceSelector: {}
+  preemption: {reclaimWithinCohort: Any}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - {name: nvidia.com/gpu, nominalQuota: 0}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq-b}
+spec:
+  cohortName: pool
+  namespaceSelector: {}
+  preemption: {reclaimWithinCohort: Any}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu"]
+    flavors:
+    - name: h100-80gb
+      resources:
+      - {name: nvidia.com/gpu, nominalQuota: 0}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: default, name: lq-a}
+spec: {clusterQueue: cq-a}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {namespace: default, name: lq-b}
+spec: {clusterQueue: cq-b}
+"#;
+
+/// Soak seed 220645 (and 220153, 220728): two borrowers took turns by
+/// fair sharing (as the shares moved with other work); each was the last
+/// to take the other's borrowed quota back, so each was held while the
+/// other waited, neither could borrow, and both stayed pending with the
+/// lender's quota idle. A preemptor's hold by the workload it has just
+/// preempted ends (`Snapshot::end_hold_by`), as it does when the ledger is
+/// rebuilt from the histories.
+#[test]
+fn two_borrowers_that_took_turns_do_not_hold_each_other() {
+    let mut d = Driver::new();
+    d.apply_manifests(TWO_BORROWERS);
+    let durations = BTreeMap::from([("a".to_string(), 200), ("b".to_string(), 200)]);
+    d.submit(queue_workload("a", "lq-a", "low", 4));
+    d.now += 10;
+    assert!(d.cycle());
+    d.executors(&durations);
+    d.submit(queue_workload("b", "lq-b", "low", 4));
+    let id = |d: &Driver, name: &str| d.ledger.workload_by_name("default", name).map(|r| r.id);
+    let (a, b) = (id(&d, "a").expect("a"), id(&d, "b").expect("b"));
+    // The turns the shares called for, as a leader proposes them.
+    let turn = |d: &mut Driver, victim, preemptor| {
+        d.now += 10;
+        d.seq += 1;
+        d.apply(Command::AdmitBatch(AdmitBatch {
+            cycle: CycleId {
+                term: 1,
+                seq: d.seq,
+            },
+            admissions: Vec::new(),
+            preemptions: vec![fleetq_scheduler::Preemption {
+                victim,
+                preemptor,
+                reason: fleetq_scheduler::PreemptionReason::InCohortFairSharing,
+                grace_period: None,
+                cluster: Some("dev-east".into()),
+            }],
+            reasons: Vec::new(),
+            queue_reasons: Vec::new(),
+        }));
+        assert_eq!(d.ledger.counters().preemptions_rejected, 0);
+        d.executors(&durations);
+        d.cycle();
+        d.executors(&durations);
+    };
+    turn(&mut d, a, b);
+    let state =
+        |d: &Driver, name: &str| d.ledger.workload_by_name("default", name).map(|r| r.state);
+    assert_eq!(state(&d, "b"), Some(WorkloadState::Running));
+    turn(&mut d, b, a);
+    // The holds as the snapshot has them, live and rebuilt from history.
+    let holds = |l: &Ledger| {
+        [a, b].map(|w| {
+            l.snapshot()
+                .get_pending(w)
+                .and_then(|p| l.snapshot().borrowing_held_by(p))
+        })
+    };
+    for _ in 0..100 {
+        let bytes = d.ledger.export().expect("exports");
+        let rebuilt = Ledger::import(&bytes, d.ledger.scheduler_config().clone()).expect("imports");
+        assert_eq!(holds(&rebuilt), holds(&d.ledger), "rebuilt from history");
+        d.now += 10;
+        d.cycle();
+        d.executors(&durations);
+        if state(&d, "b") == Some(WorkloadState::Succeeded) {
+            break;
+        }
+    }
+    assert_eq!(
+        (state(&d, "a"), state(&d, "b")),
+        (
+            Some(WorkloadState::Succeeded),
+            Some(WorkloadState::Succeeded)
+        ),
+        "each holds the other: {:?}",
+        holds(&d.ledger)
+    );
+    assert_eq!(d.ledger.counters().preemptions, 2);
+}

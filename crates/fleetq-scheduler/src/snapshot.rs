@@ -495,6 +495,20 @@ impl Snapshot {
         }
     }
 
+    /// Ends `id`'s hold by `victim` ([`Self::borrowing_held_by`]): `id`
+    /// has just preempted the workload that once took its borrowed quota
+    /// back, which now waits for `id`, not the other way round. Left in
+    /// place, the two hold each other: soak seed 220645, where two
+    /// workloads of two queues took turns by fair sharing, then neither
+    /// could borrow while the other waited, and both stayed pending.
+    pub fn end_hold_by(&mut self, id: WorkloadId, victim: WorkloadId) {
+        if let Some(w) = self.pending.get_mut(&id) {
+            if w.reclaimed_for == Some(victim) {
+                w.reclaimed_for = None;
+            }
+        }
+    }
+
     /// The cluster a nominated workload's victims were on (see
     /// `nominated_on`); `None` lets it go anywhere.
     pub fn set_nominated_on(&mut self, id: WorkloadId, cluster: Option<String>) {
