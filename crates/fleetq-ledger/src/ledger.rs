@@ -18,6 +18,7 @@ use crate::command::{
     AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, FreshAdmission, Outcome, Phase, Request,
     Response, RunningWorkload, StatusReport, Submission, SubmitResult,
 };
+use crate::nodes_left;
 use crate::record::{
     AfterStop, ClusterRecord, Counters, LeasePolicy, Reservation, WorkloadRecord, WorkloadState,
 };
@@ -1196,7 +1197,9 @@ impl Ledger {
             );
         }
         let mut clusters = self.state.clusters.clone();
-        let mut registered = cluster.clone();
+        let previous = self.state.clusters.get(&cluster.name).map(|c| &c.cluster);
+        let (mut registered, left) =
+            nodes_left::merge(previous, cluster, &self.pods_by_node(&cluster.name));
         // Re-registering (new inventory, an agent restart) keeps a drain the
         // operator asked for; anything else comes back Ready.
         let draining = self
@@ -1239,9 +1242,70 @@ impl Ledger {
         }
         self.state.clusters = clusters;
         self.snapshot = snapshot;
+        for l in left {
+            self.node_left_under(&cluster.name, policy, &l, at);
+        }
         Response::ok(Outcome::ClusterRegistered {
             cluster: cluster.name.clone(),
         })
+    }
+
+    /// Per node of `cluster`, the workloads whose reservations place pods
+    /// there (stopping ones too: their pods may still run).
+    fn pods_by_node(&self, cluster: &str) -> BTreeMap<String, Vec<WorkloadId>> {
+        let mut out: BTreeMap<String, Vec<WorkloadId>> = BTreeMap::new();
+        for record in self.state.workloads.values() {
+            let Some(r) = record.reservation.as_ref() else {
+                continue;
+            };
+            if r.assignment.cluster != cluster {
+                continue;
+            }
+            for placed in r.assignment.pod_sets.iter().flat_map(|p| &p.nodes) {
+                let ids = out.entry(placed.node.clone()).or_default();
+                if ids.last() != Some(&record.id) {
+                    ids.push(record.id);
+                }
+            }
+        }
+        out
+    }
+
+    /// A node left under `l.workload`'s pods: by the cluster's lease
+    /// policy, evicted (requeued once its executor confirms the stop) or
+    /// kept running, and said in its history either way.
+    fn node_left_under(
+        &mut self,
+        cluster: &str,
+        policy: LeasePolicy,
+        l: &nodes_left::LeftUnder,
+        at: Timestamp,
+    ) {
+        let live = self.state.workloads.get(&l.workload).is_some_and(|r| {
+            !r.cancel_requested && r.reservation.as_ref().is_some_and(|r| r.stopping.is_none())
+        });
+        if !live {
+            return;
+        }
+        let what = format!("node {} of cluster {cluster} {} under it", l.node, l.how);
+        let message = match policy {
+            LeasePolicy::Fence => {
+                self.count_involuntary_stop(l.workload, EVICTED_NODE_LOST);
+                let _ = self.snapshot.mark_evicting(l.workload);
+                format!("{what}; evicted (lease policy Fence): requeued once its executor stops it")
+            }
+            LeasePolicy::Keep => format!("{what}; kept running (lease policy Keep)"),
+        };
+        if let Some(r) = self.record_mut(l.workload) {
+            if policy == LeasePolicy::Fence {
+                if let Some(res) = r.reservation.as_mut() {
+                    res.stopping = Some(message.clone());
+                    res.after_stop = AfterStop::Requeue;
+                }
+            }
+            let state = r.state;
+            r.push_event(at, state, message);
+        }
     }
 
     fn set_cluster_state(&mut self, name: &str, state: ClusterState) {
@@ -1985,6 +2049,9 @@ pub const EVICTED_PREEMPTED: &str = "Preempted";
 pub const EVICTED_PODS_READY_TIMEOUT: &str = "PodsReadyTimeout";
 /// fleetq's own: the cluster's lease expired and its workloads were fenced.
 pub const EVICTED_CLUSTER_LOST: &str = "ClusterLost";
+/// fleetq's own: a node its pods ran on left the cluster (no longer
+/// reported, cordoned or NotReady) under the lease policy `Fence`.
+pub const EVICTED_NODE_LOST: &str = "NodeLost";
 /// fleetq's own: after a reconnect the agent no longer ran it.
 pub const EVICTED_NOT_RUNNING: &str = "NotRunningOnCluster";
 

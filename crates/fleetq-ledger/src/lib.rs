@@ -73,6 +73,7 @@ pub mod command;
 pub mod format;
 pub mod hash;
 pub mod ledger;
+mod nodes_left;
 pub mod raft;
 pub mod record;
 pub mod retention;

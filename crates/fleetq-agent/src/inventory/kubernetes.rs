@@ -245,9 +245,12 @@ pub fn inventory_from_cluster<'a>(
         if devices.is_empty() {
             continue; // not a GPU node
         }
-        if let Some(why) = unusable(node) {
+        // A cordoned or NotReady node adds nothing to the totals, but is
+        // reported (unschedulable): the ledger must see a node leave under
+        // pods it placed there (issue 26, item 4).
+        let unschedulable = unusable(node);
+        if let Some(why) = unschedulable {
             out.excluded.push(format!("node {name}: {why}"));
-            continue;
         }
         let labels = node.metadata.labels.as_ref();
         let Some(product) = labels.and_then(|l| l.get(PRODUCT_LABEL)) else {
@@ -280,17 +283,19 @@ pub fn inventory_from_cluster<'a>(
                 }
             }
         }
-        let list = out.inventory.entry(flavor.to_string()).or_default();
-        for (resource, q) in &free {
-            let entry = list.entry(resource.clone()).or_default();
-            *entry = entry.saturating_add(*q);
+        if unschedulable.is_none() {
+            let list = out.inventory.entry(flavor.to_string()).or_default();
+            for (resource, q) in &free {
+                let entry = list.entry(resource.clone()).or_default();
+                *entry = entry.saturating_add(*q);
+            }
         }
         out.nodes.push(fleetq_model::Node {
             name: name.to_string(),
             labels: labels.cloned().unwrap_or_default().into_iter().collect(),
             flavor: flavor.to_string(),
             allocatable: free,
-            unschedulable: false,
+            unschedulable: unschedulable.is_some(),
         });
     }
     out
@@ -633,7 +638,7 @@ mod tests {
     }
 
     #[test]
-    fn cordoned_not_ready_and_unmapped_nodes_count_for_nothing() {
+    fn cordoned_not_ready_and_unmapped_nodes_add_no_inventory() {
         let labels = json!({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"});
         let mut cordoned = node("cordoned", labels.clone(), json!({"nvidia.com/gpu": "8"}));
         cordoned.spec.as_mut().unwrap().unschedulable = Some(true);
@@ -659,8 +664,18 @@ mod tests {
         );
         assert_eq!(got.inventory.len(), 1);
         assert_eq!(got.inventory["h100-80gb"][GPU], q("4"));
-        let names: Vec<&str> = got.nodes.iter().map(|n| n.name.as_str()).collect();
-        assert_eq!(names, ["good"], "only usable GPU nodes are reported");
+        let nodes: Vec<(&str, bool)> = got
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.unschedulable))
+            .collect();
+        // Cordoned and NotReady nodes are reported, unschedulable, so that
+        // the ledger sees a node leave under running pods.
+        assert_eq!(
+            nodes,
+            [("cordoned", true), ("sick", true), ("good", false)],
+            "GPU nodes of a known product are reported"
+        );
         let why = got.excluded.join("\n");
         for expected in [
             "node cordoned: cordoned",
