@@ -223,16 +223,20 @@ pub async fn agent_host_main(
     seed: u64,
     incarnation: u64,
     journal: JournalSink,
+    inventory: Option<tokio::sync::watch::Receiver<fleetq_agent::inventory::InventoryReport>>,
 ) -> turmoil::Result {
     let connector = SimConnector::fresh(Timeouts {
         request: Duration::from_secs(3600 * 24 * 365),
         ..Timeouts::default()
     });
-    let agent = Agent::new(agent_config(n, nodes, report_nodes)?)
+    let mut agent = Agent::new(agent_config(n, nodes, report_nodes)?)
         .await?
         .with_connector(Arc::new(connector))
         .with_seed(seed ^ (n as u64) << 40 ^ incarnation << 48)
         .with_journal(journal);
+    if let Some(rx) = inventory {
+        agent = agent.with_inventory(fleetq_agent::inventory::InventoryFeed::watching(rx));
+    }
     let (_keep, shutdown) = tokio::sync::watch::channel(false);
     agent.run(shutdown).await;
     Ok(())

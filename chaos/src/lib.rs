@@ -54,6 +54,7 @@ pub mod draw;
 pub mod inject;
 pub mod live;
 pub mod net;
+pub mod node_faults;
 pub mod oracle;
 pub mod plan;
 pub mod proxy;

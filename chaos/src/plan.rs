@@ -179,7 +179,7 @@ fn secs(d: &Duration) -> f64 {
 /// Every kind of fault a random plan can draw, by name: the coverage a
 /// run reports and a long run must strike ([`Fault::kind`],
 /// [`AgentFault::kind`]).
-pub const FAULT_KINDS: [&str; 14] = [
+pub const FAULT_KINDS: [&str; 16] = [
     "partition-leader",
     "crash-leader",
     "crash-follower",
@@ -194,6 +194,8 @@ pub const FAULT_KINDS: [&str; 14] = [
     "slow-links",
     "agent-partition",
     "agent-crash",
+    "node-gone",
+    "node-cordoned",
 ];
 
 impl Fault {
@@ -474,6 +476,9 @@ pub struct Plan {
     /// nodes and the oracle checks each node's books. In one random plan
     /// in two; off in the regressions.
     pub agent_nodes: bool,
+    /// Nodes that leave and return mid-run (in one plan with nodes in
+    /// two).
+    pub node_faults: Vec<crate::node_faults::NodeFault>,
 }
 
 /// The retention of finished workloads in random plans that have one:
@@ -504,6 +509,7 @@ impl Plan {
             wait_for_ready: true,
             finished_retention: None,
             agent_nodes: false,
+            node_faults: Vec::new(),
         }
     }
 
@@ -588,7 +594,12 @@ impl Plan {
         plan.draw_config();
         plan.add_races();
         plan.add_stops();
-        plan.agent_nodes = StdRng::seed_from_u64(seed ^ NODES_STREAM).gen_ratio(1, 2);
+        let mut nodes_rng = StdRng::seed_from_u64(seed ^ NODES_STREAM);
+        plan.agent_nodes = nodes_rng.gen_ratio(1, 2);
+        if plan.agent_nodes {
+            plan.node_faults
+                .extend(crate::node_faults::NodeFault::draw(&mut nodes_rng));
+        }
         plan
     }
 
@@ -758,6 +769,7 @@ impl Plan {
             parts.push("no agent fault".into());
         }
         parts.extend(self.agent_faults.iter().map(ToString::to_string));
+        parts.extend(self.node_faults.iter().map(ToString::to_string));
         let cancels = self.cancels();
         if !cancels.is_empty() {
             parts.push(format!("cancels {cancels:?}"));

@@ -394,12 +394,25 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
         .map(|n| (n, agents::sim_journal()))
         .collect();
     let report_nodes = plan.agent_nodes;
+    // The agents' inventory outlives them too: a node that left is still
+    // gone when its agent restarts.
+    let feeds = crate::node_faults::InventoryFeeds::new(nodes, report_nodes)
+        .map_err(|e| failure(&plan, "setup", e))?;
     for (&n, journal) in &journals {
         let journal = journal.clone();
         let starts = Rc::new(Cell::new(0u64));
+        let feeds = feeds.clone();
         sim.host(agents::agent_host(n), move || {
             let incarnation = starts.replace(starts.get() + 1);
-            agents::agent_host_main(n, nodes, report_nodes, seed, incarnation, journal.clone())
+            agents::agent_host_main(
+                n,
+                nodes,
+                report_nodes,
+                seed,
+                incarnation,
+                journal.clone(),
+                feeds.receiver(n),
+            )
         });
     }
 
@@ -428,9 +441,18 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
         .cloned()
         .map(AgentInjector::new)
         .collect();
+    let mut node_injectors: Vec<crate::node_faults::NodeInjector> = plan
+        .node_faults
+        .iter()
+        .copied()
+        .map(crate::node_faults::NodeInjector::new)
+        .collect();
     loop {
         for injector in &mut injectors {
             injector.step(&mut sim, &mut world);
+        }
+        for injector in &mut node_injectors {
+            injector.step(sim.elapsed(), &feeds);
         }
         for injector in &mut agent_injectors {
             injector.step(&mut sim, &mut world, &journals);
@@ -452,11 +474,17 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
         .iter()
         .filter_map(|i| i.done.clone())
         .chain(agent_injectors.iter().filter_map(|i| i.done.clone()))
+        .chain(node_injectors.iter().filter_map(|i| i.done.clone()))
         .collect();
     let coverage: Vec<(&'static str, bool)> = injectors
         .iter()
         .flat_map(Injector::coverage)
         .chain(agent_injectors.iter().map(AgentInjector::coverage))
+        .chain(
+            node_injectors
+                .iter()
+                .map(crate::node_faults::NodeInjector::coverage),
+        )
         .collect();
 
     let entries: BTreeMap<String, Vec<fleetq_agent::executor::JournalEntry>> = journals

@@ -41,6 +41,7 @@ fn catchers(mutant: Mutant) -> &'static [&'static str] {
         Mutant::StaleEpochReport => &[oracle::CHECK_TRANSITIONS],
         Mutant::PreemptorNotNominated => &[PROGRESS],
         Mutant::PlacementIgnoresNodeUsage => &[oracle::CHECK_DEVICES],
+        Mutant::NodeLeftIgnored => &[oracle::CHECK_NODE_LEFT],
     }
 }
 

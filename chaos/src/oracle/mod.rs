@@ -33,6 +33,7 @@ pub const CHECK_TRANSITIONS: &str = "oracle: every reservation change has a caus
 pub const CHECK_QUOTA: &str = "oracle: no over-admission of quota (invariant 1)";
 pub const CHECK_DEVICES: &str = "oracle: no over-admission of devices (invariant 1)";
 pub const CHECK_BOOKS: &str = "oracle: the replica's books agree (invariant 2)";
+pub const CHECK_NODE_LEFT: &str = "oracle: a node that left is fenced or kept by policy";
 
 /// Which check a problem line belongs to.
 fn check_of(problem: &str) -> &'static str {
@@ -42,6 +43,8 @@ fn check_of(problem: &str) -> &'static str {
         CHECK_QUOTA
     } else if problem.starts_with("books disagree") {
         CHECK_BOOKS
+    } else if problem.starts_with("node left:") {
+        CHECK_NODE_LEFT
     } else {
         CHECK_TRANSITIONS
     }

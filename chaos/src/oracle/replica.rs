@@ -227,6 +227,7 @@ impl ReplicaBooks {
         self.index = index;
         let (after, mut problems) = Self::read(ledger);
         let config = &ledger.state().config;
+        let mut left_under = Vec::new();
         if let (
             Command::RegisterCluster {
                 cluster,
@@ -235,9 +236,7 @@ impl ReplicaBooks {
             true,
         ) = (&request.command, response.is_ok())
         {
-            self.capacity
-                .insert(cluster.name.clone(), capacity_of(cluster));
-            self.nodes.insert(cluster.name.clone(), nodes_of(cluster));
+            left_under = self.register(cluster);
             self.lease.insert(cluster.name.clone(), *lease_policy);
         }
         let admitted = admitted_by(&request.command, response);
@@ -271,6 +270,7 @@ impl ReplicaBooks {
             }
         }
         problems.extend(self.check_reports(&request.command, ledger));
+        problems.extend(self.check_left_under(&left_under, &after, ledger));
         self.held = after;
         self.states = ledger
             .state()
@@ -333,6 +333,18 @@ impl ReplicaBooks {
                 "workload {id} was admitted to cluster {}, which is not registered",
                 h.cluster
             )),
+        }
+        let nodes = self.nodes.get(&h.cluster);
+        for node in h.on_nodes.keys() {
+            if nodes
+                .and_then(|n| n.get(node))
+                .is_some_and(|n| n.unschedulable)
+            {
+                problems.push(format!(
+                    "over-admission of devices: workload {id} was placed on node {node} of cluster {}, which is unschedulable (cordoned, NotReady or gone)",
+                    h.cluster
+                ));
+            }
         }
         problems
     }
@@ -514,6 +526,91 @@ impl ReplicaBooks {
     }
 }
 
+impl ReplicaBooks {
+    /// Takes a cluster's new report: its nodes and totals as the ledger
+    /// must keep them, re-derived here. A node it no longer reports, or
+    /// reports unschedulable, while reservations place pods on it stays
+    /// (unschedulable), and its devices count in the totals, while they
+    /// do: its pods may still hold them. Returns the workloads a node
+    /// left under in this report (it was schedulable before).
+    fn register(&mut self, cluster: &fleetq_model::Cluster) -> Vec<(u64, String)> {
+        let before = self.nodes.remove(&cluster.name).unwrap_or_default();
+        let mut nodes = nodes_of(cluster);
+        let mut capacity = capacity_of(cluster);
+        let mut pods_on: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+        for (id, h) in self.held.iter().filter(|(_, h)| h.cluster == cluster.name) {
+            for node in h.on_nodes.keys() {
+                pods_on.entry(node.as_str()).or_default().push(*id);
+            }
+        }
+        let mut left = Vec::new();
+        for (name, ids) in &pods_on {
+            let was = before.get(*name);
+            let now = nodes.get(*name);
+            let gone = now.is_none();
+            let away = now.is_none_or(|n| n.unschedulable);
+            if gone {
+                if let Some(was) = was {
+                    let mut ghost = was.clone();
+                    ghost.unschedulable = true;
+                    nodes.insert(name.to_string(), ghost);
+                }
+            }
+            if away && was.is_some_and(|w| !w.unschedulable) {
+                left.extend(ids.iter().map(|id| (*id, name.to_string())));
+            }
+            if let Some(node) = nodes.get(*name).filter(|n| n.unschedulable) {
+                let totals = capacity.entry(node.flavor.clone()).or_default();
+                for (resource, q) in &node.allocatable {
+                    *totals.entry(resource.clone()).or_default() += q;
+                }
+            }
+        }
+        self.nodes.insert(cluster.name.clone(), nodes);
+        self.capacity.insert(cluster.name.clone(), capacity);
+        left
+    }
+
+    /// The lease policy for workloads a node left under: `Fence` has them
+    /// stopping (or released) after the entry; `Keep` leaves them held.
+    fn check_left_under(
+        &self,
+        left: &[(u64, String)],
+        after: &BTreeMap<u64, Held>,
+        ledger: &Ledger,
+    ) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (id, node) in left {
+            let Some(before) = self.held.get(id) else {
+                continue;
+            };
+            let still = after.get(id).filter(|h| h.epoch == before.epoch);
+            let stopping = ledger
+                .state()
+                .workloads
+                .get(id)
+                .and_then(|r| r.reservation.as_ref())
+                .is_some_and(|r| r.stopping.is_some());
+            match self.lease.get(&before.cluster) {
+                Some(LeasePolicy::Fence) if still.is_some() && !stopping => {
+                    problems.push(format!(
+                        "node left: node {node} of cluster {} left under workload {id} (lease policy Fence), which is neither stopping nor released",
+                        before.cluster
+                    ));
+                }
+                Some(LeasePolicy::Keep) if still.is_none() => {
+                    problems.push(format!(
+                        "node left: node {node} of cluster {} left under workload {id} (lease policy Keep), which was released",
+                        before.cluster
+                    ));
+                }
+                _ => {}
+            }
+        }
+        problems
+    }
+}
+
 /// A cluster's registered nodes by name.
 fn nodes_of(cluster: &fleetq_model::Cluster) -> BTreeMap<String, NodeCapacity> {
     cluster
@@ -573,6 +670,7 @@ fn on_nodes_of(
                     p.node
                 ));
             };
+
             for (resource, per_pod) in &spec.requests {
                 if per_pod.milli() == 0 || ps.flavors.get(resource) != Some(&node.flavor) {
                     continue;

@@ -160,6 +160,13 @@ impl Agent {
         })
     }
 
+    /// The inventory from `feed` instead of the configured source: a
+    /// simulation drives it (nodes that leave and return).
+    pub fn with_inventory(mut self, feed: InventoryFeed) -> Agent {
+        self.inventory = feed;
+        self
+    }
+
     /// Sessions through `connector` instead of fresh TCP connections.
     pub fn with_connector(mut self, connector: SharedConnector) -> Agent {
         self.connector = Some(connector);

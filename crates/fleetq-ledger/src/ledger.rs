@@ -1281,6 +1281,9 @@ impl Ledger {
         l: &nodes_left::LeftUnder,
         at: Timestamp,
     ) {
+        if fleetq_model::mutants::active(fleetq_model::mutants::Mutant::NodeLeftIgnored) {
+            return;
+        }
         let live = self.state.workloads.get(&l.workload).is_some_and(|r| {
             !r.cancel_requested && r.reservation.as_ref().is_some_and(|r| r.stopping.is_none())
         });

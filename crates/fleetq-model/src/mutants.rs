@@ -53,10 +53,13 @@ pub enum Mutant {
     /// scheduler and in apply()'s re-check alike (issue 26): pods land on
     /// a node that has no room left.
     PlacementIgnoresNodeUsage,
+    /// A node that leaves under running pods goes unnoticed: the ledger
+    /// neither fences nor keeps the workloads on it (issue 26).
+    NodeLeftIgnored,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 13] = [
+    pub const ALL: [Mutant; 14] = [
         Mutant::SkipRevalidation,
         Mutant::FreshSkipsRevalidation,
         Mutant::DoubleRelease,
@@ -70,6 +73,7 @@ impl Mutant {
         Mutant::StaleEpochReport,
         Mutant::PreemptorNotNominated,
         Mutant::PlacementIgnoresNodeUsage,
+        Mutant::NodeLeftIgnored,
     ];
 
     pub fn name(self) -> &'static str {
@@ -87,6 +91,7 @@ impl Mutant {
             Mutant::StaleEpochReport => "stale-epoch-report",
             Mutant::PreemptorNotNominated => "preemptor-not-nominated",
             Mutant::PlacementIgnoresNodeUsage => "placement-ignores-node-usage",
+            Mutant::NodeLeftIgnored => "node-left-ignored",
         }
     }
 
