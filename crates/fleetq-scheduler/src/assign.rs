@@ -115,6 +115,9 @@ pub struct AssignContext<'a> {
     pub cq: &'a ClusterQueue,
     /// Fair sharing is on (Kueue's `canPreemptWhileBorrowing` reads it).
     pub fair_sharing: bool,
+    /// Flavors passed over for this attempt: their totals had room but no
+    /// cluster's nodes could take the pods (`Cycle::attempt`).
+    pub passed_over: &'a [String],
 }
 
 impl AssignContext<'_> {
@@ -302,7 +305,8 @@ impl AssignContext<'_> {
             let group = &self.cq.spec.resource_groups[demand.group];
             let simulating = simulated.filter(|_| group.flavors.len() > 1 && self.can_preempt());
             let mut best: Option<(Rank, FlavorChoice)> = None;
-            for flavor in &group.flavors {
+            let flavors = group.flavors.iter();
+            for flavor in flavors.filter(|f| !self.passed_over.contains(&f.name)) {
                 let (mode, level, cells, reason) = self.judge(&flavor.name, demand, &plan.cells);
                 let possibility = match (mode, simulating) {
                     (Mode::Preempt, Some(known)) => {
@@ -345,6 +349,11 @@ impl AssignContext<'_> {
             }
             let Some((_, (mode, flavor, cells, reason))) = best else {
                 plan.mode = Mode::NoFit;
+                if !self.passed_over.is_empty() {
+                    // Every flavor was passed over: the placement notes
+                    // say why (the caller's reason).
+                    return Assigned::Plan(plan);
+                }
                 plan.reason = Some(PendingReason::new(
                     ReasonKind::Misconfigured,
                     format!(

@@ -65,6 +65,10 @@ pub struct ClusterTable {
     /// Whether any cluster reports its nodes: placement is skipped, on
     /// the scheduler's hot path, where none does.
     any_nodes: bool,
+    /// Per cell, whether its resource is a device (an extended resource,
+    /// `nvidia.com/gpu`, a MIG profile): the strategies rank clusters by
+    /// the room a workload leaves in devices before cpu or memory.
+    devices: Vec<bool>,
 }
 
 /// The order a strategy prefers clusters in, smallest first, by the room
@@ -146,6 +150,11 @@ impl ClusterTable {
         ClusterTable {
             any_nodes: infos.iter().any(|c| !c.cluster.nodes.is_empty()),
             clusters: infos,
+            devices: tree
+                .cells
+                .iter()
+                .map(|fr| fr.resource.contains('/'))
+                .collect(),
         }
     }
 
@@ -232,22 +241,25 @@ impl ClusterTable {
         fitting.into_iter().map(|(_, c)| c).collect()
     }
 
-    /// Room left in the first limited cell of `demand` once it is placed
-    /// on `cluster` (`u64::MAX` where none is limited), or `None` if it
-    /// does not fit now.
+    /// Room left in the first limited device cell of `demand` (else its
+    /// first limited cell) once it is placed on `cluster` (`u64::MAX`
+    /// where none is limited), or `None` if it does not fit now. Devices
+    /// first: `cpu` and `memory` sort before `nvidia.com/gpu`, and packing
+    /// clusters by cpu left GPUs fragmented (the trace replay).
     fn room_after(&self, used: &ClusterUsage, c: usize, demand: &[(FrId, u64)]) -> Option<u64> {
         if !self.fits_now(used, c, demand) {
             return None;
         }
-        Some(
-            demand
-                .iter()
-                .find_map(|&(fr, q)| match self.clusters[c].capacity[fr] {
-                    Capacity::Limited(_) => self.free(used, c, fr).map(|f| f - q),
+        let room = |devices_only: bool| {
+            demand.iter().find_map(|&(fr, q)| {
+                let wanted = !devices_only || self.devices.get(fr) == Some(&true);
+                match self.clusters[c].capacity[fr] {
+                    Capacity::Limited(_) if wanted => self.free(used, c, fr).map(|f| f - q),
                     _ => None,
-                })
-                .unwrap_or(u64::MAX),
-        )
+                }
+            })
+        };
+        Some(room(true).or_else(|| room(false)).unwrap_or(u64::MAX))
     }
 
     /// Every cell where a cluster holds more than it reported.

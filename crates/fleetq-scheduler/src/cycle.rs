@@ -119,6 +119,9 @@ pub(crate) struct Cycle<'a> {
     /// Per ClusterQueue, the highest-priority workload preempting this
     /// cycle, with the resources it requests (see `behind_preemptor`).
     preempting: HashMap<NodeId, Preemptor>,
+    /// Flavors the current attempt passed over because no cluster's
+    /// nodes could take its pods there; empty between attempts.
+    passed_over: Vec<String>,
 }
 
 /// A workload that is preempting for room in its ClusterQueue this cycle.
@@ -226,6 +229,7 @@ impl<'a> Cycle<'a> {
             claims: Claims::default(),
             in_nominated_pass: false,
             preempting: HashMap::new(),
+            passed_over: Vec::new(),
         }
     }
 
@@ -1060,18 +1064,42 @@ impl<'a> Cycle<'a> {
             }
         }
         let eligible = self.eligible_clusters(node, cq);
-        let mut plan = self.assign_simulating(node, cq, w, &demands, &eligible);
-        plan.counts.clone_from(&full);
         let held = self.held_by(w);
         // Why no cluster whose totals had room took the pods, for the
         // pending reason (partial admission's attempts below say nothing).
-        let mut placement_note = None;
-        if may_take(plan.mode, held) {
-            match self.choose_cluster(cq, w, &full, &plan, &eligible) {
-                Ok(chosen) => return self.admit(node, cq, w, &full, &plan, chosen),
-                Err(note) => placement_note = note,
+        let mut placement_note: Option<String> = None;
+        // A flavor whose totals have room but whose nodes cannot take the
+        // pods is passed over for the next one, as one without room
+        // would be (the trace replay: an 8-GPU pod sent by totals to a
+        // flavor of fragmented nodes waited, with another model's nodes
+        // free; crates/fleetq-trace).
+        debug_assert!(self.passed_over.is_empty());
+        let plan = loop {
+            let mut plan = self.assign_simulating(node, cq, w, &demands, &eligible);
+            plan.counts.clone_from(&full);
+            if !may_take(plan.mode, held) {
+                break plan;
             }
-        }
+            let note = match self.choose_cluster(cq, w, &full, &plan, &eligible) {
+                Ok(chosen) => {
+                    self.passed_over.clear();
+                    return self.admit(node, cq, w, &full, &plan, chosen);
+                }
+                Err(note) => note,
+            };
+            let on_nodes = self.node_flavors_of(&plan, &eligible);
+            if let Some(note) = note {
+                placement_note = Some(match placement_note.take() {
+                    Some(earlier) => format!("{earlier}; {note}"),
+                    None => note,
+                });
+            }
+            if on_nodes.is_empty() {
+                break plan;
+            }
+            self.passed_over.extend(on_nodes);
+        };
+        let passed_over = !std::mem::take(&mut self.passed_over).is_empty();
         if let (Mode::Borrow, Some(reclaimer)) = (plan.mode, held) {
             // Room within its nominal quota that preemption makes, or that
             // victims already evicting for it are about to free: a held
@@ -1114,7 +1142,13 @@ impl<'a> Cycle<'a> {
         self.hold(node, cq, &plan);
         // A shape that fails by node placement is not memoised: the
         // memo's key holds totals, not pods per node or topology.
-        let placement_failed = plan.reason.is_none() && placement_note.is_some();
+        let placement_failed = passed_over || plan.reason.is_none() && placement_note.is_some();
+        let passed_note = placement_note
+            .as_ref()
+            .filter(|_| passed_over && plan.reason.is_some())
+            .map(|note| {
+                format!("flavors whose nodes could not take the pods were passed over: {note}")
+            });
         let mut reason = plan.reason.unwrap_or_else(|| {
             PendingReason::new(
                 ReasonKind::NoClusterCapacity,
@@ -1127,7 +1161,7 @@ impl<'a> Cycle<'a> {
                 },
             )
         });
-        if let Some(note) = preemption_note {
+        for note in [preemption_note, passed_note].into_iter().flatten() {
             reason.message = format!("{}; {note}", reason.message);
         }
         // Only where nothing may preempt: see the queue skip in `run`.
@@ -1270,7 +1304,23 @@ impl<'a> Cycle<'a> {
             node,
             cq,
             fair_sharing: self.cfg.fair_sharing,
+            passed_over: &self.passed_over,
         }
+    }
+
+    /// The flavors of `plan` that the nodes of some cluster in `eligible`
+    /// carry (placement decides there), not passed over yet.
+    fn node_flavors_of(&self, plan: &assign::Plan, eligible: &[usize]) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for (_, flavor) in &plan.flavors {
+            let carried = eligible
+                .iter()
+                .any(|&c| self.snap.clusters.clusters[c].node_flavors.contains(flavor));
+            if carried && !self.passed_over.contains(flavor) && !out.contains(flavor) {
+                out.push(flavor.clone());
+            }
+        }
+        out
     }
 
     /// The cluster for `plan` among `eligible`, by the queue's strategy,

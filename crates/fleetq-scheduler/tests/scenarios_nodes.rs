@@ -307,3 +307,73 @@ fn a_preemptor_keeps_the_node_room_its_victims_free() {
     assert_eq!(sim.nodes_of("p"), ["a=1"]);
     assert!(sim.last.preemptions.is_empty());
 }
+
+/// One queue over two flavors, h100 first, 8 GPUs of quota in each.
+const TWO_FLAVORS: &str = r#"
+- kind: ResourceFlavor
+  name: h100
+- kind: ResourceFlavor
+  name: a100
+- kind: ClusterQueue
+  name: team
+  spec:
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 8}
+      - name: a100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 8}
+- kind: LocalQueue
+  namespace: ns
+  name: q
+  spec: {clusterQueue: team}
+"#;
+
+/// A flavor whose totals have room but whose nodes cannot take the pod is
+/// passed over for the next flavor, as one without room would be. Found
+/// by the trace replay (crates/fleetq-trace): an 8-GPU pod sent by totals
+/// to a flavor of smaller nodes waited while another model's node was
+/// free, and allocation stopped at 72% of the fleet's GPUs.
+#[test]
+fn a_flavor_whose_nodes_cannot_take_the_pod_is_passed_over() {
+    let mut sim = Sim::new(
+        TWO_FLAVORS,
+        &["east: h100/nvidia.com/gpu=8, a100/nvidia.com/gpu=8"],
+    )
+    .with_nodes(
+        "east",
+        &[
+            "a::h100/nvidia.com/gpu=4",
+            "b::h100/nvidia.com/gpu=4",
+            "c::a100/nvidia.com/gpu=8",
+        ],
+    );
+    sim.submit("big q=q gpu=8");
+    sim.cycle();
+    assert_eq!(sim.admitted_now(), set(&["big"]));
+    assert_eq!(sim.flavor_of("big", "nvidia.com/gpu"), "a100");
+    assert_eq!(sim.nodes_of("big"), ["c=1"]);
+    // Smaller pods still take the first flavor.
+    sim.submit("small q=q gpu=4");
+    sim.cycle();
+    assert_eq!(sim.flavor_of("small", "nvidia.com/gpu"), "h100");
+    // h100 has the quota but no node for 8, a100 the node but no quota:
+    // the reason says both.
+    sim.finish("small");
+    sim.submit("huge q=q gpu=8");
+    sim.cycle();
+    assert!(sim.admitted_now().is_empty());
+    let reason = sim.reason("huge");
+    assert!(
+        reason.message.contains("in flavor a100")
+            && reason.message.contains("passed over")
+            && reason
+                .message
+                .contains("no node of cluster \"east\" has room for a pod of 8 nvidia.com/gpu"),
+        "{}",
+        reason.message
+    );
+}
