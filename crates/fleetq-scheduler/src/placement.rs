@@ -12,8 +12,11 @@
 //! every replica computes the same placement.
 //!
 //! Pure data in, pure data out: no snapshot, no clock. The caller gives
-//! each node's free resources (allocatable minus what is assigned there).
+//! how many pods fit on each node (from allocatable minus what is
+//! assigned there), counted without building a map per node: placement
+//! runs on every attempt, over every node of the flavor.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use fleetq_model::ResourceList;
@@ -24,8 +27,8 @@ pub struct NodeRoom<'a> {
     pub name: &'a str,
     /// Its labels; the topology levels are read from them.
     pub labels: &'a BTreeMap<String, String>,
-    /// What is free on it now.
-    pub free: &'a ResourceList,
+    /// How many of the pod set's pods fit on it now.
+    pub fit: u64,
 }
 
 /// What a pod set asks of the topology.
@@ -58,17 +61,13 @@ pub fn pods_that_fit(free: &ResourceList, per_pod: &ResourceList) -> u64 {
 pub fn place(
     nodes: &[NodeRoom<'_>],
     levels: &[String],
-    per_pod: &ResourceList,
     count: u32,
     constraint: Constraint,
 ) -> Option<Vec<(usize, u32)>> {
     if count == 0 {
         return Some(Vec::new());
     }
-    let fit: Vec<u64> = nodes
-        .iter()
-        .map(|n| pods_that_fit(n.free, per_pod))
-        .collect();
+    let fit: Vec<u64> = nodes.iter().map(|n| n.fit).collect();
     let all: Vec<usize> = (0..nodes.len()).collect();
     let found = match constraint {
         Constraint::Required(level) => in_one_domain(nodes, levels, &fit, level, count),
@@ -127,18 +126,38 @@ fn fill(
         && members
             .iter()
             .all(|&i| nodes[i].labels.contains_key(&levels[level]));
-    let mut units: Vec<(u64, String, Unit)> = if by_domain {
+    // Node names are borrowed: this runs over every node of the flavor on
+    // every attempt.
+    let mut units: Vec<(u64, Cow<'_, str>, Unit)> = if by_domain {
         domains_at(nodes, levels, level, members)
             .into_iter()
-            .map(|(key, m)| (capacity(&m, fit), key, Unit::Domain(m)))
+            .map(|(key, m)| (capacity(&m, fit), Cow::Owned(key), Unit::Domain(m)))
             .collect()
     } else {
         members
             .iter()
-            .map(|&i| (fit[i], nodes[i].name.to_string(), Unit::Node(i)))
+            .map(|&i| (fit[i], Cow::Borrowed(nodes[i].name), Unit::Node(i)))
             .collect()
     };
     units.retain(|(cap, _, _)| *cap > 0);
+    // Most often one unit holds them all: the smallest such (ties by
+    // name), found without sorting.
+    let smallest = |units: &[(u64, Cow<'_, str>, Unit)], left: u64, taken: &[bool]| {
+        (0..units.len())
+            .filter(|&i| !taken.get(i).copied().unwrap_or(false) && units[i].0 >= left)
+            .min_by(|&a, &b| {
+                units[a]
+                    .0
+                    .cmp(&units[b].0)
+                    .then_with(|| units[a].1.cmp(&units[b].1))
+            })
+    };
+    if let Some(i) = smallest(&units, u64::from(count), &[]) {
+        return match &units[i].2 {
+            Unit::Node(n) => Some(vec![(*n, count)]),
+            Unit::Domain(m) => fill(m, nodes, levels, fit, level + 1, count),
+        };
+    }
     // Largest first; ties by name.
     units.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let mut left = u64::from(count);
@@ -147,14 +166,7 @@ fn fill(
     while left > 0 {
         // The smallest unit that holds the rest, if one does; else the
         // largest one left, whole.
-        let last = (0..units.len())
-            .filter(|&i| !taken[i] && units[i].0 >= left)
-            .min_by(|&a, &b| {
-                units[a]
-                    .0
-                    .cmp(&units[b].0)
-                    .then_with(|| units[a].1.cmp(&units[b].1))
-            });
+        let last = smallest(&units, left, &taken);
         let (index, pods) = match last {
             Some(i) => (i, left),
             None => {
@@ -252,12 +264,12 @@ mod tests {
             fleet
         }
 
-        fn rooms(&self) -> Vec<NodeRoom<'_>> {
+        fn rooms(&self, per_pod: &ResourceList) -> Vec<NodeRoom<'_>> {
             (0..self.names.len())
                 .map(|i| NodeRoom {
                     name: &self.names[i],
                     labels: &self.labels[i],
-                    free: &self.free[i],
+                    fit: pods_that_fit(&self.free[i], per_pod),
                 })
                 .collect()
         }
@@ -291,9 +303,8 @@ mod tests {
             (1, 0, 4),
         ]);
         let placed = place(
-            &fleet.rooms(),
+            &fleet.rooms(&gpus(1)),
             &levels(),
-            &gpus(1),
             16,
             Constraint::Required(1),
         )
@@ -301,9 +312,8 @@ mod tests {
         assert_eq!(placed, vec![(0, 8), (1, 8)]);
         // 20 needs the bigger rack; 25 fits in no rack.
         let placed = place(
-            &fleet.rooms(),
+            &fleet.rooms(&gpus(1)),
             &levels(),
-            &gpus(1),
             20,
             Constraint::Required(1),
         )
@@ -314,9 +324,8 @@ mod tests {
         );
         assert_eq!(
             place(
-                &fleet.rooms(),
+                &fleet.rooms(&gpus(1)),
                 &levels(),
-                &gpus(1),
                 25,
                 Constraint::Required(1)
             ),
@@ -324,9 +333,8 @@ mod tests {
         );
         // Preferred falls back to the block, then anywhere.
         let placed = place(
-            &fleet.rooms(),
+            &fleet.rooms(&gpus(1)),
             &levels(),
-            &gpus(1),
             25,
             Constraint::Preferred(1),
         )
@@ -336,9 +344,8 @@ mod tests {
             BTreeSet::from(["b0".to_string()])
         );
         let placed = place(
-            &fleet.rooms(),
+            &fleet.rooms(&gpus(1)),
             &levels(),
-            &gpus(1),
             44,
             Constraint::Preferred(1),
         )
@@ -350,21 +357,17 @@ mod tests {
     fn a_pod_is_whole_on_one_node() {
         // Two nodes of 3 free: pods of 2 GPUs fit one each, not three.
         let fleet = Fleet::new(&[(0, 0, 3), (0, 0, 3)]);
-        let rooms = fleet.rooms();
-        assert!(place(&rooms, &levels(), &gpus(2), 2, Constraint::Unconstrained).is_some());
-        assert_eq!(
-            place(&rooms, &levels(), &gpus(2), 3, Constraint::Unconstrained),
-            None
-        );
+        let rooms = fleet.rooms(&gpus(2));
+        assert!(place(&rooms, &levels(), 2, Constraint::Unconstrained).is_some());
+        assert_eq!(place(&rooms, &levels(), 3, Constraint::Unconstrained), None);
     }
 
     #[test]
     fn the_last_pods_go_to_the_smallest_node_that_holds_them() {
         let fleet = Fleet::new(&[(0, 0, 8), (0, 0, 2), (0, 0, 4)]);
         let placed = place(
-            &fleet.rooms(),
+            &fleet.rooms(&gpus(1)),
             &levels(),
-            &gpus(1),
             10,
             Constraint::Unconstrained,
         )
@@ -398,9 +401,9 @@ mod tests {
             constraint in arb_constraint(),
         ) {
             let fleet = Fleet::new(&spec);
-            let rooms = fleet.rooms();
+            let rooms = fleet.rooms(&gpus(per_pod));
             let fit: Vec<u64> = spec.iter().map(|&(_, _, g)| g / per_pod).collect();
-            let result = place(&rooms, &levels(), &gpus(per_pod), count, constraint);
+            let result = place(&rooms, &levels(), count, constraint);
             // What exists.
             let domain_capacity = |level: usize| -> BTreeMap<String, u64> {
                 let mut out = BTreeMap::new();
