@@ -226,8 +226,9 @@ fn kubernetes_agent_turns_nodes_into_inventory_and_admissions_into_jobs() {
         inventory.contains(&("a100-40gb/nvidia.com/mig-2g.10gb".into(), 3)),
         "{inventory:?}"
     );
-    // Node by node too (issue 26): the usable GPU nodes, each with what
-    // is free on it; the cordoned, NotReady and CPU-only ones are absent.
+    // Node by node too (issue 26): the GPU nodes, each with what is free
+    // on it; the cordoned and NotReady ones Unschedulable (so a node that
+    // leaves under pods is seen), the CPU-only one absent.
     let described = group.cli(1, &["describe", "cluster", "kube-east"]);
     assert!(described.status.success(), "{}", text(&described));
     let described = String::from_utf8_lossy(&described.stdout).into_owned();
@@ -243,9 +244,17 @@ fn kubernetes_agent_turns_nodes_into_inventory_and_admissions_into_jobs() {
         .collect();
     assert_eq!(
         names,
-        ["gpu-a", "mig-a"].into_iter().collect(),
+        ["gpu-a", "gpu-b", "gpu-c", "mig-a"].into_iter().collect(),
         "{described}"
     );
+    for away in ["gpu-b", "gpu-c"] {
+        assert!(
+            node_rows
+                .iter()
+                .any(|l| l.starts_with(away) && l.contains("Unschedulable")),
+            "{described}"
+        );
+    }
     assert!(
         node_rows
             .iter()
@@ -300,10 +309,16 @@ fn kubernetes_agent_turns_nodes_into_inventory_and_admissions_into_jobs() {
         pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"],
         "4"
     );
-    assert_eq!(
-        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-            ["nodeSelectorTerms"][0]["matchExpressions"][0]["values"],
-        json!([H100])
+    let terms = &pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"];
+    assert_eq!(terms[0]["matchExpressions"][0]["values"], json!([H100]));
+    // Pinned to the node the ledger placed it on (issue 26, item 5), in a
+    // form the API server takes (one name per field requirement).
+    let field = &terms[0]["matchFields"][0];
+    assert_eq!(field["key"], "metadata.name", "{terms}");
+    assert!(
+        [json!(["gpu-a"]), json!(["gpu-b"])].contains(&field["values"]),
+        "one GPU node: {terms}"
     );
     let name = meta["name"].as_str().expect("job name").to_string();
 

@@ -809,6 +809,32 @@ fn names_labels_annotations_and_pod_template_are_validated() {
             "a valid label must be an empty string",
         );
 
+        // Node field selectors: metadata.name only, one value each.
+        let e = refused(
+            &jobs,
+            with(
+                json!({"spec": {"template": {"spec": {"affinity": {"nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
+                        "matchFields": [
+                            {"key": "metadata.name", "operator": "In", "values": ["a", "b"]},
+                            {"key": "spec.unschedulable", "operator": "In", "values": ["x"]},
+                        ]
+                    }]}
+                }}}}}}),
+            ),
+        )
+        .await;
+        assert_invalid(
+            &e,
+            &format!("{affinity}[0].matchFields[0].values"),
+            "must be only one value when `operator` is 'In' or 'NotIn' for node field selector",
+        );
+        assert_invalid(
+            &e,
+            &format!("{affinity}[0].matchFields[1].key"),
+            "Unsupported value: \"spec.unschedulable\"",
+        );
+
         // Several errors are listed together, as errors.NewInvalid does.
         let e = refused(
             &jobs,

@@ -2707,6 +2707,38 @@ fn validate_node_selector(selector: &Value, path: &str) -> Vec<FieldError> {
                 }
             }
         }
+        // `ValidateNodeFieldSelectorRequirement`: only `metadata.name`,
+        // In or NotIn, and exactly one value.
+        for (j, rq) in term["matchFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let rq_path = format!("{terms_path}[{i}].matchFields[{j}]");
+            let values = rq["values"].as_array().map_or(0, Vec::len);
+            match rq["operator"].as_str().unwrap_or_default() {
+                "In" | "NotIn" if values != 1 => errors.push(FieldError::required(
+                    format!("{rq_path}.values"),
+                    "must be only one value when `operator` is 'In' or 'NotIn' for node field selector",
+                )),
+                "In" | "NotIn" => {}
+                other => errors.push(FieldError::invalid(
+                    format!("{rq_path}.operator"),
+                    other,
+                    "not a valid selector operator",
+                )),
+            }
+            let key = rq["key"].as_str().unwrap_or_default();
+            if key != "metadata.name" {
+                errors.push(FieldError::new(
+                    format!("{rq_path}.key"),
+                    ErrorType::NotSupported,
+                    Some(&json!(key)),
+                    "supported values: \"metadata.name\"",
+                ));
+            }
+        }
     }
     errors
 }

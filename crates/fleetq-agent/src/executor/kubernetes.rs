@@ -206,6 +206,10 @@ pub fn job_manifest(
     if !products.is_empty() {
         require_products(object_at_map(template, "spec"), &products);
     }
+    let nodes = placed_nodes(assignment);
+    if !nodes.is_empty() {
+        require_nodes(object_at_map(template, "spec"), &nodes);
+    }
     serde_json::from_value(job)
         .map_err(|e| format!("run.jobTemplate: not a valid batch/v1 Job: {e}"))
 }
@@ -241,20 +245,23 @@ pub fn adoption_patch(
     }
     let mut pod_spec = Map::new();
     let products = products_for(assignment, mapping)?;
-    match products.as_slice() {
-        [] => {}
-        [one] => {
-            pod_spec.insert("nodeSelector".into(), json!({ PRODUCT_LABEL: one }));
+    let nodes = placed_nodes(assignment);
+    if let [one] = products.as_slice() {
+        pod_spec.insert("nodeSelector".into(), json!({ PRODUCT_LABEL: one }));
+    }
+    if products.len() > 1 || !nodes.is_empty() {
+        let mut spec = current["spec"]["template"]["spec"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        if products.len() > 1 {
+            require_products(&mut spec, &products);
         }
-        several => {
-            let mut spec = current["spec"]["template"]["spec"]
-                .as_object()
-                .cloned()
-                .unwrap_or_default();
-            require_products(&mut spec, several);
-            if let Some(affinity) = spec.get("affinity") {
-                pod_spec.insert("affinity".into(), affinity.clone());
-            }
+        if !nodes.is_empty() {
+            require_nodes(&mut spec, &nodes);
+        }
+        if let Some(affinity) = spec.get("affinity") {
+            pod_spec.insert("affinity".into(), affinity.clone());
         }
     }
     let mut job_labels = labels.clone();
@@ -451,6 +458,57 @@ fn is_label_value(s: &str) -> bool {
 /// selector term (terms are ORed, so each must carry it).
 fn require_products(pod_spec: &mut Map<String, Value>, products: &[String]) {
     let expression = json!({"key": PRODUCT_LABEL, "operator": "In", "values": products});
+    require_in_every_term(pod_spec, "matchExpressions", expression);
+}
+
+/// The nodes the assignment placed pods on (issue 26, item 5), in order,
+/// each once.
+fn placed_nodes(assignment: &Assignment) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for placed in assignment.pod_sets.iter().flat_map(|p| &p.nodes) {
+        if !out.contains(&placed.node) {
+            out.push(placed.node.clone());
+        }
+    }
+    out
+}
+
+/// Pins the pods to `nodes` by name. The pods of a Job are alike, so any
+/// way the Kubernetes scheduler spreads them over these nodes fits the
+/// room the ledger charged there; without it they could land on a node
+/// the ledger never charged, and stay Pending while another node's room
+/// sat idle. The API server takes one value per `metadata.name`
+/// requirement, so each required term becomes one term per node (terms
+/// are ORed).
+fn require_nodes(pod_spec: &mut Map<String, Value>, nodes: &[String]) {
+    // Make sure a term exists to copy.
+    require_in_every_term(pod_spec, "matchFields", Value::Null);
+    let required = object_at_map(
+        object_at_map(object_at_map(pod_spec, "affinity"), "nodeAffinity"),
+        "requiredDuringSchedulingIgnoredDuringExecution",
+    );
+    let Some(Value::Array(terms)) = required.get_mut("nodeSelectorTerms") else {
+        return;
+    };
+    let mut pinned = Vec::with_capacity(terms.len() * nodes.len());
+    for term in terms.iter() {
+        for node in nodes {
+            let mut one = term.clone();
+            let field = json!({"key": "metadata.name", "operator": "In", "values": [node]});
+            if let Some(Value::Array(fields)) = one.get_mut("matchFields") {
+                fields.retain(|f| !f.is_null());
+                fields.push(field);
+            }
+            pinned.push(one);
+        }
+    }
+    *terms = pinned;
+}
+
+/// Adds `requirement` to list `section` of every required node selector
+/// term, making one term if there is none.
+fn require_in_every_term(pod_spec: &mut Map<String, Value>, section: &str, requirement: Value) {
+    let expression = requirement;
     let required = object_at_map(
         object_at_map(object_at_map(pod_spec, "affinity"), "nodeAffinity"),
         "requiredDuringSchedulingIgnoredDuringExecution",
@@ -473,9 +531,11 @@ fn require_products(pod_spec: &mut Map<String, Value>, products: &[String]) {
         }
         let list = term
             .as_object_mut()
-            .map(|t| t.entry("matchExpressions").or_insert_with(|| json!([])));
+            .map(|t| t.entry(section).or_insert_with(|| json!([])));
         if let Some(Value::Array(list)) = list {
-            list.push(expression.clone());
+            if !expression.is_null() {
+                list.push(expression.clone());
+            }
         }
     }
 }
@@ -1574,5 +1634,69 @@ mod tests {
         assert_eq!(job_name("---", 1, 1), "fleetq-1-1");
         let long = job_name(&"a".repeat(100), 123_456, 789);
         assert!(long.len() <= 63 && long.ends_with("-123456-789"), "{long}");
+    }
+
+    /// Issue 26, item 5: pods go to the nodes the ledger charged, by node
+    /// name, in every required term beside the GPU products; an adopted
+    /// Job gets the same.
+    #[test]
+    fn placed_pods_are_pinned_to_their_nodes_by_name() {
+        let mut placed = assignment(3);
+        placed.pod_sets[0].nodes = vec![
+            fleetq_model::assignment::NodePods {
+                node: "gpu-7".into(),
+                count: 2,
+            },
+            fleetq_model::assignment::NodePods {
+                node: "gpu-9".into(),
+                count: 1,
+            },
+        ];
+        let v =
+            as_json(&job_manifest(42, 3, "east", &imported(3), &placed, &mapping(), None).unwrap());
+        let terms = &v["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+            ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+        let terms = terms.as_array().expect("terms");
+        // One term per node (one value per metadata.name requirement, as
+        // the API server requires), each with the GPU products.
+        let names: Vec<&Value> = terms
+            .iter()
+            .map(|t| &t["matchFields"][0]["values"][0])
+            .collect();
+        assert_eq!(names, [&json!("gpu-7"), &json!("gpu-9")], "{terms:?}");
+        for term in terms {
+            assert_eq!(term["matchFields"][0]["key"], "metadata.name");
+            assert_eq!(term["matchFields"].as_array().map(Vec::len), Some(1));
+            assert_eq!(term["matchExpressions"][0]["key"], PRODUCT_LABEL);
+        }
+        // Without nodes, nothing pins them.
+        let v = as_json(
+            &job_manifest(
+                42,
+                3,
+                "east",
+                &imported(3),
+                &assignment(3),
+                &mapping(),
+                None,
+            )
+            .unwrap(),
+        );
+        let terms = &v["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+            ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+        assert!(
+            terms[0]["matchFields"].as_array().is_none_or(Vec::is_empty),
+            "{terms}"
+        );
+        let current = json!({"metadata": {"uid": "u-1", "resourceVersion": "7"}, "spec": {}});
+        let patch = adoption_patch(3, 9, "east", &imported(3), &placed, &mapping(), &current)
+            .expect("patch");
+        let pod = &patch["spec"]["template"]["spec"];
+        assert_eq!(pod["nodeSelector"][PRODUCT_LABEL], "NVIDIA-H100-80GB-HBM3");
+        assert_eq!(
+            pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                ["nodeSelectorTerms"][1]["matchFields"][0]["values"],
+            json!(["gpu-9"])
+        );
     }
 }
