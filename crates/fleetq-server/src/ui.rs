@@ -350,6 +350,33 @@ pub struct ClusterView {
     /// Workloads holding a reservation here, oldest admission first.
     pub workloads: Vec<PlacedWorkload>,
     pub workload_count: u64,
+    /// Its nodes, where its agent reports them (issue 26): the dashboard
+    /// draws each node's devices, grouped by `group`.
+    pub nodes: Vec<NodeView>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeView {
+    pub name: String,
+    /// The node's domain above the host in its flavor's Topology
+    /// (`topology.fleetq.dev/rack=2`), empty without one: what the
+    /// dashboard groups nodes by.
+    pub group: String,
+    pub flavor: String,
+    /// Cordoned, NotReady, or gone while pods still run there.
+    pub unschedulable: bool,
+    pub devices: Vec<NodeDevice>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeDevice {
+    pub resource: String,
+    pub capacity: f64,
+    pub assigned: f64,
+    /// Who holds it: `namespace/name` and units, in admission order.
+    pub holders: Vec<(String, f64)>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -601,7 +628,7 @@ impl LedgerOverview {
                 let mut here = placed.remove(name).unwrap_or_default();
                 here.sort_by_key(|(at, id, _)| (*at, *id));
                 let workload_count = here.len() as u64;
-                let workloads = here
+                let workloads: Vec<PlacedWorkload> = here
                     .into_iter()
                     .take(CLUSTER_WORKLOAD_LIMIT)
                     .filter_map(|(_, _, w)| {
@@ -631,7 +658,9 @@ impl LedgerOverview {
                         })
                     })
                     .collect();
+                let nodes = node_views(ledger, &record.cluster, &workloads);
                 ClusterView {
+                    nodes,
                     name: name.to_string(),
                     state: format!("{:?}", record.cluster.state),
                     labels: record.cluster.labels.clone(),
@@ -776,6 +805,98 @@ impl LedgerOverview {
             totals,
         }
     }
+}
+
+/// The nodes of `cluster` as the dashboard draws them: each device
+/// resource with what is assigned, and which of `shown` (the workloads
+/// the cluster card lists) hold it, from their pods per node.
+fn node_views(
+    ledger: &Ledger,
+    cluster: &fleetq_model::Cluster,
+    shown: &[PlacedWorkload],
+) -> Vec<NodeView> {
+    let config = &ledger.state().config;
+    let mut holders: BTreeMap<(&str, &str), Vec<(String, f64)>> = BTreeMap::new();
+    for placed in shown {
+        let Some(record) = ledger.workload(placed.id) else {
+            continue;
+        };
+        let Some(r) = record.reservation.as_ref() else {
+            continue;
+        };
+        let key = format!("{}/{}", placed.namespace, placed.name);
+        for (ps, psa) in record
+            .workload
+            .spec
+            .pod_sets
+            .iter()
+            .zip(&r.assignment.pod_sets)
+        {
+            for on in &psa.nodes {
+                for (resource, q) in &ps.requests {
+                    if q.is_zero() || !psa.flavors.contains_key(resource) {
+                        continue;
+                    }
+                    let amount = units(q.milli().saturating_mul(u64::from(on.count)));
+                    holders
+                        .entry((on.node.as_str(), resource.as_str()))
+                        .or_default()
+                        .push((key.clone(), amount));
+                }
+            }
+        }
+    }
+    let table = ledger.snapshot().cluster_table();
+    let books = table
+        .index_of(&cluster.name)
+        .map(|c| ledger.snapshot().node_usage().of(c))
+        .unwrap_or(&[]);
+    cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(n, node)| {
+            let levels: Vec<String> = config
+                .flavors
+                .get(&node.flavor)
+                .and_then(|f| f.spec.topology_name.as_ref())
+                .and_then(|t| config.topologies.get(t))
+                .map(|t| t.labels().map(str::to_string).collect())
+                .unwrap_or_default();
+            let group = levels
+                .iter()
+                .filter(|l| l.as_str() != fleetq_model::topology::HOSTNAME_LABEL)
+                .filter_map(|l| node.labels.get(l).map(|v| format!("{l}={v}")))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let devices = node
+                .allocatable
+                .iter()
+                .filter(|(r, _)| r.contains('/'))
+                .map(|(resource, q)| NodeDevice {
+                    resource: resource.clone(),
+                    capacity: units(q.milli()),
+                    assigned: units(
+                        books
+                            .get(n)
+                            .and_then(|u| u.get(resource))
+                            .copied()
+                            .unwrap_or(0),
+                    ),
+                    holders: holders
+                        .remove(&(node.name.as_str(), resource.as_str()))
+                        .unwrap_or_default(),
+                })
+                .collect();
+            NodeView {
+                name: node.name.clone(),
+                group,
+                flavor: node.flavor.clone(),
+                unschedulable: node.unschedulable,
+                devices,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -1209,5 +1330,57 @@ spec:
         }
         // Text from the ledger goes in as text, never as markup.
         assert!(!PAGE.contains("innerHTML") && !PAGE.contains("insertAdjacentHTML"));
+    }
+
+    /// Issue 26, item 6: a cluster that reports its nodes shows each one,
+    /// with its devices, who holds them, and unschedulable ones marked.
+    #[test]
+    fn the_overview_shows_each_node_and_who_holds_its_devices() {
+        let mut h = Harness::new();
+        let node = |name: &str, gpus: u64, unschedulable: bool| fleetq_model::Node {
+            name: name.into(),
+            labels: BTreeMap::from([("kubernetes.io/hostname".into(), name.into())]),
+            flavor: "h100-80gb".into(),
+            allocatable: BTreeMap::from([(GPU.to_string(), Quantity::units(gpus))]),
+            unschedulable,
+        };
+        let capacity = BTreeMap::from([(
+            "h100-80gb".to_string(),
+            BTreeMap::from([(GPU.to_string(), Quantity::units(16))]),
+        )]);
+        h.apply(Command::RegisterCluster {
+            cluster: Cluster {
+                nodes: vec![
+                    node("gpu-1", 8, false),
+                    node("gpu-2", 8, false),
+                    node("gpu-3", 8, true),
+                ],
+                name: "east".into(),
+                labels: BTreeMap::new(),
+                capacity,
+                state: ClusterState::Ready,
+            },
+            lease_policy: LeasePolicy::Fence,
+        });
+        h.submit("team-a", "a", GPU, 6);
+        h.cycle();
+        let o = LedgerOverview::of(&h.ledger);
+        let east = &o.clusters[0];
+        let names: Vec<(&str, bool)> = east
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.unschedulable))
+            .collect();
+        assert_eq!(names, [("gpu-1", false), ("gpu-2", false), ("gpu-3", true)]);
+        let held: Vec<&NodeDevice> = east
+            .nodes
+            .iter()
+            .map(|n| &n.devices[0])
+            .filter(|d| d.assigned > 0.0)
+            .collect();
+        assert_eq!(held.len(), 1, "{held:?}");
+        assert_eq!(held[0].assigned, 6.0);
+        assert_eq!(held[0].holders, [("default/a".to_string(), 6.0)]);
+        assert_eq!(east.nodes[0].devices[0].capacity, 8.0);
     }
 }
