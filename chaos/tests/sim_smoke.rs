@@ -51,7 +51,7 @@ fn passes(seed: u64, expected: Kind) {
             println!("{report}");
             assert_eq!(
                 report.injected.len(),
-                plan.faults.len() + plan.agent_faults.len(),
+                plan.faults.len() + plan.agent_faults.len() + plan.node_faults.len(),
                 "seed {seed}: a planned fault was never injected"
             );
         }
