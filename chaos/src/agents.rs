@@ -50,6 +50,28 @@ pub fn devices() -> crate::oracle::journal::Devices {
         .collect()
 }
 
+/// The nodes the agents report when a plan says so ([`AGENT_NODES`]):
+/// cluster -> node -> resource -> milli.
+pub fn node_devices(report_nodes: bool) -> crate::oracle::journal::NodeDevices {
+    if !report_nodes {
+        return Default::default();
+    }
+    (1..=AGENTS)
+        .map(|n| {
+            let nodes = AGENT_NODES
+                .iter()
+                .map(|(name, resource, count)| {
+                    (
+                        format!("{}-{name}", cluster_name(n)),
+                        [(resource.to_string(), count * 1000)].into(),
+                    )
+                })
+                .collect();
+            (cluster_name(n), nodes)
+        })
+        .collect()
+}
+
 pub fn agent_host(n: usize) -> String {
     format!("a{n}")
 }

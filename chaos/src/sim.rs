@@ -547,10 +547,12 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
     let granted = oracle.granted();
     let timeline = oracle.timeline();
     let devices = agents::devices();
+    let node_devices = agents::node_devices(plan.agent_nodes);
     let expected = oracle::journal::Expected {
         granted: &granted,
         timeline: &timeline,
         devices: &devices,
+        nodes: &node_devices,
         succeeded: &succeeded,
     };
     if let Err(v) = oracle::journal::check(&entries, &expected) {

@@ -216,10 +216,12 @@ fn journal_violations(system: &System, outcomes: &Outcomes, workloads: &[Value])
         .filter_map(|w| w["id"].as_u64())
         .collect();
     let timeline = [(0, 0, std::sync::Arc::new(config))];
+    let no_nodes = Default::default();
     let expected = Expected {
         granted: &granted,
         timeline: &timeline,
         devices: &devices,
+        nodes: &no_nodes,
         succeeded: &succeeded,
     };
     match check(&journals, &expected) {

@@ -31,6 +31,10 @@ pub const CHECK_AGREE: &str = "journals: the executors agree with the ledger";
 /// Devices per cluster: flavor -> resource -> milli.
 pub type Devices = BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>;
 
+/// Devices per cluster and node: node -> resource -> milli, for the
+/// clusters whose agents report nodes (empty otherwise).
+pub type NodeDevices = BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>;
+
 /// What the journals are checked against.
 pub struct Expected<'a> {
     /// Every reservation granted, by (workload, epoch).
@@ -38,6 +42,8 @@ pub struct Expected<'a> {
     /// Accepted configurations: (ms in force from, index, configuration).
     pub timeline: &'a [(u64, u64, Arc<Config>)],
     pub devices: &'a Devices,
+    /// The nodes' devices: the runs on a node at any moment fit it.
+    pub nodes: &'a NodeDevices,
     /// Workloads the ledger says succeeded: their last run exited 0.
     pub succeeded: &'a BTreeSet<u64>,
 }
@@ -145,8 +151,17 @@ pub fn check(
         active.insert(i);
         let mut per_cluster: BTreeMap<&str, Amounts> = BTreeMap::new();
         let mut per_cq: BTreeMap<String, Amounts> = BTreeMap::new();
+        let mut per_node: BTreeMap<(&str, &str), BTreeMap<&str, u64>> = BTreeMap::new();
         for &j in &active {
             let Some(h) = held(j) else { continue };
+            for (node, resources) in &h.on_nodes {
+                let slot = per_node
+                    .entry((all[j].0.as_str(), node.as_str()))
+                    .or_default();
+                for (resource, v) in resources {
+                    *slot.entry(resource.as_str()).or_default() += v;
+                }
+            }
             for (cell, v) in &h.cells {
                 *per_cluster
                     .entry(all[j].0.as_str())
@@ -175,6 +190,26 @@ pub fn check(
                                 "{cluster} ran {} of {flavor}/{resource} at {t}ms; it has {}: {}",
                                 milli(*used),
                                 milli(has),
+                                describe(&active)
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        for ((cluster, node), resources) in &per_node {
+            let Some(has) = expected.nodes.get(*cluster).and_then(|n| n.get(*node)) else {
+                continue;
+            };
+            for (resource, used) in resources {
+                if let Some(&cap) = has.get(*resource) {
+                    if *used > cap {
+                        return fail(
+                            CHECK_DEVICES,
+                            format!(
+                                "node {node} of {cluster} ran {} of {resource} at {t}ms; it has {}: {}",
+                                milli(*used),
+                                milli(cap),
                                 describe(&active)
                             ),
                         );
@@ -315,12 +350,23 @@ mod tests {
         let granted: BTreeMap<(u64, u64), Held> = granted.iter().cloned().collect();
         let succeeded: BTreeSet<u64> = succeeded.iter().copied().collect();
         let devices = devices();
+        // Node n1 of c1 has 4 GPUs.
+        let nodes: NodeDevices = [(
+            "c1".to_string(),
+            [(
+                "n1".to_string(),
+                [("nvidia.com/gpu".to_string(), 4000)].into(),
+            )]
+            .into(),
+        )]
+        .into();
         check(
             j,
             &Expected {
                 granted: &granted,
                 timeline,
                 devices: &devices,
+                nodes: &nodes,
                 succeeded: &succeeded,
             },
         )
@@ -405,5 +451,32 @@ mod tests {
         );
         let v = run_check(&never_ok, &both, &timeline, &[1]).unwrap_err();
         assert_eq!(v.check, CHECK_AGREE);
+
+        // Two runs of 3 GPUs on one 4-GPU node at once: within the
+        // cluster's 6, over the node's 4.
+        let on_n1 = |gpus: u64| {
+            let mut h = held("c1", gpus);
+            h.on_nodes = [(
+                "n1".to_string(),
+                [("nvidia.com/gpu".to_string(), gpus * 1000)].into(),
+            )]
+            .into();
+            h
+        };
+        let threes = [((1, 1), on_n1(3)), ((2, 1), on_n1(3))];
+        let v = run_check(&crowded, &threes, &[(0, 1, config(16))], &[]).unwrap_err();
+        assert_eq!(v.check, CHECK_DEVICES);
+        assert!(v.detail.contains("node n1 of c1 ran 6"), "{}", v.detail);
+        // One after the other: fine.
+        let apart = journals(
+            vec![
+                e(0, 1, 1, "started", ""),
+                e(500, 1, 1, "exited", "exit 0"),
+                e(600, 2, 1, "started", ""),
+                e(900, 2, 1, "exited", "exit 0"),
+            ],
+            vec![],
+        );
+        run_check(&apart, &threes, &[(0, 1, config(16))], &[]).unwrap();
     }
 }
