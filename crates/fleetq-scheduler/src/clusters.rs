@@ -35,11 +35,19 @@ pub struct ClusterInfo {
     pub node_index: BTreeMap<String, usize>,
     /// The flavors its nodes carry: pod sets of these are placed on nodes.
     pub node_flavors: BTreeSet<String>,
+    /// Per flavor, its schedulable nodes (indices into `cluster.nodes`),
+    /// so an attempt does not filter every node again.
+    pub schedulable: BTreeMap<String, Vec<usize>>,
 }
 
 impl ClusterInfo {
     pub fn name(&self) -> &str {
         &self.cluster.name
+    }
+
+    /// The schedulable nodes of `flavor`.
+    pub fn schedulable_of(&self, flavor: &str) -> &[usize] {
+        self.schedulable.get(flavor).map_or(&[], Vec::as_slice)
     }
 
     pub fn state(&self) -> ClusterState {
@@ -142,6 +150,15 @@ impl ClusterTable {
                         .map(|(i, n)| (n.name.clone(), i))
                         .collect(),
                     node_flavors: cluster.nodes.iter().map(|n| n.flavor.clone()).collect(),
+                    schedulable: {
+                        let mut by_flavor: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+                        for (i, n) in cluster.nodes.iter().enumerate() {
+                            if !n.unschedulable {
+                                by_flavor.entry(n.flavor.clone()).or_default().push(i);
+                            }
+                        }
+                        by_flavor
+                    },
                     cluster: cluster.clone(),
                     capacity,
                 }

@@ -284,13 +284,27 @@ pub fn place_all(
         let per_pod = per_pod(info, ps, psa, flavor);
         let levels = levels_of(config, flavor);
         let constraint = constraint_of(ps, &levels, flavor)?;
-        let members: Vec<usize> = (0..info.cluster.nodes.len())
-            .filter(|&n| {
-                let node = &info.cluster.nodes[n];
-                node.flavor == flavor && !node.unschedulable
-            })
-            .collect();
+        let members = info.schedulable_of(flavor);
         let now = own.as_deref().unwrap_or(used);
+        // Without a Topology, Kueue's best fit is the smallest node that
+        // holds the whole pod set where one does (ties by name): found in
+        // one pass, without naming and sorting every node.
+        if levels.is_empty() {
+            if let Some(n) = smallest_holding(info, now, members, &per_pod, psa.count) {
+                let placed = vec![NodePods {
+                    node: info.cluster.nodes[n].name.clone(),
+                    count: psa.count,
+                }];
+                if out.len() + 1 < pod_sets.len() {
+                    let mut one = psa.clone();
+                    one.nodes.clone_from(&placed);
+                    let books = own.get_or_insert_with(|| used.to_vec());
+                    charge_into(books, info, w, std::slice::from_ref(&one), true);
+                }
+                out.push(placed);
+                continue;
+            }
+        }
         let rooms: Vec<NodeRoom<'_>> = members
             .iter()
             .map(|&n| NodeRoom {
@@ -318,6 +332,26 @@ pub fn place_all(
         out.push(placed);
     }
     Ok(out)
+}
+
+/// The node among `members` that holds `count` pods of `per_pod` with the
+/// fewest to spare (ties by name), if one holds them all.
+fn smallest_holding(
+    info: &ClusterInfo,
+    used: &[NodeUsed],
+    members: &[usize],
+    per_pod: &ResourceList,
+    count: u32,
+) -> Option<usize> {
+    let mut best: Option<(u64, &str, usize)> = None;
+    for &n in members {
+        let fit = fit_on(info, used, n, per_pod);
+        let name = info.cluster.nodes[n].name.as_str();
+        if fit >= u64::from(count) && best.is_none_or(|(f, b, _)| (fit, name) < (f, b)) {
+            best = Some((fit, name, n));
+        }
+    }
+    best.map(|(_, _, n)| n)
 }
 
 /// A pending reason for a pod set that no placement fits: the most pods
