@@ -374,3 +374,57 @@ fn wait_top_and_wide_against_fleetq_dev() {
     let out = dev.cli(&["cancel", "too-big"]);
     assert!(out.status.success(), "{}", text(&out));
 }
+
+/// `submit --wait` whose group goes away stops waiting, saying so and
+/// that the workload may still be queued, once no node has answered for
+/// `--unreachable-timeout`; it used to ask again for ever.
+#[test]
+fn a_wait_gives_up_when_the_group_is_gone() {
+    let mut dev = Dev::start();
+    let mut child = Command::new(FLEETQ)
+        .args(["--server", &dev.addr])
+        .args([
+            "submit",
+            "--queue",
+            "team-a",
+            "--name",
+            "stranded",
+            "--request",
+            "nvidia.com/gpu=100",
+            "--wait",
+            "--unreachable-timeout",
+            "3s",
+        ])
+        .env("FLEETQ_TLS_DIR", dev.dir.path().join("tls"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("fleetq CLI runs");
+    // It is waiting (never fits: more than the cohort has).
+    let queued = wait_for(Duration::from_secs(20), || {
+        stdout(&dev.cli(&["get", "workloads"]))
+            .contains("stranded")
+            .then_some(())
+    });
+    assert!(queued.is_some(), "never submitted: {}", dev.log());
+    // The whole group goes.
+    let _ = dev.child.kill();
+    let _ = dev.child.wait();
+    let ended = wait_for(Duration::from_secs(60), || {
+        child.try_wait().ok().flatten().map(|_| ())
+    });
+    if ended.is_none() {
+        let _ = child.kill();
+        let out = child.wait_with_output().expect("the CLI ends");
+        panic!("still waiting 60 s after the group went: {}", text(&out));
+    }
+    let out = child.wait_with_output().expect("the CLI ends");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("error: no node of the group has answered for 3s")
+            && err.contains("default/stranded may still be queued"),
+        "{err}"
+    );
+}

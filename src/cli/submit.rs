@@ -59,6 +59,11 @@ pub struct SubmitArgs {
     /// workload stays queued.
     #[arg(long, value_name = "DURATION", requires = "wait", value_parser = fleetq_model::time::parse_duration)]
     pub timeout: Option<Duration>,
+    /// With --wait: give up when no node of the group has answered for
+    /// this long (a leader election takes seconds, a group that is gone
+    /// never answers); the workload may still be queued.
+    #[arg(long, value_name = "DURATION", default_value = "1m", requires = "wait", value_parser = fleetq_model::time::parse_duration)]
+    pub unreachable_timeout: Duration,
     /// The command to run, after `--`.
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -238,7 +243,7 @@ async fn submit(c: &mut Client, workloads: Vec<Workload>, args: &SubmitArgs) -> 
         let deadline = args.timeout.map(|t| tokio::time::Instant::now() + t);
         for (namespace, name) in accepted {
             let waited = tokio::select! {
-                w = wait_admitted(c, &namespace, &name, deadline, args.timeout) => w?,
+                w = wait_admitted(c, &namespace, &name, deadline, args.timeout, args.unreachable_timeout) => w?,
                 _ = tokio::signal::ctrl_c() => Waited::Interrupted,
             };
             match waited {
@@ -337,8 +342,11 @@ async fn wait_admitted(
     name: &str,
     deadline: Option<tokio::time::Instant>,
     timeout: Option<Duration>,
+    unreachable_timeout: Duration,
 ) -> Result<Waited, String> {
     let mut progress = Progress::new(&format!("{namespace}/{name}: asking for its state"));
+    // Since when no node has answered (None while they do).
+    let mut unanswered_since: Option<tokio::time::Instant> = None;
     let mut last_pending = String::from("its state is not known yet");
     // A tenant may not see a whole ClusterQueue (other namespaces queue
     // there too): asked once, then the position alone.
@@ -362,6 +370,9 @@ async fn wait_admitted(
                 Err(_) => return Ok(timed_out(&last_pending)),
             },
         };
+        if reply.is_ok() {
+            unanswered_since = None;
+        }
         match reply {
             Ok(w) => {
                 let w = w.into_inner();
@@ -423,6 +434,14 @@ async fn wait_admitted(
                     tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::DeadlineExceeded
                 ) =>
             {
+                let since = *unanswered_since.get_or_insert_with(tokio::time::Instant::now);
+                if since.elapsed() >= unreachable_timeout {
+                    return Ok(Waited::Ended(format!(
+                        "no node of the group has answered for {} ({}); {namespace}/{name} may still be queued: `fleetq get workload {name} -n {namespace}` once the group is back",
+                        fleetq_model::time::format_duration(unreachable_timeout),
+                        client::status_line(&s)
+                    )));
+                }
                 progress.show(format!(
                     "{namespace}/{name}: asking again ({})",
                     client::status_line(&s)
