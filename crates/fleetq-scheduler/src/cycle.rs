@@ -465,9 +465,9 @@ impl<'a> Cycle<'a> {
                 if !info.cluster.nodes.is_empty() {
                     let books = evicting_nodes
                         .entry(ci)
-                        .or_insert_with(|| vec![nodes::NodeUsed::new(); info.cluster.nodes.len()]);
+                        .or_insert_with(|| nodes::books_of(info, std::iter::empty()));
                     let (w, pod_sets) = (&a.pending.workload, &a.assignment.pod_sets);
-                    nodes::charge_into(books, &snap.clusters.clusters[ci], w, pod_sets, true);
+                    nodes::charge_into(books, info, w, pod_sets, true);
                 }
             }
         }
@@ -491,18 +491,14 @@ impl<'a> Cycle<'a> {
                     }
                     books
                 });
-                let mut skeleton = assign::to_assignment(cq, w, &full, &plan, "", &snap.tree);
-                if let Ok(placed) =
-                    nodes::place_all(info, books, &snap.config, &w.workload, &skeleton.pod_sets)
+                let skeleton = assign::to_assignment(cq, w, &full, &plan, "", &snap.tree);
+                let pod_sets = &skeleton.pod_sets;
+                if let Ok(room) = nodes::room_for(info, books, &snap.config, &w.workload, pod_sets)
                 {
-                    for (psa, placed) in skeleton.pod_sets.iter_mut().zip(placed) {
-                        psa.nodes = placed;
+                    for (n, resource, q) in &room {
+                        nodes::adjust(&mut books[*n], resource, *q, true);
                     }
-                    nodes::charge_into(books, info, &w.workload, &skeleton.pod_sets, true);
-                    on_nodes = nodes::charges(info, &w.workload, &skeleton.pod_sets)
-                        .into_iter()
-                        .map(|(n, resource, q)| (n, resource.to_string(), q))
-                        .collect();
+                    on_nodes = room;
                 }
             }
             claims.push(Claim {
@@ -1393,11 +1389,12 @@ impl<'a> Cycle<'a> {
             return;
         };
         let info = &self.snap.clusters.clusters[cluster];
-        let mut held = vec![nodes::NodeUsed::new(); info.cluster.nodes.len()];
-        for v in &victims {
-            let (vw, pod_sets) = (&v.pending.workload, &v.assignment.pod_sets);
-            nodes::charge_into(&mut held, info, vw, pod_sets, true);
-        }
+        let held = nodes::books_of(
+            info,
+            victims
+                .iter()
+                .map(|v| (&*v.pending.workload, v.assignment.pod_sets.as_slice())),
+        );
         for (n, resource, q) in room {
             let by_victims = held[n].get(resource.as_str()).copied().unwrap_or(0);
             let q = q.saturating_sub(by_victims);
@@ -1433,24 +1430,9 @@ impl<'a> Cycle<'a> {
                 false,
             );
         }
-        let mut skeleton = assign::to_assignment(cq, w, &plan.counts, plan, "", &self.snap.tree);
-        let placed = nodes::place_all(
-            info,
-            &books,
-            &self.snap.config,
-            &w.workload,
-            &skeleton.pod_sets,
-        )
-        .ok()?;
-        for (psa, placed) in skeleton.pod_sets.iter_mut().zip(placed) {
-            psa.nodes = placed;
-        }
-        Some(
-            nodes::charges(info, &w.workload, &skeleton.pod_sets)
-                .into_iter()
-                .map(|(n, resource, q)| (n, resource.to_string(), q))
-                .collect(),
-        )
+        let skeleton = assign::to_assignment(cq, w, &plan.counts, plan, "", &self.snap.tree);
+        let pod_sets = &skeleton.pod_sets;
+        nodes::room_for(info, &books, &self.snap.config, &w.workload, pod_sets).ok()
     }
 
     /// Partial admission, Kueue's pod-set reducer: the most pods, down to

@@ -122,6 +122,39 @@ pub fn charge_into(
     }
 }
 
+/// One cluster's books holding only `workloads`' pods (what victims or
+/// evicting workloads hold there).
+pub(crate) fn books_of<'w>(
+    info: &ClusterInfo,
+    workloads: impl Iterator<Item = (&'w Workload, &'w [PodSetAssignment])>,
+) -> Vec<NodeUsed> {
+    let mut books = vec![NodeUsed::new(); info.cluster.nodes.len()];
+    for (w, pod_sets) in workloads {
+        charge_into(&mut books, info, w, pod_sets, true);
+    }
+    books
+}
+
+/// Where [`place_all`] would put `pod_sets`' pods, as what they would
+/// hold: (node index, resource, milli-units).
+pub(crate) fn room_for(
+    info: &ClusterInfo,
+    used: &[NodeUsed],
+    config: &Config,
+    w: &Workload,
+    pod_sets: &[PodSetAssignment],
+) -> Result<Vec<(usize, String, u64)>, String> {
+    let placed = place_all(info, used, config, w, pod_sets)?;
+    let mut with_nodes = pod_sets.to_vec();
+    for (psa, nodes) in with_nodes.iter_mut().zip(placed) {
+        psa.nodes = nodes;
+    }
+    Ok(charges(info, w, &with_nodes)
+        .into_iter()
+        .map(|(n, resource, q)| (n, resource.to_string(), q))
+        .collect())
+}
+
 /// Adds (`add`) or takes back `q` milli-units of `resource` in one
 /// node's books; a resource that drops to nothing leaves them.
 pub(crate) fn adjust(used: &mut NodeUsed, resource: &str, q: u64, add: bool) {
@@ -138,7 +171,7 @@ pub(crate) fn adjust(used: &mut NodeUsed, resource: &str, q: u64, add: bool) {
 
 /// (node index, resource, milli-units) that `pod_sets` put on `info`'s
 /// nodes; pods on unknown nodes are left out.
-pub(crate) fn charges<'w>(
+pub fn charges<'w>(
     info: &ClusterInfo,
     w: &'w Workload,
     pod_sets: &[PodSetAssignment],
@@ -229,7 +262,7 @@ fn fit_on(info: &ClusterInfo, used: &[NodeUsed], n: usize, per_pod: &ResourceLis
 }
 
 /// The Topology levels (node labels, broadest first) of `flavor`.
-fn levels_of(config: &Config, flavor: &str) -> Vec<String> {
+pub fn levels_of(config: &Config, flavor: &str) -> Vec<String> {
     config
         .flavors
         .get(flavor)
@@ -289,40 +322,36 @@ pub fn place_all(
         // Without a Topology, Kueue's best fit is the smallest node that
         // holds the whole pod set where one does (ties by name): found in
         // one pass, without naming and sorting every node.
-        if levels.is_empty() {
-            if let Some(n) = smallest_holding(info, now, members, &per_pod, psa.count) {
-                let placed = vec![NodePods {
-                    node: info.cluster.nodes[n].name.clone(),
-                    count: psa.count,
-                }];
-                if out.len() + 1 < pod_sets.len() {
-                    let mut one = psa.clone();
-                    one.nodes.clone_from(&placed);
-                    let books = own.get_or_insert_with(|| used.to_vec());
-                    charge_into(books, info, w, std::slice::from_ref(&one), true);
-                }
-                out.push(placed);
-                continue;
+        let one_node = levels
+            .is_empty()
+            .then(|| smallest_holding(info, now, members, &per_pod, psa.count))
+            .flatten();
+        let placed: Vec<NodePods> = match one_node {
+            Some(n) => vec![NodePods {
+                node: info.cluster.nodes[n].name.clone(),
+                count: psa.count,
+            }],
+            None => {
+                let rooms: Vec<NodeRoom<'_>> = members
+                    .iter()
+                    .map(|&n| NodeRoom {
+                        name: &info.cluster.nodes[n].name,
+                        labels: &info.cluster.nodes[n].labels,
+                        fit: fit_on(info, now, n, &per_pod),
+                    })
+                    .collect();
+                let Some(found) = placement::place(&rooms, &levels, psa.count, constraint) else {
+                    return Err(why_not(info, &rooms, &levels, &per_pod, psa, constraint));
+                };
+                found
+                    .iter()
+                    .map(|&(i, count)| NodePods {
+                        node: rooms[i].name.to_string(),
+                        count,
+                    })
+                    .collect()
             }
-        }
-        let rooms: Vec<NodeRoom<'_>> = members
-            .iter()
-            .map(|&n| NodeRoom {
-                name: &info.cluster.nodes[n].name,
-                labels: &info.cluster.nodes[n].labels,
-                fit: fit_on(info, now, n, &per_pod),
-            })
-            .collect();
-        let Some(found) = placement::place(&rooms, &levels, psa.count, constraint) else {
-            return Err(why_not(info, &rooms, &levels, &per_pod, psa, constraint));
         };
-        let placed: Vec<NodePods> = found
-            .iter()
-            .map(|&(i, count)| NodePods {
-                node: rooms[i].name.to_string(),
-                count,
-            })
-            .collect();
         if out.len() + 1 < pod_sets.len() {
             let mut one = psa.clone();
             one.nodes.clone_from(&placed);

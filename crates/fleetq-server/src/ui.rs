@@ -43,6 +43,7 @@ use fleetq_ledger::store::LedgerHandle;
 use fleetq_ledger::{Ledger, WorkloadRecord, WorkloadState};
 use fleetq_model::resources::{is_mig, MIG_PREFIX};
 use fleetq_model::Timestamp;
+use fleetq_scheduler::nodes;
 use fleetq_scheduler::quota::NodeKind;
 use fleetq_scheduler::WorkloadId;
 use http_body_util::Full;
@@ -816,7 +817,14 @@ fn node_views(
     shown: &[PlacedWorkload],
 ) -> Vec<NodeView> {
     let config = &ledger.state().config;
-    let mut holders: BTreeMap<(&str, &str), Vec<(String, f64)>> = BTreeMap::new();
+    let table = ledger.snapshot().cluster_table();
+    let Some(c) = table.index_of(&cluster.name) else {
+        return Vec::new();
+    };
+    let info = &table.clusters[c];
+    let books = ledger.snapshot().node_usage().of(c);
+    // Who holds what on each node: the scheduler's own per-node charges.
+    let mut holders: BTreeMap<(usize, &str), Vec<(String, f64)>> = BTreeMap::new();
     for placed in shown {
         let Some(record) = ledger.workload(placed.id) else {
             continue;
@@ -825,45 +833,20 @@ fn node_views(
             continue;
         };
         let key = format!("{}/{}", placed.namespace, placed.name);
-        for (ps, psa) in record
-            .workload
-            .spec
-            .pod_sets
-            .iter()
-            .zip(&r.assignment.pod_sets)
-        {
-            for on in &psa.nodes {
-                for (resource, q) in &ps.requests {
-                    if q.is_zero() || !psa.flavors.contains_key(resource) {
-                        continue;
-                    }
-                    let amount = units(q.milli().saturating_mul(u64::from(on.count)));
-                    holders
-                        .entry((on.node.as_str(), resource.as_str()))
-                        .or_default()
-                        .push((key.clone(), amount));
-                }
-            }
+        for (n, resource, q) in nodes::charges(info, &record.workload, &r.assignment.pod_sets) {
+            holders
+                .entry((n, resource))
+                .or_default()
+                .push((key.clone(), units(q)));
         }
     }
-    let table = ledger.snapshot().cluster_table();
-    let books = table
-        .index_of(&cluster.name)
-        .map(|c| ledger.snapshot().node_usage().of(c))
-        .unwrap_or(&[]);
-    cluster
+    // The table's copy of the nodes: the books are indexed by it.
+    info.cluster
         .nodes
         .iter()
         .enumerate()
         .map(|(n, node)| {
-            let levels: Vec<String> = config
-                .flavors
-                .get(&node.flavor)
-                .and_then(|f| f.spec.topology_name.as_ref())
-                .and_then(|t| config.topologies.get(t))
-                .map(|t| t.labels().map(str::to_string).collect())
-                .unwrap_or_default();
-            let group = levels
+            let group = nodes::levels_of(config, &node.flavor)
                 .iter()
                 .filter(|l| l.as_str() != fleetq_model::topology::HOSTNAME_LABEL)
                 .filter_map(|l| node.labels.get(l).map(|v| format!("{l}={v}")))
@@ -883,9 +866,7 @@ fn node_views(
                             .copied()
                             .unwrap_or(0),
                     ),
-                    holders: holders
-                        .remove(&(node.name.as_str(), resource.as_str()))
-                        .unwrap_or_default(),
+                    holders: holders.remove(&(n, resource.as_str())).unwrap_or_default(),
                 })
                 .collect();
             NodeView {

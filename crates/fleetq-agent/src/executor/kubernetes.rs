@@ -481,24 +481,13 @@ fn placed_nodes(assignment: &Assignment) -> Vec<String> {
 /// requirement, so each required term becomes one term per node (terms
 /// are ORed).
 fn require_nodes(pod_spec: &mut Map<String, Value>, nodes: &[String]) {
-    // Make sure a term exists to copy.
-    require_in_every_term(pod_spec, "matchFields", Value::Null);
-    let required = object_at_map(
-        object_at_map(object_at_map(pod_spec, "affinity"), "nodeAffinity"),
-        "requiredDuringSchedulingIgnoredDuringExecution",
-    );
-    let Some(Value::Array(terms)) = required.get_mut("nodeSelectorTerms") else {
-        return;
-    };
+    let terms = required_terms(pod_spec);
     let mut pinned = Vec::with_capacity(terms.len() * nodes.len());
     for term in terms.iter() {
         for node in nodes {
             let mut one = term.clone();
             let field = json!({"key": "metadata.name", "operator": "In", "values": [node]});
-            if let Some(Value::Array(fields)) = one.get_mut("matchFields") {
-                fields.retain(|f| !f.is_null());
-                fields.push(field);
-            }
+            push_to(&mut one, "matchFields", field);
             pinned.push(one);
         }
     }
@@ -506,9 +495,16 @@ fn require_nodes(pod_spec: &mut Map<String, Value>, nodes: &[String]) {
 }
 
 /// Adds `requirement` to list `section` of every required node selector
-/// term, making one term if there is none.
+/// term.
 fn require_in_every_term(pod_spec: &mut Map<String, Value>, section: &str, requirement: Value) {
-    let expression = requirement;
+    for term in required_terms(pod_spec) {
+        push_to(term, section, requirement.clone());
+    }
+}
+
+/// The pod's required node selector terms, made where missing or not of
+/// the right shape: at least one term, each an object.
+fn required_terms(pod_spec: &mut Map<String, Value>) -> &mut Vec<Value> {
     let required = object_at_map(
         object_at_map(object_at_map(pod_spec, "affinity"), "nodeAffinity"),
         "requiredDuringSchedulingIgnoredDuringExecution",
@@ -519,24 +515,25 @@ fn require_in_every_term(pod_spec: &mut Map<String, Value>, section: &str, requi
     if !terms.is_array() {
         *terms = json!([]);
     }
-    let Some(terms) = terms.as_array_mut() else {
-        return;
+    let Value::Array(terms) = terms else {
+        unreachable!("made an array above")
     };
     if terms.is_empty() {
         terms.push(json!({}));
     }
-    for term in terms {
-        if !term.is_object() {
-            *term = json!({});
-        }
-        let list = term
-            .as_object_mut()
-            .map(|t| t.entry(section).or_insert_with(|| json!([])));
-        if let Some(Value::Array(list)) = list {
-            if !expression.is_null() {
-                list.push(expression.clone());
-            }
-        }
+    for term in terms.iter_mut().filter(|t| !t.is_object()) {
+        *term = json!({});
+    }
+    terms
+}
+
+/// Appends `requirement` to list `section` of one term (an object).
+fn push_to(term: &mut Value, section: &str, requirement: Value) {
+    let list = term
+        .as_object_mut()
+        .map(|t| t.entry(section).or_insert_with(|| json!([])));
+    if let Some(Value::Array(list)) = list {
+        list.push(requirement);
     }
 }
 
