@@ -30,30 +30,51 @@ impl Drop for AgentProcess {
 }
 
 fn start_agent(group: &Group, kube: &FakeKube) -> AgentProcess {
+    start_agent_for(group, kube, "kube-east", true)
+}
+
+/// An agent for `cluster` on `kube`; with `front_door`, it watches the
+/// cluster's queue-labelled Jobs. Its log is `agent.log` for kube-east,
+/// `agent-CLUSTER.log` otherwise.
+fn start_agent_for(
+    group: &Group,
+    kube: &FakeKube,
+    cluster: &str,
+    front_door: bool,
+) -> AgentProcess {
     let kubeconfig = kube.write_kubeconfig(group.dir.path());
+    let log_name = match cluster {
+        "kube-east" => "agent.log".to_string(),
+        other => format!("agent-{other}.log"),
+    };
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(group.dir.path().join("agent.log"))
+        .open(group.dir.path().join(log_name))
         .expect("log");
+    let flavor = format!("{H100}=h100-80gb");
+    let servers = group.addrs.join(",");
+    let mut args = vec![
+        INSECURE,
+        "--server",
+        &servers,
+        "agent",
+        "--cluster",
+        cluster,
+        "--inventory",
+        "kubernetes",
+        "--executor",
+        "kubernetes",
+        "--kubeconfig",
+        kubeconfig.to_str().expect("utf-8"),
+        "--flavor",
+        &flavor,
+    ];
+    if front_door {
+        args.push("--watch-queued-jobs");
+    }
     Command::new(FLEETQ)
-        .args([
-            INSECURE,
-            "--server",
-            &group.addrs.join(","),
-            "agent",
-            "--cluster",
-            "kube-east",
-            "--inventory",
-            "kubernetes",
-            "--executor",
-            "kubernetes",
-            "--watch-queued-jobs",
-            "--kubeconfig",
-            kubeconfig.to_str().expect("utf-8"),
-            "--flavor",
-            &format!("{H100}=h100-80gb"),
-        ])
+        .args(&args)
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))
         .stderr(log)
@@ -63,7 +84,12 @@ fn start_agent(group: &Group, kube: &FakeKube) -> AgentProcess {
 }
 
 fn agent_log(group: &Group) -> String {
-    std::fs::read_to_string(group.dir.path().join("agent.log")).unwrap_or_default()
+    let read = |f: &str| std::fs::read_to_string(group.dir.path().join(f)).unwrap_or_default();
+    format!(
+        "{}\n--- kube-west:\n{}",
+        read("agent.log"),
+        read("agent-kube-west.log")
+    )
 }
 
 /// A Job as a Kueue user writes it (Kueue's webhook would set
@@ -239,4 +265,144 @@ fn kubectl_created_jobs_are_queued_admitted_in_place_and_cancelled_on_delete() {
     kube.kubectl_delete_job("default", "huge");
     wait_state(&group, &huge_wl, &["Cancelled"]);
     drop(agent);
+}
+
+/// The workload's copy on a cluster: the Job its executor made for it.
+fn copy_of(kube: &FakeKube, workload_id: &Value) -> Option<Value> {
+    let id = workload_id.as_u64().map(|i| i.to_string())?;
+    kube.jobs()
+        .into_iter()
+        .find(|j| j["metadata"]["labels"]["fleetq.dev/workload-id"] == id.as_str())
+}
+
+/// MultiKueue's model: a Job created in kube-east that only kube-west can
+/// run stays suspended in kube-east while a copy runs in kube-west; the
+/// copy's status comes back (into the Job's status when the Job is
+/// MultiKueue's by `spec.managedBy`, else into an annotation, since the
+/// status of such a Job is Kubernetes' Job controller's); the front door
+/// restarting in the middle changes nothing; deleting the original
+/// deletes the copy.
+#[test]
+fn a_job_admitted_to_another_cluster_runs_there_and_its_status_comes_back() {
+    let (east, west) = (FakeKube::start(), FakeKube::start());
+    let h100 = [("nvidia.com/gpu.product", H100)];
+    east.put_node(node("gpu-e", &h100, &[("nvidia.com/gpu", "2")]));
+    west.put_node(node("gpu-w", &h100, &[("nvidia.com/gpu", "8")]));
+    let group = Group::start(3, &["--lease-ttl", "5s"]);
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    let _west_agent = start_agent_for(&group, &west, "kube-west", false);
+    let east_agent = start_agent(&group, &east);
+
+    // A plain Job: its copy runs in kube-west, the original waits here.
+    let far = east.kubectl_create_job(queued_job("far", 4));
+    let far_wl = workload_of(&far);
+    let far_state = wait_state(&group, &far_wl, &["Admitted", "Running"]);
+    assert_eq!(far_state["cluster"], "kube-west", "{far_state:#}");
+    let far_copy = wait_for(Duration::from_secs(30), || copy_of(&west, &far_state["id"]))
+        .unwrap_or_else(|| {
+            panic!(
+                "no copy in kube-west: {:#?}\n{}",
+                west.jobs(),
+                agent_log(&group)
+            )
+        });
+    let far_copy_name = far_copy["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    assert_eq!(far_copy["spec"]["suspend"], false);
+    wait_job(&east, &group, "far", "told where it runs", |j| {
+        j["metadata"]["annotations"]["fleetq.dev/admitted-cluster"] == "kube-west"
+    });
+    west.start_job_pods("default", &far_copy_name, "gpu-w");
+    west.set_job_status(
+        "default",
+        &far_copy_name,
+        json!({"active": 1, "ready": 1, "startTime": "2025-01-01T00:00:00Z"}),
+    );
+    wait_job(&east, &group, "far", "given the copy's status", |j| {
+        j["metadata"]["annotations"]["fleetq.dev/remote-status"]
+            .as_str()
+            .and_then(|s| serde_json::from_str::<Value>(s).ok())
+            .is_some_and(|s| s["active"] == 1 && s["ready"] == 1)
+    });
+    let original = job(&east, "far").expect("far");
+    assert_eq!(original["spec"]["suspend"], true, "{original:#}");
+    assert!(
+        east.pods().is_empty(),
+        "nothing runs in kube-east: {:#?}",
+        east.pods()
+    );
+
+    // A Job handed to MultiKueue: the copy (without managedBy) runs in
+    // kube-west, and its status is written onto the original's status.
+    let mut spec = queued_job("mk", 4);
+    spec["spec"]["managedBy"] = json!("kueue.x-k8s.io/multikueue");
+    let mk = east.kubectl_create_job(spec);
+    let mk_wl = workload_of(&mk);
+    let mk_state = wait_state(&group, &mk_wl, &["Admitted", "Running"]);
+    let mk_copy = wait_for(Duration::from_secs(30), || copy_of(&west, &mk_state["id"]))
+        .unwrap_or_else(|| {
+            panic!(
+                "no copy in kube-west: {:#?}\n{}",
+                west.jobs(),
+                agent_log(&group)
+            )
+        });
+    let mk_copy_name = mk_copy["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    assert!(mk_copy["spec"]["managedBy"].is_null(), "{mk_copy:#}");
+    west.start_job_pods("default", &mk_copy_name, "gpu-w");
+    west.set_job_status(
+        "default",
+        &mk_copy_name,
+        json!({"active": 1, "ready": 0, "startTime": "2025-01-01T00:00:00Z"}),
+    );
+    wait_job(&east, &group, "mk", "given the copy's status", |j| {
+        j["status"]["active"] == 1
+    });
+
+    // The front door restarts; the copy finishes meanwhile; the original
+    // shows it finished, and the workload Succeeded.
+    drop(east_agent);
+    west.set_job_status(
+        "default",
+        &mk_copy_name,
+        json!({
+            "succeeded": 1,
+            "startTime": "2025-01-01T00:00:00Z",
+            "completionTime": "2025-01-01T00:10:00Z",
+            "conditions": [
+                {"type": "SuccessCriteriaMet", "status": "True"},
+                {"type": "Complete", "status": "True"},
+            ],
+        }),
+    );
+    let east_agent = start_agent(&group, &east);
+    wait_state(&group, &mk_wl, &["Succeeded"]);
+    wait_job(&east, &group, "mk", "shown finished", |j| {
+        j["status"]["succeeded"] == 1
+            && j["status"]["active"].is_null()
+            && j["status"]["conditions"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Complete" && c["status"] == "True")
+            })
+    });
+    assert_eq!(job(&east, "mk").expect("mk")["spec"]["suspend"], true);
+
+    // kubectl delete of the original: the workload is cancelled and the
+    // copy in kube-west goes with its pods.
+    east.kubectl_delete_job("default", "far");
+    wait_state(&group, &far_wl, &["Cancelled"]);
+    wait_for(Duration::from_secs(30), || {
+        copy_of(&west, &far_state["id"]).is_none().then_some(())
+    })
+    .unwrap_or_else(|| panic!("the copy outlived its original: {:#?}", west.jobs()));
+    drop(east_agent);
 }

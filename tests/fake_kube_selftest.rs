@@ -1337,3 +1337,114 @@ fn pod_logs_are_served_and_refused_as_the_api_server_does() {
         assert_eq!(e.code, 404, "{e:?}");
     });
 }
+
+/// `spec.managedBy` (Kubernetes "Jobs: Delegation of managing a Job
+/// object to external controller", KEP-4368): a domain-prefixed path of at
+/// most 63 characters, immutable once set; and the Job status subresource
+/// (API concepts, "Subresources"): a PATCH to `jobs/{name}/status` changes
+/// the status only (a spec change in it is ignored), bumps the
+/// resourceVersion, and a negative count is refused; the main resource
+/// ignores status.
+#[test]
+fn managed_by_is_checked_and_the_status_subresource_writes_status_only() {
+    let fake = &FakeKube::start();
+    with_client(fake, |client| async move {
+        let jobs: Api<Job> = Api::default_namespaced(client);
+        let mut bad = serde_json::to_value(job("bad")).expect("json");
+        bad["spec"]["managedBy"] = json!("multikueue");
+        let status = refused(&jobs, bad.clone()).await;
+        assert_invalid(&status, "spec.managedBy", "domain-prefixed path");
+        bad["spec"]["managedBy"] = json!(format!("example.com/{}", "x".repeat(60)));
+        let status = refused(&jobs, bad).await;
+        assert_invalid(&status, "spec.managedBy", "at most 63");
+
+        let mut mk = serde_json::to_value(job("mk")).expect("json");
+        mk["spec"]["managedBy"] = json!("kueue.x-k8s.io/multikueue");
+        mk["spec"]["suspend"] = json!(true);
+        let mk: Job = serde_json::from_value(mk).expect("job");
+        let created = jobs
+            .create(&PostParams::default(), &mk)
+            .await
+            .expect("a MultiKueue Job is accepted");
+        let managed_by = created.spec.as_ref().and_then(|s| s.managed_by.clone());
+        assert_eq!(managed_by.as_deref(), Some("kueue.x-k8s.io/multikueue"));
+        let e = jobs
+            .patch(
+                "mk",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"managedBy": "example.com/other"}})),
+            )
+            .await
+            .expect_err("managedBy is immutable");
+        assert_invalid(&api_error(e), "spec.managedBy", "field is immutable");
+
+        // The main resource ignores a status.
+        let patched = jobs
+            .patch(
+                "mk",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"active": 3}})),
+            )
+            .await
+            .expect("patch");
+        assert!(patched.status.as_ref().and_then(|s| s.active).is_none());
+
+        // The status subresource writes the status, and nothing else.
+        let before = patched.resource_version();
+        let written = jobs
+            .patch_status(
+                "mk",
+                &PatchParams::default(),
+                &Patch::Merge(json!({
+                    "spec": {"parallelism": 7},
+                    "status": {"active": 2, "ready": 1},
+                })),
+            )
+            .await
+            .expect("status patch");
+        let v = serde_json::to_value(&written).expect("json");
+        assert_eq!(
+            (
+                v["status"]["active"].as_i64(),
+                v["status"]["ready"].as_i64()
+            ),
+            (Some(2), Some(1))
+        );
+        assert_eq!(
+            v["spec"]["parallelism"], 1,
+            "the spec is not the status' to change"
+        );
+        assert_ne!(written.resource_version(), before);
+        let read = jobs.get_status("mk").await.expect("get status");
+        assert_eq!(read.status.and_then(|s| s.active), Some(2));
+        // A merge patch with null removes a field.
+        let cleared = jobs
+            .patch_status(
+                "mk",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"active": null, "succeeded": 1}})),
+            )
+            .await
+            .expect("status patch");
+        let s = cleared.status.expect("status");
+        assert_eq!((s.active, s.succeeded), (None, Some(1)));
+        let e = jobs
+            .patch_status(
+                "mk",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"failed": -1}})),
+            )
+            .await
+            .expect_err("a negative count");
+        assert_invalid(&api_error(e), "status.failed", "greater than or equal to 0");
+        let e = jobs
+            .patch_status(
+                "nope",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {}})),
+            )
+            .await
+            .expect_err("no such Job");
+        assert_eq!(api_error(e).code, 404);
+    });
+}

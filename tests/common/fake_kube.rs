@@ -30,9 +30,10 @@
 //!   Invalid and the field named in the message and in `details.causes`:
 //!   object names, label and annotation syntax and sizes, container
 //!   resource names, extended resources (whole numbers, request equal to
-//!   limit, no request without a limit), a Job's restart policy, selector
-//!   and node affinity, and the immutability of a Job's `spec.selector` and
-//!   `spec.template` on update and patch;
+//!   limit, no request without a limit), a Job's restart policy, selector,
+//!   node affinity and `spec.managedBy`, and the immutability of a Job's
+//!   `spec.selector`, `spec.template` and `spec.managedBy` on update and
+//!   patch;
 //! * the defaulting that changes what a client reads back: a Job's
 //!   generated selector and controller labels, parallelism, completions and
 //!   backoffLimit; a Pod's requests from its limits and its phase;
@@ -53,8 +54,9 @@
 //! Where it does not matter to this project it is left out: no admission
 //! plugins, no PodSpec defaults beyond the ones above, no JSON patch or
 //! server-side apply (415), strategic merge patches are applied as JSON
-//! merge patches (lists are replaced, not merged by key), no status
-//! subresource, no bookmarks, no finalizers other than `foregroundDeletion`,
+//! merge patches (lists are replaced, not merged by key), a status
+//! subresource for Jobs only (`jobs/{name}/status`: GET, and PATCH that
+//! keeps only the status), no bookmarks, no finalizers other than `foregroundDeletion`,
 //! and Namespaces are only a set the test fills ([`FakeKube::put_namespace`]).
 //!
 //! Tests are synchronous, so the server runs on its own single-threaded tokio
@@ -1178,6 +1180,11 @@ enum Route {
         namespace: String,
         name: String,
     },
+    /// `jobs/{name}/status`: the status subresource.
+    JobStatus {
+        namespace: String,
+        name: String,
+    },
 }
 
 fn route(path: &str) -> Result<Route, ApiError> {
@@ -1230,6 +1237,14 @@ fn route(path: &str) -> Result<Route, ApiError> {
         {
             item(Kind::Job, Some(ns), name)
         }
+        ["apis", "batch", "v1", "namespaces", ns, "jobs", name, "status"]
+            if !ns.is_empty() && !name.is_empty() =>
+        {
+            Ok(Route::JobStatus {
+                namespace: ns.to_string(),
+                name: name.to_string(),
+            })
+        }
         _ => Err(ApiError::unknown_path(path)),
     }
 }
@@ -1271,6 +1286,12 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
         (Route::Version, Method::GET) => Ok(json_response(StatusCode::OK, &version())),
         (Route::PodLog { namespace, name }, Method::GET) => {
             pod_log(&shared, &namespace, &name, &query)
+        }
+        (Route::JobStatus { namespace, name }, Method::GET) => {
+            get(&shared, Kind::Job, Some(&namespace), &name)
+        }
+        (Route::JobStatus { namespace, name }, Method::PATCH) => {
+            patch_job_status(&shared, &namespace, &name, &content_type, &query, &body)
         }
         (Route::Collection { kind, namespace }, Method::GET) => {
             let filter = Filter::from_query(kind, namespace, &query)?;
@@ -1748,6 +1769,112 @@ fn patch_job(
     query: &BTreeMap<String, String>,
     body: &[u8],
 ) -> Result<Response<Body>, ApiError> {
+    let patch = merge_patch_body(content_type, body)?;
+    let dry_run = query.contains_key("dryRun");
+    let updated = shared.commit(|store| {
+        let i = store
+            .position(Kind::Job, Some(namespace), name)
+            .ok_or_else(|| ApiError::not_found(Kind::Job, name))?;
+        let old = store.jobs[i].object.clone();
+        let mut patched = old.clone();
+        merge_patch(&mut patched, &patch);
+        check_preconditions(name, &old, &patched_preconditions(&patch))?;
+        let new = decode(Kind::Job, patched)?;
+        store.update_job_at(i, old, new, dry_run)
+    })?;
+    Ok(json_response(StatusCode::OK, &updated))
+}
+
+/// `spec.managedBy` (KEP-4368): unset, or a domain-prefixed path of at
+/// most 63 characters such as `kueue.x-k8s.io/multikueue`.
+fn validate_managed_by(managed_by: &Value) -> Vec<FieldError> {
+    let Some(value) = managed_by.as_str() else {
+        return Vec::new();
+    };
+    let prefixed = value.split_once('/').is_some_and(|(domain, path)| {
+        !path.is_empty()
+            && domain.contains('.')
+            && domain.split('.').all(|l| {
+                !l.is_empty()
+                    && l.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            })
+    });
+    let mut errors = Vec::new();
+    if !prefixed {
+        errors.push(FieldError::new(
+            "spec.managedBy",
+            ErrorType::Invalid,
+            Some(managed_by),
+            "must be a domain-prefixed path (such as \"acme.io/foo\")",
+        ));
+    }
+    if value.len() > 63 {
+        errors.push(FieldError::new(
+            "spec.managedBy",
+            ErrorType::TooLong,
+            Some(managed_by),
+            "must have at most 63 bytes",
+        ));
+    }
+    errors
+}
+
+/// PATCH of a Job's status subresource (what a controller that manages
+/// the Job writes): the patch is applied as for the main resource, then
+/// only its `status` is kept (the spec and metadata changes are ignored,
+/// as `jobStatusStrategy` does), and the status is validated.
+fn patch_job_status(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+    content_type: &str,
+    query: &BTreeMap<String, String>,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let patch = merge_patch_body(content_type, body)?;
+    let dry_run = query.contains_key("dryRun");
+    let updated = shared.commit(|store| {
+        let i = store
+            .position(Kind::Job, Some(namespace), name)
+            .ok_or_else(|| ApiError::not_found(Kind::Job, name))?;
+        let old = store.jobs[i].object.clone();
+        let mut patched = old.clone();
+        merge_patch(&mut patched, &patch);
+        check_preconditions(name, &old, &patched_preconditions(&patch))?;
+        let decoded = decode(Kind::Job, patched)?;
+        let mut new = old.clone();
+        new["status"] = decoded["status"].clone();
+        let errors = validate_job_status(&new["status"]);
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(Kind::Job, name, errors));
+        }
+        if new == old || dry_run {
+            return Ok(new);
+        }
+        let rv = store.next_rv();
+        new["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let seq = store.jobs[i].seq;
+        store.jobs[i].object = new.clone();
+        store.log_event(rv, Kind::Job, seq, Some(new.clone()), Some(old));
+        Ok(new)
+    })?;
+    Ok(json_response(StatusCode::OK, &updated))
+}
+
+/// `ValidateJobStatus`, for what a status patch can get wrong here:
+/// counts are never negative, `ready` and `terminating` are counts too.
+fn validate_job_status(status: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for field in ["active", "ready", "terminating", "succeeded", "failed"] {
+        errors.extend(non_negative(&status[field], format!("status.{field}")));
+    }
+    errors
+}
+
+/// The body of a merge patch, refused (415, 400) as the API server does
+/// for another media type or a body that is not a JSON object.
+fn merge_patch_body(content_type: &str, body: &[u8]) -> Result<Value, ApiError> {
     let media = content_type
         .split(';')
         .next()
@@ -1765,26 +1892,18 @@ fn patch_job(
     if !patch.is_object() {
         return Err(ApiError::bad_request("a merge patch must be a JSON object"));
     }
-    let dry_run = query.contains_key("dryRun");
-    let updated = shared.commit(|store| {
-        let i = store
-            .position(Kind::Job, Some(namespace), name)
-            .ok_or_else(|| ApiError::not_found(Kind::Job, name))?;
-        let old = store.jobs[i].object.clone();
-        let mut patched = old.clone();
-        merge_patch(&mut patched, &patch);
-        // A resourceVersion or uid in the patch is a precondition.
-        let mut preconditions = json!({ "metadata": {} });
-        for key in ["resourceVersion", "uid"] {
-            if let Some(v) = patch["metadata"].get(key) {
-                preconditions["metadata"][key] = v.clone();
-            }
+    Ok(patch)
+}
+
+/// A resourceVersion or uid in a patch is a precondition.
+fn patched_preconditions(patch: &Value) -> Value {
+    let mut preconditions = json!({ "metadata": {} });
+    for key in ["resourceVersion", "uid"] {
+        if let Some(v) = patch["metadata"].get(key) {
+            preconditions["metadata"][key] = v.clone();
         }
-        check_preconditions(name, &old, &preconditions)?;
-        let new = decode(Kind::Job, patched)?;
-        store.update_job_at(i, old, new, dry_run)
-    })?;
-    Ok(json_response(StatusCode::OK, &updated))
+    }
+    preconditions
 }
 
 /// Optimistic concurrency: a resourceVersion or uid the client sent must
@@ -2873,6 +2992,7 @@ fn validate_job(job: &Value) -> Vec<FieldError> {
     ] {
         errors.extend(non_negative(&spec[field], format!("spec.{field}")));
     }
+    errors.extend(validate_managed_by(&spec["managedBy"]));
     let template_labels = &spec["template"]["metadata"]["labels"];
     let selector = &spec["selector"];
     if spec["manualSelector"] != json!(true) {
@@ -2978,6 +3098,9 @@ fn validate_job_update(old: &Value, new: &Value) -> Vec<FieldError> {
     };
     if template_changed {
         errors.push(immutable("spec.template", &new_spec["template"]));
+    }
+    if old_spec["managedBy"] != new_spec["managedBy"] {
+        errors.push(immutable("spec.managedBy", &new_spec["managedBy"]));
     }
     if old_spec["completionMode"] != new_spec["completionMode"] {
         errors.push(immutable(

@@ -18,6 +18,15 @@
 //!   and `fleetq.dev/queue-position` annotations say why and where it
 //!   waits (polled, rewritten only when they change); admitted to another
 //!   cluster, `fleetq.dev/admitted-cluster` names it;
+//! - admitted to another cluster, the Job stays suspended here and a copy
+//!   runs there (that cluster's executor creates it from the template);
+//!   the copy's status is read through the leader (`WorkloadJobStatus`)
+//!   and copied back ([`FrontDoor::mirror`]), as MultiKueue does: onto
+//!   the Job's `status` when it carries MultiKueue's `spec.managedBy:
+//!   kueue.x-k8s.io/multikueue` (Kubernetes' Job controller leaves such a
+//!   Job alone; it runs as a copy even when admitted here), else into the
+//!   `fleetq.dev/remote-status` annotation, since that status is the Job
+//!   controller's;
 //! - a Job deleted by its user (a watch event, or missing from a re-list)
 //!   has its workload cancelled; the executor reports the admission
 //!   stopped, which frees the quota, only once the Job's pods are gone.
@@ -49,6 +58,10 @@ pub const ANNOTATION_PENDING_REASON: &str = "fleetq.dev/pending-reason";
 pub const ANNOTATION_QUEUE_POSITION: &str = "fleetq.dev/queue-position";
 /// On a Job whose workload was admitted to another cluster.
 pub const ANNOTATION_ADMITTED_CLUSTER: &str = "fleetq.dev/admitted-cluster";
+/// On a Job whose workload runs as a copy, and whose `status` belongs to
+/// Kubernetes' Job controller (no MultiKueue `spec.managedBy`): the
+/// copy's `status`, as JSON.
+pub const ANNOTATION_REMOTE_STATUS: &str = "fleetq.dev/remote-status";
 /// In a submitted workload's `run.jobTemplate` only: the cluster whose
 /// agent unsuspends the Job in place, and the Job's uid.
 pub use fleetq_model::workload::{
@@ -57,6 +70,29 @@ pub use fleetq_model::workload::{
 
 /// How often pending workloads' reasons are read and work is retried.
 const TICK: Duration = Duration::from_secs(1);
+
+/// How often a copy's status is read from the cluster running it.
+const MIRROR_EVERY: Duration = Duration::from_secs(2);
+
+/// How many rounds after its workload ends a copy's last status is tried
+/// before the Job is left as it is (about a minute).
+const FINAL_MIRROR_TRIES: u32 = 60;
+
+/// The fields of a batch/v1 JobStatus: a merge patch sets each, so one
+/// the copy no longer has (an `active` back to 0 is left out) is removed.
+const JOB_STATUS_FIELDS: [&str; 11] = [
+    "active",
+    "ready",
+    "terminating",
+    "succeeded",
+    "failed",
+    "conditions",
+    "startTime",
+    "completionTime",
+    "completedIndexes",
+    "failedIndexes",
+    "uncountedTerminatedPods",
+];
 
 /// The Workload's name for a Job: `job-<name>-<first 8 hex digits of the
 /// uid>`, a DNS label of at most 63 characters (as Kueue's
@@ -130,7 +166,12 @@ pub fn workload_from_job(job: &Value, cluster: &str) -> Result<Workload, String>
 
 /// Whether the agent of `cluster` should unsuspend this workload's Job in
 /// place: (namespace, Job name, uid) when its template says so.
+/// A Job handed to MultiKueue (`spec.managedBy`) is never adopted: it
+/// runs as a copy, as anywhere else.
 pub fn adopted_by(workload: &Workload, cluster: &str) -> Option<(String, String, String)> {
+    if workload.managed_by_multikueue() {
+        return None;
+    }
     let template = workload.spec.run.job_template.as_ref()?;
     let annotations = &template["metadata"]["annotations"];
     if annotations[ADOPT_CLUSTER].as_str()? != cluster {
@@ -192,6 +233,15 @@ struct Tracked {
     shown: BTreeMap<&'static str, Option<String>>,
     /// The workload ended: nothing more to show.
     done: bool,
+    /// The copy's status last written onto the Job, and when it was read.
+    mirrored: Option<String>,
+    mirrored_at: Option<std::time::Instant>,
+    /// It was admitted to another cluster (seen in its status, or in the
+    /// annotation an earlier run wrote): a finished workload's status no
+    /// longer names its cluster.
+    elsewhere: bool,
+    /// Rounds since its workload ended without the copy's last status.
+    final_tries: u32,
 }
 
 /// The front door of one cluster.
@@ -296,6 +346,12 @@ impl FrontDoor {
         let name = job.metadata.name.clone().unwrap_or_default();
         let expected = format!("{namespace}/{}", workload_name(&name, &uid));
         let ours = annotation.as_deref() == Some(expected.as_str());
+        let elsewhere = ours
+            && job
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(ANNOTATION_ADMITTED_CLUSTER));
         // A Job that runs without having been queued here is not ours.
         if !suspended && !ours {
             return;
@@ -326,6 +382,10 @@ impl FrontDoor {
                 deleted: false,
                 shown: BTreeMap::new(),
                 done: false,
+                mirrored: None,
+                mirrored_at: None,
+                elsewhere,
+                final_tries: 0,
             },
         );
     }
@@ -522,16 +582,115 @@ impl FrontDoor {
             }
         }
         let done = matches!(status.state.as_str(), "Succeeded" | "Failed" | "Cancelled");
+        // The copy's last status is kept trying for a while after the
+        // workload ends (its cluster's agent may be reconnecting).
+        let settled = self.mirror(uid, &status, done).await
+            || self
+                .jobs
+                .get(uid)
+                .is_some_and(|t| t.final_tries >= FINAL_MIRROR_TRIES);
         if (wanted.is_empty() || self.annotate(&namespace, &job, uid, &wanted).await)
             && self.jobs.contains_key(uid)
         {
             if let Some(t) = self.jobs.get_mut(uid) {
                 t.marked = true;
                 t.shown = shown_now;
-                t.done = done;
+                t.done = done && settled;
+                t.final_tries += u32::from(done);
             }
         }
         Ok(())
+    }
+
+    /// Where its workload runs as a copy (admitted to another cluster, or
+    /// handed to MultiKueue), copies the copy's status onto the user's
+    /// Job, at most every [`MIRROR_EVERY`] (and once more when it ends):
+    /// into `status` when the Job is MultiKueue's (Kubernetes' Job
+    /// controller leaves it alone), else into [`ANNOTATION_REMOTE_STATUS`].
+    /// A copy that cannot be read now is tried again next time. Whether
+    /// the Job shows what the copy shows now (or there is no copy, or the
+    /// copy is gone).
+    async fn mirror(&mut self, uid: &str, status: &pb::WorkloadStatus, done: bool) -> bool {
+        let Some(t) = self.jobs.get(uid) else {
+            return true;
+        };
+        let multikueue = t.workload.managed_by_multikueue();
+        let ran = matches!(
+            status.state.as_str(),
+            "Admitted" | "Running" | "Succeeded" | "Failed"
+        );
+        let copy = multikueue
+            || t.elsewhere
+            || (!status.cluster.is_empty() && status.cluster != self.cluster);
+        let due = t
+            .mirrored_at
+            .is_none_or(|at| done || at.elapsed() >= MIRROR_EVERY);
+        if !(ran && copy) {
+            return true;
+        }
+        if !due {
+            return false;
+        }
+        let (namespace, job, name) = (t.namespace.clone(), t.job.clone(), t.workload.name.clone());
+        if let Some(t) = self.jobs.get_mut(uid) {
+            t.mirrored_at = Some(std::time::Instant::now());
+            t.elsewhere |= !multikueue;
+        }
+        let Some(mut api) = self.api().await else {
+            return false;
+        };
+        let request = pb::WorkloadRef {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            with_spec: false,
+        };
+        let copied = match api.workload_job_status(request).await {
+            Ok(r) => r.into_inner(),
+            // The copy is gone (its agent says so): nothing more to show.
+            Err(s) if s.code() == tonic::Code::NotFound => return true,
+            Err(s) => {
+                tracing::debug!(workload = %format!("{namespace}/{name}"), error = %s.message(), "front door: the copy's status cannot be read now");
+                return false;
+            }
+        };
+        let Ok(copy_status) = serde_json::from_str::<Value>(&copied.status_json) else {
+            return false;
+        };
+        let text = copy_status.to_string();
+        if self.jobs.get(uid).and_then(|t| t.mirrored.as_ref()) == Some(&text) {
+            return true;
+        }
+        let api: Api<Job> = Api::namespaced(self.kube.clone(), &namespace);
+        let written = if multikueue {
+            let mut patch = json!({"status": {}});
+            for field in JOB_STATUS_FIELDS {
+                patch["status"][field] = copy_status.get(field).cloned().unwrap_or(Value::Null);
+            }
+            api.patch_status(&job, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        } else {
+            let mut shown = BTreeMap::new();
+            shown.insert(ANNOTATION_REMOTE_STATUS, Some(text.clone()));
+            match self.annotate(&namespace, &job, uid, &shown).await {
+                true => Ok(()),
+                false => Err("annotation refused".to_string()),
+            }
+        };
+        match written {
+            Ok(()) => {
+                tracing::debug!(job = %format!("{namespace}/{job}"), cluster = %copied.cluster, "front door: the copy's status copied");
+                if let Some(t) = self.jobs.get_mut(uid) {
+                    t.mirrored = Some(text);
+                }
+                true
+            }
+            Err(e) => {
+                tracing::warn!(job = %format!("{namespace}/{job}"), error = %e, "front door: cannot copy the copy's status onto the Job");
+                false
+            }
+        }
     }
 
     /// Merge-patches the Job's annotations (`None` removes one), only if
@@ -634,6 +793,38 @@ mod tests {
         assert!(template["metadata"].get("managedFields").is_none());
         assert_eq!(template["metadata"]["annotations"]["team"], "ml");
         assert!(template.get("status").is_none());
+    }
+
+    /// A Job handed to MultiKueue never runs in place, even here: its
+    /// copy runs, without `spec.managedBy`, under Kubernetes' own Job
+    /// controller.
+    #[test]
+    fn a_multikueue_job_runs_as_a_copy_even_here() {
+        let mut managed = job();
+        managed["spec"]["managedBy"] = json!(fleetq_model::workload::MULTIKUEUE_MANAGED_BY);
+        let w = workload_from_job(&managed, "east").expect("imports");
+        assert!(w.managed_by_multikueue());
+        assert_eq!(adopted_by(&w, "east"), None);
+        let plain = workload_from_job(&job(), "east").expect("imports");
+        assert!(!plain.managed_by_multikueue());
+        let assignment = fleetq_model::assignment::Assignment {
+            cluster: "east".into(),
+            pod_sets: Vec::new(),
+            usage: Default::default(),
+        };
+        let copy = crate::executor::kubernetes::job_manifest(
+            1,
+            1,
+            "east",
+            &w,
+            &assignment,
+            &Default::default(),
+            None,
+        )
+        .expect("a copy");
+        let spec = copy.spec.expect("spec");
+        assert_eq!(spec.managed_by, None);
+        assert_eq!(spec.suspend, Some(false));
     }
 
     #[test]

@@ -658,6 +658,9 @@ impl Executor {
     /// Kubernetes executor asks its API server) later.
     fn logs_reply(&self, req: &pb::LogsRequest) -> LogsAnswer {
         let answer = |result| logs_answer(req.request_id, req.epoch, result);
+        if req.job_status {
+            return self.job_status_reply(req);
+        }
         match self {
             Executor::Process(e) => {
                 LogsAnswer::Now(answer(e.logs(req.workload_id, req.epoch, req.tail_bytes)))
@@ -673,6 +676,48 @@ impl Executor {
                 }))
             }
         }
+    }
+
+    /// The answer to a leader's question about an admission's Kubernetes
+    /// Job ([`pb::LogsRequest::job_status`]).
+    fn job_status_reply(&self, req: &pb::LogsRequest) -> LogsAnswer {
+        let (request_id, epoch) = (req.request_id, req.epoch);
+        match self {
+            Executor::Kubernetes(e) => {
+                let read = e.job_status(req.workload_id, req.epoch);
+                LogsAnswer::Later(Box::pin(async move {
+                    job_status_answer(request_id, epoch, read.await)
+                }))
+            }
+            _ => LogsAnswer::Now(job_status_answer(
+                request_id,
+                epoch,
+                Err("this agent's executor runs no Kubernetes Jobs: there is no Job status".into()),
+            )),
+        }
+    }
+}
+
+/// The reply to a status question `request_id`: the Job's status as JSON
+/// in `text`.
+fn job_status_answer(
+    request_id: u64,
+    epoch: u64,
+    result: Result<(u64, serde_json::Value), String>,
+) -> pb::LogsReply {
+    match result {
+        Ok((epoch, status)) => pb::LogsReply {
+            request_id,
+            text: status.to_string(),
+            epoch,
+            ..pb::LogsReply::default()
+        },
+        Err(error) => pb::LogsReply {
+            request_id,
+            error,
+            epoch,
+            ..pb::LogsReply::default()
+        },
     }
 }
 

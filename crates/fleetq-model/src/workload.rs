@@ -34,12 +34,32 @@ pub const ADOPT_CLUSTER_ANNOTATION: &str = "fleetq.dev/adopt-cluster";
 pub const SUBMITTED_BY_LABEL: &str = "fleetq.dev/submitted-by";
 pub const ADOPT_UID_ANNOTATION: &str = "fleetq.dev/adopt-uid";
 
+/// A Job's `spec.managedBy` that hands it to MultiKueue: Kubernetes' Job
+/// controller leaves such a Job alone, so it never runs where it was
+/// created; a copy without it runs on the cluster it was admitted to and
+/// the copy's status is written onto it.
+pub const MULTIKUEUE_MANAGED_BY: &str = "kueue.x-k8s.io/multikueue";
+
 impl Workload {
     /// The cluster whose front door made this workload from a user's Job
     /// ([`ADOPT_CLUSTER_ANNOTATION`]), if one did.
     pub fn adopting_cluster(&self) -> Option<&str> {
-        self.spec.run.job_template.as_ref()?["metadata"]["annotations"][ADOPT_CLUSTER_ANNOTATION]
-            .as_str()
+        self.adoption_annotation(ADOPT_CLUSTER_ANNOTATION)
+    }
+
+    /// Whether its Job template hands the Job to MultiKueue
+    /// ([`MULTIKUEUE_MANAGED_BY`]): it runs as a copy, even on the
+    /// cluster it came from.
+    pub fn managed_by_multikueue(&self) -> bool {
+        self.spec
+            .run
+            .job_template
+            .as_ref()
+            .is_some_and(|t| t["spec"]["managedBy"] == MULTIKUEUE_MANAGED_BY)
+    }
+
+    fn adoption_annotation(&self, key: &str) -> Option<&str> {
+        self.spec.run.job_template.as_ref()?["metadata"]["annotations"][key].as_str()
     }
 
     /// `namespace/name`, unique among live workloads.

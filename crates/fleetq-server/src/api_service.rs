@@ -23,6 +23,7 @@ use tonic::{Request, Status};
 use crate::auth::{Action, Authorizer, Caller};
 use crate::batcher::SubmitBatcher;
 use crate::limits::WriteGate;
+use crate::logs::Question;
 use crate::proposer::Proposer;
 use crate::status;
 use crate::visibility;
@@ -177,6 +178,93 @@ impl ApiService {
         self.auth
             .allow(request, rpc, &caller, Action::FrontDoor(owner.as_deref()))?;
         Ok(caller)
+    }
+
+    /// May the caller ask the agent running workload ns/name about it
+    /// (`rpc`: its logs or its Job's status)? A member node relays a
+    /// request it authorized itself; anyone else is counted as a write per
+    /// client, since each question costs the agent an API read and its
+    /// session a message.
+    async fn allow_agent_question<T>(
+        &self,
+        request: &Request<T>,
+        rpc: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), Status> {
+        let relayed = matches!(
+            self.auth.identify(request, rpc)?,
+            crate::auth::Caller::Node(_)
+        );
+        let action = match relayed {
+            true => Action::Membership("relay a question for an agent to the leader"),
+            false => Action::Read(namespace),
+        };
+        let caller = self
+            .allow_on_workload(request, rpc, action, namespace, name)
+            .await?;
+        if !relayed {
+            self.writes.admit(rpc, request, &caller)?;
+        }
+        Ok(())
+    }
+
+    /// The leader's client API when this node is not the leader (the
+    /// agents' sessions, which answer questions, are the leader's).
+    fn leader_for_agents(
+        &self,
+    ) -> Result<Option<pb::fleet_q_client::FleetQClient<tonic::transport::Channel>>, Status> {
+        if self.proposer.is_leader() {
+            return Ok(None);
+        }
+        let metrics = self.proposer.raft().metrics().borrow().clone();
+        let addr = metrics.current_leader.and_then(|id| {
+            metrics
+                .membership_config
+                .membership()
+                .get_node(&id)
+                .map(|n| n.addr.clone())
+        });
+        self.leader_client(addr).map(Some)
+    }
+
+    /// Asks the agent of the cluster where workload ns/name last ran; its
+    /// answer, with the cluster's name. An answer that is an error is
+    /// NotFound naming the cluster.
+    async fn ask_agent(
+        &self,
+        namespace: &str,
+        name: &str,
+        question: Question,
+    ) -> Result<(String, pb::LogsReply), Status> {
+        self.barrier().await?;
+        let (id, cluster, epoch) = {
+            let sm = self.handle.read();
+            let record = sm.ledger.workload_by_name(namespace, name).ok_or_else(|| {
+                Status::not_found(format!(
+                    "workload {name:?} does not exist in namespace {namespace:?}"
+                ))
+            })?;
+            let (cluster, epoch) = where_it_ran(record).ok_or_else(|| {
+                Status::failed_precondition(format!(
+                    "workload {name:?} has not run yet: it has no {} ({})",
+                    match question {
+                        Question::Log { .. } => "logs",
+                        Question::JobStatus => "Job",
+                    },
+                    record.state.as_str()
+                ))
+            })?;
+            (record.id, cluster, epoch)
+        };
+        let reply = self.logs.ask(&cluster, id, epoch, question).await?;
+        if !reply.error.is_empty() {
+            return Err(Status::not_found(format!(
+                "cluster {cluster:?}: {}",
+                reply.error
+            )));
+        }
+        Ok((cluster, reply))
     }
 
     async fn submit_many(
@@ -725,78 +813,50 @@ impl FleetQ for ApiService {
         &self,
         request: Request<pb::WorkloadLogsRequest>,
     ) -> Reply<pb::WorkloadLogsResponse> {
-        let (namespace, name) = (&request.get_ref().namespace, &request.get_ref().name);
-        // A member node relays a request it authorized itself (below).
-        let relayed = matches!(
-            self.auth.identify(&request, "WorkloadLogs")?,
-            crate::auth::Caller::Node(_)
+        let (namespace, name) = (
+            request.get_ref().namespace.clone(),
+            request.get_ref().name.clone(),
         );
-        let action = match relayed {
-            true => Action::Membership("relay a logs request to the leader"),
-            false => Action::Read(namespace),
-        };
-        let caller = self
-            .allow_on_workload(&request, "WorkloadLogs", action, namespace, name)
+        self.allow_agent_question(&request, "WorkloadLogs", &namespace, &name)
             .await?;
-        if !relayed {
-            // Each request costs the agent a file read of up to 1 MiB and
-            // its session a message: counted as a write per client.
-            self.writes.admit("WorkloadLogs", &request, &caller)?;
-        }
-        if !self.proposer.is_leader() {
-            // The agents' sessions are the leader's.
-            let leader = self.proposer.raft().metrics().borrow().current_leader;
-            let addr = leader.and_then(|id| {
-                self.proposer
-                    .raft()
-                    .metrics()
-                    .borrow()
-                    .membership_config
-                    .membership()
-                    .get_node(&id)
-                    .map(|n| n.addr.clone())
-            });
-            let mut leader = self.leader_client(addr)?;
+        if let Some(mut leader) = self.leader_for_agents()? {
             return leader.workload_logs(request.into_inner()).await;
         }
-        let req = request.into_inner();
-        self.barrier().await?;
-        let (id, cluster, epoch) = {
-            let sm = self.handle.read();
-            let record = sm
-                .ledger
-                .workload_by_name(&req.namespace, &req.name)
-                .ok_or_else(|| {
-                    Status::not_found(format!(
-                        "workload {:?} does not exist in namespace {:?}",
-                        req.name, req.namespace
-                    ))
-                })?;
-            let (cluster, epoch) = where_it_ran(record).ok_or_else(|| {
-                Status::failed_precondition(format!(
-                    "workload {:?} has not run yet: it has no logs ({})",
-                    req.name,
-                    record.state.as_str()
-                ))
-            })?;
-            (record.id, cluster, epoch)
-        };
-        let tail = match req.tail_bytes {
+        let tail_bytes = match request.get_ref().tail_bytes {
             0 => DEFAULT_LOG_TAIL_BYTES,
             n => n,
         };
-        let reply = self.logs.ask(&cluster, id, epoch, tail).await?;
-        if !reply.error.is_empty() {
-            return Err(Status::not_found(format!(
-                "cluster {cluster:?}: {}",
-                reply.error
-            )));
-        }
+        let (cluster, reply) = self
+            .ask_agent(&namespace, &name, Question::Log { tail_bytes })
+            .await?;
         Ok(tonic::Response::new(pb::WorkloadLogsResponse {
             cluster,
             epoch: reply.epoch,
             text: reply.text,
             truncated: reply.truncated,
+        }))
+    }
+
+    async fn workload_job_status(
+        &self,
+        request: Request<pb::WorkloadRef>,
+    ) -> Reply<pb::WorkloadJobStatusResponse> {
+        let (namespace, name) = (
+            request.get_ref().namespace.clone(),
+            request.get_ref().name.clone(),
+        );
+        self.allow_agent_question(&request, "WorkloadJobStatus", &namespace, &name)
+            .await?;
+        if let Some(mut leader) = self.leader_for_agents()? {
+            return leader.workload_job_status(request.into_inner()).await;
+        }
+        let (cluster, reply) = self
+            .ask_agent(&namespace, &name, Question::JobStatus)
+            .await?;
+        Ok(tonic::Response::new(pb::WorkloadJobStatusResponse {
+            cluster,
+            epoch: reply.epoch,
+            status_json: reply.text,
         }))
     }
 

@@ -1,6 +1,7 @@
-//! `fleetq logs` through the leader: the agents' sessions live on the
-//! leader, so it asks the agent of the workload's cluster in its session
-//! and waits for the answer, matched by a request id. A request whose
+//! `fleetq logs` (and a workload's Job status, [`Question::JobStatus`])
+//! through the leader: the agents' sessions live on the leader, so it asks
+//! the agent of the workload's cluster in its session and waits for the
+//! answer, matched by a request id. A request whose
 //! agent is not connected, or does not answer in time, fails with a
 //! reason; nothing waits for ever and nothing is kept for it.
 
@@ -17,6 +18,15 @@ pub type Outbound = mpsc::Sender<Result<pb::ControlMessage, Status>>;
 
 /// How long the leader waits for an agent's answer.
 pub const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+/// What the leader asks an agent about one of its admissions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Question {
+    /// The end of its log, at most this many bytes.
+    Log { tail_bytes: u64 },
+    /// The status of the Kubernetes Job that runs it, as JSON.
+    JobStatus,
+}
 
 /// The sessions that can be asked, and the questions in flight.
 #[derive(Clone, Default)]
@@ -73,19 +83,19 @@ impl LogRelay {
         }
     }
 
-    /// Asks the agent of `cluster` for the end of `workload`'s log.
+    /// Asks the agent of `cluster` about `workload`'s admission `epoch`.
     pub async fn ask(
         &self,
         cluster: &str,
         workload: u64,
         epoch: u64,
-        tail_bytes: u64,
+        question: Question,
     ) -> Result<pb::LogsReply, Status> {
         let (id, tx, rx) = {
             let mut inner = self.lock();
             let tx = inner.sessions.get(cluster).cloned().ok_or_else(|| {
                 Status::unavailable(format!(
-                    "the agent of cluster {cluster:?} is not connected to the leader; its logs cannot be read now"
+                    "the agent of cluster {cluster:?} is not connected to the leader; it cannot be asked now"
                 ))
             })?;
             inner.next_id += 1;
@@ -99,7 +109,11 @@ impl LogRelay {
                 request_id: id,
                 workload_id: workload,
                 epoch,
-                tail_bytes,
+                tail_bytes: match question {
+                    Question::Log { tail_bytes } => tail_bytes,
+                    Question::JobStatus => 0,
+                },
+                job_status: question == Question::JobStatus,
             })),
         };
         let ended = || {
@@ -127,6 +141,8 @@ impl LogRelay {
 mod tests {
     use super::*;
 
+    const LOG10: Question = Question::Log { tail_bytes: 10 };
+
     fn reply(request_id: u64, text: &str) -> pb::LogsReply {
         pb::LogsReply {
             request_id,
@@ -140,13 +156,16 @@ mod tests {
     #[tokio::test]
     async fn answers_come_from_the_cluster_asked() {
         let relay = LogRelay::default();
-        let err = relay.ask("east", 1, 0, 10).await.expect_err("no session");
+        let err = relay
+            .ask("east", 1, 0, LOG10)
+            .await
+            .expect_err("no session");
         assert_eq!(err.code(), tonic::Code::Unavailable);
         let (tx, mut rx) = mpsc::channel(4);
         relay.attach("east", tx.clone());
         let asking = tokio::spawn({
             let relay = relay.clone();
-            async move { relay.ask("east", 7, 0, 10).await }
+            async move { relay.ask("east", 7, 0, LOG10).await }
         });
         let Some(Ok(pb::ControlMessage {
             body: Some(pb::control_message::Body::Logs(req)),
@@ -154,12 +173,15 @@ mod tests {
         else {
             panic!("no logs request sent");
         };
-        assert_eq!((req.workload_id, req.tail_bytes), (7, 10));
+        assert_eq!(
+            (req.workload_id, req.tail_bytes, req.job_status),
+            (7, 10, false)
+        );
         relay.answer("west", reply(req.request_id, "forged"));
         relay.answer("east", reply(req.request_id, "real"));
         let got = asking.await.expect("joins").expect("an answer");
         assert_eq!(got.text, "real");
         relay.detach("east", &tx);
-        assert!(relay.ask("east", 7, 0, 10).await.is_err());
+        assert!(relay.ask("east", 7, 0, LOG10).await.is_err());
     }
 }

@@ -43,6 +43,7 @@ use std::time::Duration;
 use backon::{ExponentialBuilder, Retryable};
 use fleetq_model::assignment::Assignment;
 use fleetq_model::resources::{is_mig, ResourceList, GPU, GPU_MEMORY};
+use fleetq_model::workload::MULTIKUEUE_MANAGED_BY;
 use fleetq_model::Workload;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
@@ -177,6 +178,11 @@ pub fn job_manifest(
     }
     let spec = object_at(&mut job, "spec");
     spec.insert("suspend".into(), json!(false));
+    // A copy of a Job handed to MultiKueue runs under Kubernetes' own Job
+    // controller, as MultiKueue's worker copies do.
+    if spec.get("managedBy").and_then(Value::as_str) == Some(MULTIKUEUE_MANAGED_BY) {
+        spec.remove("managedBy");
+    }
     if let Some(ttl) = finished_job_ttl {
         // The agent must see the Job finish before it goes, so a shorter
         // TTL in the template gives way to the agent's; a longer one (the
@@ -693,6 +699,17 @@ impl KubernetesExecutor {
     ) -> impl std::future::Future<Output = Result<super::logs::Tail, String>> + Send + 'static {
         let (client, cluster) = (self.client.clone(), self.cluster.clone());
         async move { super::pod_logs::read_tail(client, &cluster, id, epoch, max).await }
+    }
+
+    /// Reads the status of an admission's Job (`WorkloadJobStatus`),
+    /// apart from the executor: the read awaits the API server.
+    pub fn job_status(
+        &self,
+        id: u64,
+        epoch: u64,
+    ) -> impl std::future::Future<Output = Result<(u64, Value), String>> + Send + 'static {
+        let (client, cluster) = (self.client.clone(), self.cluster.clone());
+        async move { super::job_status::read(client, &cluster, id, epoch).await }
     }
 
     pub fn with_finished_job_ttl(mut self, ttl: Option<Duration>) -> KubernetesExecutor {

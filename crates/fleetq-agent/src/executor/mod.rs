@@ -2,6 +2,7 @@
 //! happened to it. Every event names the workload and the epoch of its
 //! admission, so a late event about an old admission is a no-op upstream.
 
+pub mod job_status;
 pub mod kubernetes;
 pub mod logs;
 pub mod pod_logs;
