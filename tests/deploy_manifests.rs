@@ -1000,7 +1000,7 @@ fn check_servers(objects: &[Object], values: &Json) {
 
 /// One Deployment per agent, started with the kubernetes inventory and
 /// executor under a ServiceAccount whose ClusterRole covers Nodes, Jobs
-/// and pods.
+/// (and their status), pods (and their logs) and Events.
 fn check_agents(objects: &[Object], values: &Json) {
     let agents = values["agents"].as_array().cloned().unwrap_or_default();
     let deployments = of_kind(objects, "Deployment");
@@ -1034,8 +1034,16 @@ fn check_agents(objects: &[Object], values: &Json) {
         assert!(allows("", "nodes", verb), "nodes {verb}");
         assert!(allows("", "pods", verb), "pods {verb}");
     }
-    for verb in ["create", "get", "list", "watch", "delete"] {
+    // Every verb the agent's code uses: the executor patches a user's Job
+    // to unsuspend it, `fleetq logs` reads pod logs, the front door
+    // writes a copy's status onto jobs/status and publishes Events.
+    for verb in ["create", "get", "list", "watch", "patch", "delete"] {
         assert!(allows("batch", "jobs", verb), "batch jobs {verb}");
+    }
+    assert!(allows("batch", "jobs/status", "patch"), "jobs/status patch");
+    assert!(allows("", "pods/log", "get"), "pods/log get");
+    for verb in ["create", "patch"] {
+        assert!(allows("events.k8s.io", "events", verb), "events {verb}");
     }
     let binding = of_kind(objects, "ClusterRoleBinding");
     assert_eq!(binding.len(), 1);

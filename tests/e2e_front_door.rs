@@ -137,6 +137,27 @@ fn workload_of(job: &Value) -> String {
     )
 }
 
+/// Waits for an Event of `reason` about Job `name` whose note holds
+/// `says` (what `kubectl events --for job/NAME` lists).
+fn wait_event(kube: &FakeKube, group: &Group, name: &str, reason: &str, says: &str) -> Value {
+    wait_for(Duration::from_secs(30), || {
+        kube.events().into_iter().find(|e| {
+            e["regarding"]["name"] == name
+                && e["regarding"]["kind"] == "Job"
+                && e["reason"] == reason
+                && e["reportingController"] == "fleetq.dev/front-door"
+                && e["note"].as_str().is_some_and(|n| n.contains(says))
+        })
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no {reason} Event on Job {name} saying {says:?}: {:#?}\nagent log:\n{}",
+            kube.events(),
+            agent_log(group)
+        )
+    })
+}
+
 fn job(kube: &FakeKube, name: &str) -> Option<Value> {
     kube.jobs()
         .into_iter()
@@ -203,6 +224,14 @@ fn kubectl_created_jobs_are_queued_admitted_in_place_and_cancelled_on_delete() {
         j["metadata"]["annotations"]["fleetq.dev/workload"] == format!("default/{train_wl}")
     });
     assert_eq!(kube.jobs().len(), 1, "no second Job: {:#?}", kube.jobs());
+    wait_event(&kube, &group, "train", "CreatedWorkload", &train_wl);
+    wait_event(
+        &kube,
+        &group,
+        "train",
+        "Started",
+        "on this cluster (kube-east)",
+    );
     // Its pods run: the workload is Running.
     kube.start_job_pods("default", "train", "gpu-a");
     kube.set_job_status(
@@ -222,6 +251,9 @@ fn kubectl_created_jobs_are_queued_admitted_in_place_and_cancelled_on_delete() {
             .is_some_and(|r| !r.is_empty())
     });
     assert_eq!(job(&kube, "huge").expect("huge")["spec"]["suspend"], true);
+    let pending = wait_event(&kube, &group, "huge", "Pending", "");
+    assert_eq!(pending["type"], "Normal");
+    assert_eq!(pending["regarding"]["uid"], huge["metadata"]["uid"]);
 
     // The agent restarts; a Job created meanwhile is queued once, and
     // nothing is submitted twice.
@@ -318,6 +350,13 @@ fn a_job_admitted_to_another_cluster_runs_there_and_its_status_comes_back() {
     wait_job(&east, &group, "far", "told where it runs", |j| {
         j["metadata"]["annotations"]["fleetq.dev/admitted-cluster"] == "kube-west"
     });
+    wait_event(
+        &east,
+        &group,
+        "far",
+        "Started",
+        "runs as a copy on cluster kube-west",
+    );
     west.start_job_pods("default", &far_copy_name, "gpu-w");
     west.set_job_status(
         "default",
@@ -395,6 +434,7 @@ fn a_job_admitted_to_another_cluster_runs_there_and_its_status_comes_back() {
             })
     });
     assert_eq!(job(&east, "mk").expect("mk")["spec"]["suspend"], true);
+    wait_event(&east, &group, "mk", "Finished", "Succeeded");
 
     // kubectl delete of the original: the workload is cancelled and the
     // copy in kube-west goes with its pods.

@@ -1448,3 +1448,71 @@ fn managed_by_is_checked_and_the_status_subresource_writes_status_only() {
         assert_eq!(api_error(e).code, 404);
     });
 }
+
+/// Events as kube's `Recorder` publishes them (events.k8s.io/v1, "Event
+/// v1 events.k8s.io" in the API reference): the first is created, the
+/// same again patches its `series`; an event without a reason or with a
+/// note over 1 kB is refused, naming the field; a namespace that does not
+/// exist is 404.
+#[test]
+fn events_are_created_patched_and_validated() {
+    use k8s_openapi::api::core::v1::ObjectReference;
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    let fake = &FakeKube::start();
+    with_client(fake, |client| async move {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "fleetq.dev/front-door".into(),
+                instance: Some("east".into()),
+            },
+        );
+        let about = ObjectReference {
+            api_version: Some("batch/v1".into()),
+            kind: Some("Job".into()),
+            name: Some("train".into()),
+            namespace: Some("default".into()),
+            uid: Some("u-1".into()),
+            ..Default::default()
+        };
+        let event = Event {
+            type_: EventType::Normal,
+            reason: "Pending".into(),
+            note: Some("waits for quota".into()),
+            action: "Admit".into(),
+            secondary: None,
+        };
+        recorder.publish(&event, &about).await.expect("created");
+        recorder.publish(&event, &about).await.expect("patched");
+        let stored = fake.events();
+        assert_eq!(stored.len(), 1, "{stored:#?}");
+        assert_eq!(stored[0]["series"]["count"], 2, "{:#}", stored[0]);
+        assert_eq!(stored[0]["regarding"]["name"], "train");
+
+        let events: Api<K8sEvent> = Api::default_namespaced(client.clone());
+        let mut bad: K8sEvent = serde_json::from_value(stored[0].clone()).expect("event");
+        bad.metadata = Default::default();
+        bad.metadata.name = Some("bad".into());
+        bad.reason = None;
+        let e = events
+            .create(&PostParams::default(), &bad)
+            .await
+            .expect_err("no reason");
+        assert_invalid(&api_error(e), "reason", "Required value");
+        bad.reason = Some("Pending".into());
+        bad.note = Some("x".repeat(1025));
+        let e = events
+            .create(&PostParams::default(), &bad)
+            .await
+            .expect_err("a long note");
+        assert_invalid(&api_error(e), "note", "at most 1024");
+        let elsewhere: Api<K8sEvent> = Api::namespaced(client, "nowhere");
+        bad.note = None;
+        let e = elsewhere
+            .create(&PostParams::default(), &bad)
+            .await
+            .expect_err("no such namespace");
+        assert_eq!(api_error(e).code, 404);
+    });
+}

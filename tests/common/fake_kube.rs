@@ -49,7 +49,9 @@
 //! * field selectors the real server supports for nodes, pods and Jobs
 //!   (any other field is a 400, as there);
 //! * `ttlSecondsAfterFinished`: a finished Job is deleted (foreground) that
-//!   long after the fake saw it finish.
+//!   long after the fake saw it finish;
+//! * events.k8s.io/v1 Events, created and merge-patched as kube's event
+//!   `Recorder` writes them, validated as `ValidateEventCreate` does.
 //!
 //! Where it does not matter to this project it is left out: no admission
 //! plugins, no PodSpec defaults beyond the ones above, no JSON patch or
@@ -424,6 +426,12 @@ impl FakeKube {
         store.jobs.iter().map(|e| e.object.clone()).collect()
     }
 
+    /// Every Event (events.k8s.io/v1) stored, in creation order.
+    pub fn events(&self) -> Vec<Value> {
+        let store = self.shared.lock();
+        store.events.iter().map(|e| e.object.clone()).collect()
+    }
+
     /// Every Pod currently stored, in creation order.
     pub fn pods(&self) -> Vec<Value> {
         let store = self.shared.lock();
@@ -572,6 +580,8 @@ enum Kind {
     Node,
     Pod,
     Job,
+    /// events.k8s.io/v1 Event (what kube's event `Recorder` writes).
+    Event,
 }
 
 impl Kind {
@@ -579,6 +589,7 @@ impl Kind {
         match self {
             Kind::Node | Kind::Pod => "v1",
             Kind::Job => "batch/v1",
+            Kind::Event => "events.k8s.io/v1",
         }
     }
 
@@ -587,6 +598,7 @@ impl Kind {
             Kind::Node => "Node",
             Kind::Pod => "Pod",
             Kind::Job => "Job",
+            Kind::Event => "Event",
         }
     }
 
@@ -595,6 +607,7 @@ impl Kind {
             Kind::Node => "NodeList",
             Kind::Pod => "PodList",
             Kind::Job => "JobList",
+            Kind::Event => "EventList",
         }
     }
 
@@ -604,6 +617,7 @@ impl Kind {
             Kind::Node => "nodes",
             Kind::Pod => "pods",
             Kind::Job => "jobs",
+            Kind::Event => "events",
         }
     }
 
@@ -611,6 +625,7 @@ impl Kind {
         match self {
             Kind::Node | Kind::Pod => "",
             Kind::Job => "batch",
+            Kind::Event => "events.k8s.io",
         }
     }
 
@@ -691,6 +706,7 @@ struct Store {
     nodes: Vec<Entry>,
     pods: Vec<Entry>,
     jobs: Vec<Entry>,
+    events: Vec<Entry>,
     namespaces: BTreeSet<String>,
     log: VecDeque<LoggedEvent>,
     /// How many events `log` keeps.
@@ -720,6 +736,7 @@ impl Store {
             Kind::Node => &self.nodes,
             Kind::Pod => &self.pods,
             Kind::Job => &self.jobs,
+            Kind::Event => &self.events,
         }
     }
 
@@ -728,6 +745,7 @@ impl Store {
             Kind::Node => &mut self.nodes,
             Kind::Pod => &mut self.pods,
             Kind::Job => &mut self.jobs,
+            Kind::Event => &mut self.events,
         }
     }
 
@@ -1229,6 +1247,14 @@ fn route(path: &str) -> Result<Route, ApiError> {
             })
         }
         ["apis", "batch", "v1", "jobs"] => collection(Kind::Job, None),
+        ["apis", "events.k8s.io", "v1", "namespaces", ns, "events"] if !ns.is_empty() => {
+            collection(Kind::Event, Some(ns))
+        }
+        ["apis", "events.k8s.io", "v1", "namespaces", ns, "events", name]
+            if !ns.is_empty() && !name.is_empty() =>
+        {
+            item(Kind::Event, Some(ns), name)
+        }
         ["apis", "batch", "v1", "namespaces", ns, "jobs"] if !ns.is_empty() => {
             collection(Kind::Job, Some(ns))
         }
@@ -1303,7 +1329,7 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
         }
         (
             Route::Collection {
-                kind: kind @ (Kind::Job | Kind::Pod),
+                kind: kind @ (Kind::Job | Kind::Pod | Kind::Event),
                 namespace: Some(namespace),
             },
             Method::POST,
@@ -1332,6 +1358,14 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
             },
             Method::PATCH,
         ) => patch_job(&shared, &namespace, &name, &content_type, &query, &body),
+        (
+            Route::Item {
+                kind: Kind::Event,
+                namespace: Some(namespace),
+                name,
+            },
+            Method::PATCH,
+        ) => patch_event(&shared, &namespace, &name, &content_type, &body),
         (
             Route::Item {
                 kind: kind @ (Kind::Job | Kind::Pod),
@@ -1568,7 +1602,9 @@ fn decode(kind: Kind, mut value: Value) -> Result<Value, ApiError> {
     }
     use k8s_openapi::api::batch::v1::Job;
     use k8s_openapi::api::core::v1::{Node, Pod};
+    use k8s_openapi::api::events::v1::Event;
     let typed = match kind {
+        Kind::Event => serde_json::from_value::<Event>(value).and_then(serde_json::to_value),
         Kind::Job => serde_json::from_value::<Job>(value).and_then(serde_json::to_value),
         Kind::Pod => serde_json::from_value::<Pod>(value).and_then(serde_json::to_value),
         Kind::Node => serde_json::from_value::<Node>(value).and_then(serde_json::to_value),
@@ -1584,6 +1620,7 @@ fn decode(kind: Kind, mut value: Value) -> Result<Value, ApiError> {
     // too.
     let pod_spec = match kind {
         Kind::Job => &decoded["spec"]["template"]["spec"],
+        Kind::Event => &Value::Null,
         _ => &decoded["spec"],
     };
     for key in ["containers", "initContainers"] {
@@ -1684,6 +1721,7 @@ fn create(
                 // controller (here: set_job_status) writes it.
                 object["status"] = json!({});
             }
+            Kind::Event => {}
             _ => {
                 default_pod(&mut object);
                 object["status"] = json!({ "phase": "Pending" });
@@ -1691,6 +1729,7 @@ fn create(
         }
         let errors = match kind {
             Kind::Job => validate_job(&object),
+            Kind::Event => validate_event(&object),
             _ => validate_pod(&object),
         };
         if !errors.is_empty() {
@@ -1815,6 +1854,105 @@ fn validate_managed_by(managed_by: &Value) -> Vec<FieldError> {
             ErrorType::TooLong,
             Some(managed_by),
             "must have at most 63 bytes",
+        ));
+    }
+    errors
+}
+
+/// PATCH of an Event (kube's `Recorder` patches an event it published
+/// before with its `series`): a merge patch, then validated again.
+fn patch_event(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+    content_type: &str,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let patch = merge_patch_body(content_type, body)?;
+    let updated = shared.commit(|store| {
+        let i = store
+            .position(Kind::Event, Some(namespace), name)
+            .ok_or_else(|| ApiError::not_found(Kind::Event, name))?;
+        let old = store.events[i].object.clone();
+        let mut patched = old.clone();
+        merge_patch(&mut patched, &patch);
+        let mut new = decode(Kind::Event, patched)?;
+        for key in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "resourceVersion",
+        ] {
+            new["metadata"][key] = old["metadata"][key].clone();
+        }
+        let errors = validate_event(&new);
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(Kind::Event, name, errors));
+        }
+        let rv = store.next_rv();
+        new["metadata"]["resourceVersion"] = json!(rv.to_string());
+        let seq = store.events[i].seq;
+        store.events[i].object = new.clone();
+        store.log_event(rv, Kind::Event, seq, Some(new.clone()), Some(old));
+        Ok(new)
+    })?;
+    Ok(json_response(StatusCode::OK, &updated))
+}
+
+/// `ValidateEventCreate` for events.k8s.io/v1: `eventTime`,
+/// `reportingController` (a qualified name), `reportingInstance`,
+/// `action` and `reason` are required, the last three at most 128
+/// characters; `note` at most 1 kB; `type` Normal or Warning; the object
+/// it is about in the event's namespace.
+fn validate_event(event: &Value) -> Vec<FieldError> {
+    let mut errors = validate_object_meta(&event["metadata"], "metadata");
+    if event["eventTime"].is_null() {
+        errors.push(FieldError::required("eventTime", ""));
+    }
+    match event["reportingController"].as_str() {
+        None | Some("") => errors.push(FieldError::required("reportingController", "")),
+        Some(c) => errors.extend(
+            qualified_name(c)
+                .into_iter()
+                .map(|m| FieldError::invalid("reportingController", c, m)),
+        ),
+    }
+    for (field, limit) in [("reportingInstance", 128), ("action", 128), ("reason", 128)] {
+        match event[field].as_str() {
+            None | Some("") => errors.push(FieldError::required(field, "")),
+            Some(v) if v.len() > limit => errors.push(FieldError::new(
+                field,
+                ErrorType::TooLong,
+                Some(&event[field]),
+                format!("can have at most {limit} characters"),
+            )),
+            Some(_) => {}
+        }
+    }
+    if event["note"].as_str().is_some_and(|n| n.len() > 1024) {
+        errors.push(FieldError::new(
+            "note",
+            ErrorType::TooLong,
+            None,
+            "can have at most 1024 characters",
+        ));
+    }
+    if !matches!(event["type"].as_str(), Some("Normal" | "Warning")) {
+        errors.push(FieldError::new(
+            "type",
+            ErrorType::NotSupported,
+            Some(&event["type"]),
+            "supported values: \"Normal\", \"Warning\"",
+        ));
+    }
+    let namespace = &event["metadata"]["namespace"];
+    let about = &event["regarding"]["namespace"];
+    if !about.is_null() && about != namespace {
+        errors.push(FieldError::invalid(
+            "regarding.namespace",
+            about.as_str().unwrap_or_default(),
+            "does not match event.namespace",
         ));
     }
     errors
@@ -3602,6 +3740,7 @@ fn parse_field_selector(kind: Kind, selector: &str) -> Result<Vec<FieldTerm>, St
             "status.nominatedNodeName",
         ],
         Kind::Job => &["metadata.name", "metadata.namespace", "status.successful"],
+        Kind::Event => &["metadata.name", "metadata.namespace"],
     };
     selector
         .split(',')

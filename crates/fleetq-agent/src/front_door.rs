@@ -27,6 +27,9 @@
 //!   Job alone; it runs as a copy even when admitted here), else into the
 //!   `fleetq.dev/remote-status` annotation, since that status is the Job
 //!   controller's;
+//! - each change is also told in an Event on the Job ([`event_for`]:
+//!   `CreatedWorkload`, `Pending` with the reason, `Started`, `Finished`,
+//!   or a `Refused` warning), through kube's event recorder;
 //! - a Job deleted by its user (a watch event, or missing from a re-list)
 //!   has its workload cancelled; the executor reports the admission
 //!   stopped, which frees the quota, only once the Job's pods are gone.
@@ -42,7 +45,9 @@ use fleetq_proto::v1 as pb;
 use fleetq_proto::v1::fleet_q_client::FleetQClient;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
 use serde_json::{json, Value};
@@ -73,6 +78,9 @@ const TICK: Duration = Duration::from_secs(1);
 
 /// How often a copy's status is read from the cluster running it.
 const MIRROR_EVERY: Duration = Duration::from_secs(2);
+
+/// The `reportingController` of the front door's Events.
+pub const EVENT_CONTROLLER: &str = "fleetq.dev/front-door";
 
 /// How many rounds after its workload ends a copy's last status is tried
 /// before the Job is left as it is (about a minute).
@@ -214,6 +222,57 @@ pub fn status_annotations(
     out
 }
 
+/// What the front door tells about a Job in an Event, from its workload's
+/// status: (type, reason, note). Kueue's reasons where Kueue has one:
+/// `Pending` with the reason it waits, `Started` once admitted (here, or
+/// as a copy on another cluster), `Finished` once it ended.
+pub fn event_for(
+    status: &pb::WorkloadStatus,
+    cluster: &str,
+) -> Option<(EventType, &'static str, String)> {
+    let queue = &status.cluster_queue;
+    match status.state.as_str() {
+        "Pending" => {
+            let reason = status_annotations(status, cluster)
+                .remove(ANNOTATION_PENDING_REASON)
+                .flatten()?;
+            Some((EventType::Normal, "Pending", reason))
+        }
+        "Admitted" | "Running" if status.cluster == cluster => Some((
+            EventType::Normal,
+            "Started",
+            format!("Admitted by clusterQueue {queue} on this cluster ({cluster})"),
+        )),
+        "Admitted" | "Running" => Some((
+            EventType::Normal,
+            "Started",
+            format!(
+                "Admitted by clusterQueue {queue}; runs as a copy on cluster {}",
+                status.cluster
+            ),
+        )),
+        "Succeeded" | "Failed" | "Cancelled" => Some((
+            if status.state == "Failed" {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            "Finished",
+            format!("Workload {}", status.state),
+        )),
+        _ => None,
+    }
+}
+
+/// An Event's note: at most 1 kB, as the API server takes it.
+fn note(text: &str) -> String {
+    let mut end = text.len().min(1024);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}
+
 /// One queue-labelled Job the front door looks after.
 #[derive(Debug)]
 struct Tracked {
@@ -242,6 +301,10 @@ struct Tracked {
     elsewhere: bool,
     /// Rounds since its workload ended without the copy's last status.
     final_tries: u32,
+    /// The Job, for its Events.
+    reference: ObjectReference,
+    /// The last Event told about it (reason and note), not told again.
+    told: Option<(String, String)>,
 }
 
 /// The front door of one cluster.
@@ -254,6 +317,9 @@ pub struct FrontDoor {
     api: Option<FleetQClient<Channel>>,
     next_server: usize,
     jobs: HashMap<String, Tracked>,
+    /// Publishes Events on the Jobs (kube's recorder, which turns a
+    /// repeat into a count on the first).
+    recorder: Recorder,
 }
 
 impl FrontDoor {
@@ -264,7 +330,15 @@ impl FrontDoor {
         tls: Option<fleetq_proto::tls::Tls>,
         source: Option<std::net::IpAddr>,
     ) -> FrontDoor {
+        let recorder = Recorder::new(
+            kube.clone(),
+            Reporter {
+                controller: EVENT_CONTROLLER.into(),
+                instance: Some(format!("fleetq-agent-{cluster}")),
+            },
+        );
         FrontDoor {
+            recorder,
             kube,
             cluster: cluster.to_string(),
             servers,
@@ -386,6 +460,16 @@ impl FrontDoor {
                 mirrored_at: None,
                 elsewhere,
                 final_tries: 0,
+                reference: ObjectReference {
+                    api_version: Some("batch/v1".into()),
+                    kind: Some("Job".into()),
+                    name: job.metadata.name.clone(),
+                    namespace: job.metadata.namespace.clone(),
+                    uid: job.metadata.uid.clone(),
+                    resource_version: job.metadata.resource_version.clone(),
+                    ..ObjectReference::default()
+                },
+                told: None,
             },
         );
     }
@@ -489,6 +573,7 @@ impl FrontDoor {
         }
         if let Some(why) = t.refused.clone() {
             if !t.marked {
+                self.tell(uid, EventType::Warning, "Refused", &why).await;
                 let mut shown = BTreeMap::new();
                 shown.insert(ANNOTATION_PENDING_REASON, Some(format!("Refused: {why}")));
                 if self.annotate(&namespace, &job, uid, &shown).await {
@@ -523,6 +608,9 @@ impl FrontDoor {
                         if errors.is_empty() {
                             tracing::info!(workload = %format!("{namespace}/{name}"), "queued Job submitted");
                             t.submitted = true;
+                            let created = format!("Created Workload: {namespace}/{name}");
+                            self.tell(uid, EventType::Normal, "CreatedWorkload", &created)
+                                .await;
                         } else {
                             tracing::warn!(workload = %format!("{namespace}/{name}"), errors = %errors.join("; "), "queued Job refused");
                             t.refused = Some(errors.join("; "));
@@ -582,6 +670,9 @@ impl FrontDoor {
             }
         }
         let done = matches!(status.state.as_str(), "Succeeded" | "Failed" | "Cancelled");
+        if let Some((kind, reason, text)) = event_for(&status, &self.cluster) {
+            self.tell(uid, kind, reason, &text).await;
+        }
         // The copy's last status is kept trying for a while after the
         // workload ends (its cluster's agent may be reconnecting).
         let settled = self.mirror(uid, &status, done).await
@@ -690,6 +781,31 @@ impl FrontDoor {
                 tracing::warn!(job = %format!("{namespace}/{job}"), error = %e, "front door: cannot copy the copy's status onto the Job");
                 false
             }
+        }
+    }
+
+    /// Publishes an Event on the Job of `uid`, unless it is the one told
+    /// last. A refused Event is logged and not retried: Events are a
+    /// courtesy, the annotations carry the same.
+    async fn tell(&mut self, uid: &str, kind: EventType, reason: &str, text: &str) {
+        let Some(t) = self.jobs.get_mut(uid) else {
+            return;
+        };
+        let key = (reason.to_string(), text.to_string());
+        if t.told.as_ref() == Some(&key) {
+            return;
+        }
+        t.told = Some(key);
+        let event = Event {
+            type_: kind,
+            reason: reason.to_string(),
+            note: Some(note(text)),
+            action: "Admission".into(),
+            secondary: None,
+        };
+        let reference = t.reference.clone();
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!(job = ?reference.name, error = %e, "front door: cannot publish an Event on the Job (the agent needs create and patch on events.events.k8s.io)");
         }
     }
 
@@ -825,6 +941,45 @@ mod tests {
         let spec = copy.spec.expect("spec");
         assert_eq!(spec.managed_by, None);
         assert_eq!(spec.suspend, Some(false));
+    }
+
+    /// Kueue's reasons: Pending with why, Started naming where it runs,
+    /// Finished (a warning when it failed); notes fit the API's 1 kB.
+    #[test]
+    fn workload_states_become_events() {
+        let pending = pb::WorkloadStatus {
+            state: "Pending".into(),
+            reason_kind: "ExceedsMaxQuota".into(),
+            reason: "needs 16 nvidia.com/gpu".into(),
+            ..Default::default()
+        };
+        let (kind, reason, text) = event_for(&pending, "east").expect("an event");
+        assert_eq!((kind, reason), (EventType::Normal, "Pending"));
+        assert_eq!(text, "ExceedsMaxQuota: needs 16 nvidia.com/gpu");
+        let mut running = pb::WorkloadStatus {
+            state: "Running".into(),
+            cluster: "west".into(),
+            cluster_queue: "team-a".into(),
+            ..Default::default()
+        };
+        let (_, reason, text) = event_for(&running, "east").expect("an event");
+        assert_eq!(reason, "Started");
+        assert!(
+            text.contains("copy on cluster west") && text.contains("team-a"),
+            "{text}"
+        );
+        running.cluster = "east".into();
+        let (_, _, text) = event_for(&running, "east").expect("an event");
+        assert!(text.contains("on this cluster (east)"), "{text}");
+        let failed = pb::WorkloadStatus {
+            state: "Failed".into(),
+            ..Default::default()
+        };
+        let (kind, reason, _) = event_for(&failed, "east").expect("an event");
+        assert_eq!((kind, reason), (EventType::Warning, "Finished"));
+        let long = "é".repeat(600);
+        let cut = note(&long);
+        assert!(cut.len() <= 1024 && long.starts_with(&cut));
     }
 
     #[test]
