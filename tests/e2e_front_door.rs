@@ -71,7 +71,7 @@ fn start_agent_for(
         &flavor,
     ];
     if front_door {
-        args.push("--watch-queued-jobs");
+        args.extend(["--watch-queued-jobs", "--suspend-queued-jobs"]);
     }
     Command::new(FLEETQ)
         .args(&args)
@@ -279,6 +279,25 @@ fn kubectl_created_jobs_are_queued_admitted_in_place_and_cancelled_on_delete() {
         state(&group, &train_wl).expect("train")["state"],
         "Running",
         "the restart left the running Job alone"
+    );
+
+    // Created unsuspended (no webhook here): the front door suspends it
+    // before the Job controller starts anything, then queues and admits
+    // it like the others.
+    let mut spec = queued_job("eager", 2);
+    spec["spec"]["suspend"] = json!(false);
+    let eager = kube.kubectl_create_job(spec);
+    let eager_wl = workload_of(&eager);
+    wait_state(&group, &eager_wl, &["Admitted", "Running"]);
+    wait_job(&kube, &group, "eager", "adopted", |j| {
+        j["spec"]["suspend"] == false && j["metadata"]["labels"]["fleetq.dev/adopted"] == "true"
+    });
+    assert!(
+        kube.patches().iter().any(|(ns, name, body)| ns == "default"
+            && name == "eager"
+            && body["spec"]["suspend"] == true),
+        "never suspended: {:#?}",
+        kube.patches()
     );
 
     // kubectl delete: the workloads are cancelled, the running one's

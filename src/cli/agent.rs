@@ -37,7 +37,8 @@ pub enum ExecutorFlag {
 pub struct AgentArgs {
     /// TOML file with any of these settings (keys: cluster, servers,
     /// inventory_source, executor, state_dir, lease_policy, heartbeat_ms,
-    /// follow_redirects, source_address, finished_job_ttl, watch_queued_jobs, [labels], [[inventory]],
+    /// follow_redirects, source_address, finished_job_ttl, watch_queued_jobs,
+    /// suspend_queued_jobs, [labels], [[inventory]],
     /// [flavors], [kubernetes] with kubeconfig, context, node_selector).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -103,6 +104,10 @@ pub struct AgentArgs {
     /// admitted here.
     #[arg(long)]
     pub watch_queued_jobs: bool,
+    /// With --watch-queued-jobs: suspend a queue-labelled Job created
+    /// unsuspended (where no Kueue webhook suspends them), then queue it.
+    #[arg(long, requires = "watch_queued_jobs")]
+    pub suspend_queued_jobs: bool,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -200,6 +205,9 @@ pub fn resolve(args: &AgentArgs, servers: Option<&str>) -> Result<AgentConfig, S
     }
     if args.watch_queued_jobs {
         c.watch_queued_jobs = true;
+    }
+    if args.suspend_queued_jobs {
+        c.suspend_queued_jobs = true;
     }
     c.check()?;
     Ok(c)

@@ -426,6 +426,12 @@ impl FakeKube {
         store.jobs.iter().map(|e| e.object.clone()).collect()
     }
 
+    /// Every PATCH of a Job (main resource) received, in order:
+    /// (namespace, name, the patch), accepted or not.
+    pub fn patches(&self) -> Vec<(String, String, Value)> {
+        self.shared.lock().patches.clone()
+    }
+
     /// Every Event (events.k8s.io/v1) stored, in creation order.
     pub fn events(&self) -> Vec<Value> {
         let store = self.shared.lock();
@@ -714,6 +720,8 @@ struct Store {
     /// Every event at or below this resourceVersion is gone from `log`.
     compacted: u64,
     deletes: Vec<(String, String, Value)>,
+    /// Every merge patch of a Job's main resource: (namespace, name, patch).
+    patches: Vec<(String, String, Value)>,
     refusals: Vec<Refusal>,
     /// What each pod's containers printed, by (namespace, pod, container):
     /// the test plays the container runtime ([`FakeKube::set_pod_log`]).
@@ -1810,6 +1818,10 @@ fn patch_job(
 ) -> Result<Response<Body>, ApiError> {
     let patch = merge_patch_body(content_type, body)?;
     let dry_run = query.contains_key("dryRun");
+    shared
+        .lock()
+        .patches
+        .push((namespace.to_string(), name.to_string(), patch.clone()));
     let updated = shared.commit(|store| {
         let i = store
             .position(Kind::Job, Some(namespace), name)

@@ -170,6 +170,12 @@ pub struct AgentConfig {
     /// those admitted here in place. Needs the kubernetes executor.
     #[serde(default)]
     pub watch_queued_jobs: bool,
+    /// With the front door: a queue-labelled Job created *unsuspended*
+    /// (no Kueue webhook suspended it) is suspended, then queued like the
+    /// others, as Kueue's webhook would have left it. Without it such a
+    /// Job is not fleetq's and runs outside the quota.
+    #[serde(default)]
+    pub suspend_queued_jobs: bool,
 }
 
 fn default_true() -> bool {
@@ -228,6 +234,7 @@ impl AgentConfig {
             allow_root_workloads: false,
             finished_job_ttl: None,
             watch_queued_jobs: false,
+            suspend_queued_jobs: false,
         })
     }
 
@@ -285,6 +292,12 @@ impl AgentConfig {
         }
         if let Err(e) = self.finished_job_ttl() {
             errors.push(e);
+        }
+        if self.suspend_queued_jobs && !self.watch_queued_jobs {
+            errors.push(
+                "suspend_queued_jobs: needs watch_queued_jobs (the front door suspends and queues them)"
+                    .into(),
+            );
         }
         if self.watch_queued_jobs && self.executor != ExecutorKind::Kubernetes {
             errors.push(
@@ -556,6 +569,23 @@ resources = { "nvidia.com/gpu" = "lots" }
         assert!(parse("cluster = \"x\"\nservers = [\"a\"]\nbogus = 1\n")
             .unwrap_err()
             .contains("bogus"));
+    }
+
+    #[test]
+    fn suspending_queued_jobs_needs_the_front_door() {
+        let base = "cluster = \"x\"\nservers = [\"a\"]\nexecutor = \"kubernetes\"\n\
+                    inventory_source = \"kubernetes\"\nsuspend_queued_jobs = true\n\
+                    [flavors]\n\"NVIDIA-H100\" = \"h100\"\n";
+        let e = parse(base).expect_err("refused");
+        assert!(
+            e.contains("suspend_queued_jobs: needs watch_queued_jobs"),
+            "{e}"
+        );
+        let with = base.replace(
+            "suspend_queued_jobs",
+            "watch_queued_jobs = true\nsuspend_queued_jobs",
+        );
+        parse(&with).expect("with the front door");
     }
 
     #[test]

@@ -4,6 +4,9 @@
 //! webhook leaves them) become Workloads in the ledger, the way Kueue's
 //! job integration makes one:
 //!
+//! - with `suspend_queued_jobs`, a queue-labelled Job created unsuspended
+//!   (no webhook suspended it) is suspended first, then seen and queued
+//!   as the others ([`FrontDoor::suspending_unsuspended`]);
 //! - each such Job is converted by the importer `fleetq apply -f` uses
 //!   ([`fleetq_model::kueue::import_manifests`]), named
 //!   `job-<name>-<uid prefix>` ([`workload_name`]) and submitted through
@@ -273,6 +276,25 @@ fn note(text: &str) -> String {
     text[..end].to_string()
 }
 
+/// Whether a Job is finished (a true Complete or Failed condition) or is
+/// one fleetq's executor adopted: neither is suspended by the front door.
+fn finished_or_adopted(job: &Job) -> bool {
+    let adopted = job
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(crate::executor::kubernetes::LABEL_ADOPTED));
+    let finished = job
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
+        });
+    adopted || finished
+}
+
 /// One queue-labelled Job the front door looks after.
 #[derive(Debug)]
 struct Tracked {
@@ -320,6 +342,10 @@ pub struct FrontDoor {
     /// Publishes Events on the Jobs (kube's recorder, which turns a
     /// repeat into a count on the first).
     recorder: Recorder,
+    /// Suspend queue-labelled Jobs created unsuspended (`suspend_queued_jobs`).
+    suspend_unsuspended: bool,
+    /// Such Jobs, by uid: (namespace, name), to suspend next round.
+    to_suspend: HashMap<String, (String, String)>,
 }
 
 impl FrontDoor {
@@ -338,6 +364,8 @@ impl FrontDoor {
             },
         );
         FrontDoor {
+            suspend_unsuspended: false,
+            to_suspend: HashMap::new(),
             recorder,
             kube,
             cluster: cluster.to_string(),
@@ -348,6 +376,13 @@ impl FrontDoor {
             next_server: 0,
             jobs: HashMap::new(),
         }
+    }
+
+    /// Suspends queue-labelled Jobs created unsuspended, then queues them
+    /// (Kueue's webhook would have created them suspended).
+    pub fn suspending_unsuspended(mut self, on: bool) -> FrontDoor {
+        self.suspend_unsuspended = on;
+        self
     }
 
     /// Watches the cluster's queue-labelled Jobs until `shutdown`.
@@ -426,10 +461,16 @@ impl FrontDoor {
                 .annotations
                 .as_ref()
                 .is_some_and(|a| a.contains_key(ANNOTATION_ADMITTED_CLUSTER));
-        // A Job that runs without having been queued here is not ours.
+        // A Job that runs without having been queued here is not ours,
+        // unless this front door suspends such Jobs (once: a finished or
+        // adopted one is left alone).
         if !suspended && !ours {
+            if self.suspend_unsuspended && !finished_or_adopted(job) {
+                self.to_suspend.insert(uid, (namespace, name));
+            }
             return;
         }
+        self.to_suspend.remove(&uid);
         let (workload, refused) = match workload_from_job(&value, &self.cluster) {
             Ok(w) => (w, None),
             Err(e) => {
@@ -535,6 +576,7 @@ impl FrontDoor {
     /// One round: cancel for deleted Jobs, submit new ones, mark them,
     /// show pending reasons.
     async fn work(&mut self) {
+        self.suspend_waiting().await;
         let uids: Vec<String> = self.jobs.keys().cloned().collect();
         for uid in uids {
             if let Err(()) = self.work_on(&uid).await {
@@ -780,6 +822,30 @@ impl FrontDoor {
             Err(e) => {
                 tracing::warn!(job = %format!("{namespace}/{job}"), error = %e, "front door: cannot copy the copy's status onto the Job");
                 false
+            }
+        }
+    }
+
+    /// Suspends the queue-labelled Jobs found running unqueued; each is
+    /// then seen suspended and queued. A Job gone or replaced meanwhile
+    /// (uid precondition) is dropped; another failure is tried again.
+    async fn suspend_waiting(&mut self) {
+        let waiting: Vec<(String, (String, String))> = self.to_suspend.drain().collect();
+        for (uid, (namespace, name)) in waiting {
+            let api: Api<Job> = Api::namespaced(self.kube.clone(), &namespace);
+            let patch = json!({"metadata": {"uid": uid}, "spec": {"suspend": true}});
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(job = %format!("{namespace}/{name}"), "a queue-labelled Job was created unsuspended: suspended, to be queued")
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+                Err(e) => {
+                    tracing::warn!(job = %format!("{namespace}/{name}"), error = %e, "cannot suspend a queue-labelled Job; retrying");
+                    self.to_suspend.insert(uid, (namespace, name));
+                }
             }
         }
     }

@@ -250,7 +250,8 @@ impl Agent {
                 self.config.servers.clone(),
                 self.tls.clone(),
                 self.config.source_address,
-            );
+            )
+            .suspending_unsuspended(self.config.suspend_queued_jobs);
             tokio::spawn(door.run(shutdown.clone()));
         }
         let mut next = 0usize;
