@@ -261,6 +261,42 @@ fn fit_on(info: &ClusterInfo, used: &[NodeUsed], n: usize, per_pod: &ResourceLis
         .unwrap_or(u64::MAX)
 }
 
+/// What is free on node `n` of the resources `per_pod` asks for, in
+/// milli-units, (devices, then the rest: the order Best-fit packs by), if
+/// `count` such pods fit there; one pass over the pod's resources, as
+/// this runs for every node of the flavor on every attempt.
+fn free_if_holding(
+    info: &ClusterInfo,
+    used: &[NodeUsed],
+    n: usize,
+    per_pod: &ResourceList,
+    count: u32,
+) -> Option<(u64, u64)> {
+    let node = &info.cluster.nodes[n];
+    let books = used.get(n);
+    let ignore_usage = fleetq_model::mutants::active(Mutant::PlacementIgnoresNodeUsage);
+    let mut free = (0u64, 0u64);
+    for (r, q) in per_pod.iter() {
+        if q.is_zero() {
+            continue;
+        }
+        let have = node.allocatable.get(r).map_or(0, |q| q.milli());
+        let taken = match ignore_usage {
+            true => 0,
+            false => books.and_then(|u| u.get(r)).copied().unwrap_or(0),
+        };
+        let left = have.saturating_sub(taken);
+        if left / q.milli() < u64::from(count) {
+            return None;
+        }
+        match r.contains('/') {
+            true => free.0 = free.0.saturating_add(left),
+            false => free.1 = free.1.saturating_add(left),
+        }
+    }
+    Some(free)
+}
+
 /// The Topology levels (node labels, broadest first) of `flavor`.
 pub fn levels_of(config: &Config, flavor: &str) -> Vec<String> {
     config
@@ -319,9 +355,11 @@ pub fn place_all(
         let constraint = constraint_of(ps, &levels, flavor)?;
         let members = info.schedulable_of(flavor);
         let now = own.as_deref().unwrap_or(used);
-        // Without a Topology, Kueue's best fit is the smallest node that
-        // holds the whole pod set where one does (ties by name): found in
-        // one pass, without naming and sorting every node.
+        // Without a Topology, the node that holds the whole pod set and
+        // is left with the fewest free devices, then the least of the
+        // rest, then by name (Best-fit; Kueue's smallest-by-pod-count
+        // stranded GPUs behind a CPU-bound node in the trace replay):
+        // found in one pass, without naming and sorting every node.
         let one_node = levels
             .is_empty()
             .then(|| smallest_holding(info, now, members, &per_pod, psa.count))
@@ -372,12 +410,14 @@ fn smallest_holding(
     per_pod: &ResourceList,
     count: u32,
 ) -> Option<usize> {
-    let mut best: Option<(u64, &str, usize)> = None;
+    let mut best: Option<((u64, u64), &str, usize)> = None;
     for &n in members {
-        let fit = fit_on(info, used, n, per_pod);
+        let Some(free) = free_if_holding(info, used, n, per_pod, count) else {
+            continue;
+        };
         let name = info.cluster.nodes[n].name.as_str();
-        if fit >= u64::from(count) && best.is_none_or(|(f, b, _)| (fit, name) < (f, b)) {
-            best = Some((fit, name, n));
+        if best.is_none_or(|(f, b, _)| (free, name) < (f, b)) {
+            best = Some((free, name, n));
         }
     }
     best.map(|(_, _, n)| n)

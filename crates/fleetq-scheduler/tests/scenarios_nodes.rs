@@ -377,3 +377,47 @@ fn a_flavor_whose_nodes_cannot_take_the_pod_is_passed_over() {
         reason.message
     );
 }
+
+/// GPUs and CPUs on one flavor, no Topology.
+const GPU_AND_CPU: &str = r#"
+- kind: ResourceFlavor
+  name: h100
+- kind: ClusterQueue
+  name: team
+  spec:
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu, cpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 16}
+        - {name: cpu, nominalQuota: 200}
+- kind: LocalQueue
+  namespace: ns
+  name: q
+  spec: {clusterQueue: team}
+"#;
+
+/// Best-fit by devices (the trace replay): of the nodes that hold a pod,
+/// the one left with the fewest free GPUs (then the least CPU), not the
+/// one that holds the fewest such pods. Node `a` holds two 1-GPU, 4-CPU
+/// pods (CPU-bound, with 4 GPUs free), `b` two as well (2 GPUs free):
+/// `b` is chosen, and `a`'s GPUs are not stranded behind its last CPUs.
+#[test]
+fn a_pod_goes_to_the_node_it_leaves_with_the_fewest_free_devices() {
+    let mut sim = Sim::new(GPU_AND_CPU, &["east: h100/nvidia.com/gpu=6, h100/cpu=72"]).with_nodes(
+        "east",
+        &[
+            "a::h100/nvidia.com/gpu=4,h100/cpu=8",
+            "b::h100/nvidia.com/gpu=2,h100/cpu=64",
+        ],
+    );
+    sim.submit("one q=q gpu=1 cpu=4");
+    sim.cycle();
+    assert_eq!(sim.nodes_of("one"), ["b=1"]);
+    // `a` still takes a pod of 4 GPUs and 8 CPUs, which `b` never could.
+    sim.submit("wide q=q gpu=4 cpu=8");
+    sim.cycle();
+    assert_eq!(sim.admitted_now(), set(&["wide"]));
+    assert_eq!(sim.nodes_of("wide"), ["a=1"]);
+}
