@@ -5,6 +5,8 @@
 
 use std::fmt::Write;
 
+use fleetq_server::simulated::SimulatedCluster;
+
 /// Namespace of the measured workloads.
 pub const NAMESPACE: &str = "bench";
 /// Namespace of the `--pending` backlog (never admitted: its queue has no
@@ -33,6 +35,8 @@ pub struct Mix {
     /// GPUs of the big flavor in the simulated cluster; `None`: room for
     /// every workload at once.
     pub gpus: Option<u64>,
+    /// Nodes per flavor the simulated cluster reports (0: none).
+    pub nodes: u64,
 }
 
 impl Mix {
@@ -55,6 +59,9 @@ impl Mix {
         }
         if self.gpus == Some(0) {
             return Err("--gpus: must be at least 1".into());
+        }
+        if self.nodes > 10_000 {
+            return Err("--nodes: must be 0 to 10000".into());
         }
         Ok(())
     }
@@ -161,6 +168,37 @@ impl Mix {
         format!("bench-1:{}", items.join(","))
     }
 
+    /// The nodes of the simulated `cluster`: `nodes` per flavor, each with
+    /// an even share of the flavor's capacity (the first ones one more
+    /// where it does not divide), named `bench-FLAVOR-I`.
+    pub fn nodes_of(&self, cluster: &SimulatedCluster) -> Vec<fleetq_model::Node> {
+        let mut out = Vec::new();
+        for (flavor, resources) in &cluster.capacity {
+            for i in 0..self.nodes {
+                let name = format!("bench-{flavor}-{i}");
+                let allocatable = resources
+                    .iter()
+                    .map(|(r, q)| {
+                        let units = q.milli() / 1000;
+                        let share = units / self.nodes + u64::from(i < units % self.nodes);
+                        (r.clone(), fleetq_model::Quantity::units(share))
+                    })
+                    .collect();
+                out.push(fleetq_model::Node {
+                    labels: std::collections::BTreeMap::from([(
+                        fleetq_model::topology::HOSTNAME_LABEL.to_string(),
+                        name.clone(),
+                    )]),
+                    name,
+                    flavor: flavor.clone(),
+                    allocatable,
+                    unschedulable: false,
+                });
+            }
+        }
+        out
+    }
+
     /// The priority class workload `i` names, if any.
     pub fn priority_class(&self, i: u64) -> Option<String> {
         (self.priorities > 1).then(|| format!("bench-p{}", i % self.priorities))
@@ -178,6 +216,7 @@ mod tests {
             flavors,
             priorities,
             gpus: None,
+            nodes: 0,
         }
     }
 
@@ -212,6 +251,38 @@ mod tests {
                 .collect();
             assert_eq!(policies, vec![policy; 3], "held={held}");
         }
+    }
+
+    /// `--nodes N`: every flavor's capacity split over N nodes, nothing
+    /// lost where it does not divide.
+    #[test]
+    fn nodes_split_each_flavors_capacity() {
+        let m = Mix {
+            nodes: 3,
+            gpus: Some(10),
+            ..mix(1, 0, 2, 1)
+        };
+        let cluster = SimulatedCluster::parse(&m.cluster_spec()).unwrap();
+        let nodes = m.nodes_of(&cluster);
+        assert_eq!(nodes.len(), 6);
+        for (flavor, resources) in &cluster.capacity {
+            let total: u64 = nodes
+                .iter()
+                .filter(|n| &n.flavor == flavor)
+                .map(|n| n.allocatable[fleetq_model::resources::GPU].milli())
+                .sum();
+            assert_eq!(total, resources[fleetq_model::resources::GPU].milli());
+        }
+        let big: Vec<u64> = nodes
+            .iter()
+            .filter(|n| n.flavor == BIG_FLAVOR)
+            .map(|n| n.allocatable[fleetq_model::resources::GPU].milli() / 1000)
+            .collect();
+        assert_eq!(big, [4, 3, 3]);
+        assert!(Mix { nodes: 10_001, ..m }
+            .validate()
+            .unwrap_err()
+            .contains("--nodes"));
     }
 
     #[test]

@@ -84,6 +84,11 @@ pub struct BenchArgs {
     /// (see --runtime), as jobs wait for nodes.
     #[arg(long)]
     pub gpus: Option<u64>,
+    /// Nodes the simulated cluster reports per flavor, its capacity split
+    /// evenly among them, so every admission places its pods on nodes
+    /// (as a cluster that reports its nodes does). 0: totals only.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub nodes: u64,
     /// How long each workload "runs" on the simulated executor. Up to 60 s
     /// the bench waits for every workload to finish and reports the
     /// completion rate; longer runtimes are not waited for.
@@ -123,6 +128,7 @@ impl BenchArgs {
             flavors: self.flavors,
             priorities: self.priorities,
             gpus: self.gpus,
+            nodes: self.nodes,
         }
     }
 
@@ -139,6 +145,9 @@ impl BenchArgs {
         }
         if self.gpus.is_some() && !self.target.is_empty() {
             return Err("--gpus: sizes the simulated cluster of the group bench starts itself, not a --target group".into());
+        }
+        if self.nodes > 0 && !self.target.is_empty() {
+            return Err("--nodes: shapes the simulated cluster of the group bench starts itself, not a --target group".into());
         }
         Ok(())
     }
@@ -222,7 +231,8 @@ async fn start_group(
         .enumerate()
         .map(|(i, a)| (i as u64 + 1, a.to_string()))
         .collect();
-    let cluster = SimulatedCluster::parse(&mix.cluster_spec())?;
+    let mut cluster = SimulatedCluster::parse(&mix.cluster_spec())?;
+    cluster.nodes = mix.nodes_of(&cluster);
     let mut nodes = Vec::new();
     for (i, addr) in addrs.iter().enumerate() {
         let id = i as u64 + 1;
@@ -653,6 +663,7 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
             TimedFrom::Submit
         },
         gpus: args.gpus,
+        nodes: args.nodes,
         clients: args.clients,
         batch: args.batch,
         cluster_queues: mix.cluster_queues,

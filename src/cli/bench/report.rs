@@ -74,6 +74,8 @@ pub struct Report {
     pub timed_from: TimedFrom,
     /// GPUs of the simulated cluster, when limited.
     pub gpus: Option<u64>,
+    /// Nodes per flavor the simulated cluster reports (0: totals only).
+    pub nodes: u64,
     pub clients: u64,
     pub batch: u64,
     pub cluster_queues: u64,
@@ -189,6 +191,9 @@ impl Report {
         }
         if let Some(gpus) = self.gpus {
             mix.push_str(&format!(", {gpus} GPUs"));
+        }
+        if self.nodes > 0 {
+            mix.push_str(&format!(", {} nodes per flavor", self.nodes));
         }
         let from = self.timed_from.label();
         let since = self.timed_from.since();
