@@ -203,19 +203,29 @@ pub const AGENT_NODES: [(&str, &str, u64); 3] = [
     ("mig", MIG, AGENT_MIG_SLICES),
 ];
 
-/// Agent `n`'s configuration: static inventory (with nodes if
-/// `report_nodes`), simulated executor, fence policy, every node as a
-/// server.
-pub fn agent_config(n: usize, nodes: u64, report_nodes: bool) -> Result<AgentConfig, String> {
+/// How a plan shapes an agent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AgentShape {
+    /// It reports its nodes ([`AGENT_NODES`]).
+    pub report_nodes: bool,
+    /// Its cluster's lease policy is `keep` (else `fence`).
+    pub keep: bool,
+}
+
+/// Agent `n`'s configuration: static inventory (with nodes if the shape
+/// says so), simulated executor, the shape's lease policy, every node as
+/// a server.
+pub fn agent_config(n: usize, nodes: u64, shape: AgentShape) -> Result<AgentConfig, String> {
     let servers: Vec<String> = (1..=nodes)
         .map(|id| format!("\"{}\"", node_addr(id)))
         .collect();
     let mut text = format!(
-        "cluster = \"{}\"\nservers = [{}]\nheartbeat_ms = 200\nlease_policy = \"fence\"\nexecutor = \"simulated\"\nsimulated_stop_ms = 300\n[[inventory]]\nflavor = \"{FLAVOR}\"\nresources = {{ \"{GPU}\" = \"{AGENT_GPUS}\", \"{MIG}\" = \"{AGENT_MIG_SLICES}\" }}\n",
+        "cluster = \"{}\"\nservers = [{}]\nheartbeat_ms = 200\nlease_policy = \"{}\"\nexecutor = \"simulated\"\nsimulated_stop_ms = 300\n[[inventory]]\nflavor = \"{FLAVOR}\"\nresources = {{ \"{GPU}\" = \"{AGENT_GPUS}\", \"{MIG}\" = \"{AGENT_MIG_SLICES}\" }}\n",
         cluster_name(n),
-        servers.join(", ")
+        servers.join(", "),
+        if shape.keep { "keep" } else { "fence" },
     );
-    if report_nodes {
+    if shape.report_nodes {
         for (name, resource, count) in AGENT_NODES {
             text.push_str(&format!(
                 "[[nodes]]\nname = \"{}-{name}\"\nflavor = \"{FLAVOR}\"\nresources = {{ \"{resource}\" = \"{count}\" }}\n",
@@ -241,7 +251,7 @@ pub fn sim_journal() -> JournalSink {
 pub async fn agent_host_main(
     n: usize,
     nodes: u64,
-    report_nodes: bool,
+    shape: AgentShape,
     seed: u64,
     incarnation: u64,
     journal: JournalSink,
@@ -251,7 +261,7 @@ pub async fn agent_host_main(
         request: Duration::from_secs(3600 * 24 * 365),
         ..Timeouts::default()
     });
-    let mut agent = Agent::new(agent_config(n, nodes, report_nodes)?)
+    let mut agent = Agent::new(agent_config(n, nodes, shape)?)
         .await?
         .with_connector(Arc::new(connector))
         .with_seed(seed ^ (n as u64) << 40 ^ incarnation << 48)

@@ -105,7 +105,11 @@ impl InventoryFeeds {
         let mut feeds = BTreeMap::new();
         if report_nodes {
             for n in 1..=AGENTS {
-                let config = agents::agent_config(n, nodes, true)?;
+                let shape = agents::AgentShape {
+                    report_nodes: true,
+                    keep: false,
+                };
+                let config = agents::agent_config(n, nodes, shape)?;
                 let report = InventoryReport {
                     totals: config.static_inventory().map_err(|e| e.join("; "))?,
                     nodes: config.static_nodes().map_err(|e| e.join("; "))?,

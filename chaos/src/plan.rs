@@ -179,7 +179,7 @@ fn secs(d: &Duration) -> f64 {
 /// Every kind of fault a random plan can draw, by name: the coverage a
 /// run reports and a long run must strike ([`Fault::kind`],
 /// [`AgentFault::kind`]).
-pub const FAULT_KINDS: [&str; 16] = [
+pub const FAULT_KINDS: [&str; 18] = [
     "partition-leader",
     "crash-leader",
     "crash-follower",
@@ -196,6 +196,11 @@ pub const FAULT_KINDS: [&str; 16] = [
     "agent-crash",
     "node-gone",
     "node-cordoned",
+    // Not faults of their own: a node fault that struck a node with
+    // running pods, on a cluster that fences them or keeps them running
+    // (the oracle counts them), so both lease policies are exercised.
+    "node-left-under-fence",
+    "node-left-under-keep",
 ];
 
 impl Fault {
@@ -479,6 +484,10 @@ pub struct Plan {
     /// Nodes that leave and return mid-run (in one plan with nodes in
     /// two).
     pub node_faults: Vec<crate::node_faults::NodeFault>,
+    /// The agent whose cluster's lease policy is `keep` (the others
+    /// fence): a node that leaves, or an agent lost, under its workloads
+    /// leaves them running. In one plan with nodes in three.
+    pub keep_agent: Option<usize>,
 }
 
 /// The retention of finished workloads in random plans that have one:
@@ -510,6 +519,7 @@ impl Plan {
             finished_retention: None,
             agent_nodes: false,
             node_faults: Vec::new(),
+            keep_agent: None,
         }
     }
 
@@ -599,6 +609,10 @@ impl Plan {
         if plan.agent_nodes {
             plan.node_faults
                 .extend(crate::node_faults::NodeFault::draw(&mut nodes_rng));
+            // Drawn last, so every earlier draw of the seed stays.
+            if nodes_rng.gen_ratio(1, 3) {
+                plan.keep_agent = Some(nodes_rng.gen_range(1..=crate::agents::AGENTS));
+            }
         }
         plan
     }
@@ -752,6 +766,9 @@ impl Plan {
         }
         if self.agent_nodes {
             parts.push("clusters report nodes".into());
+        }
+        if let Some(n) = self.keep_agent {
+            parts.push(format!("cluster of a{n} keeps work on loss"));
         }
         if let Some(fs) = self.drawn.as_ref().and_then(|d| d.fair_sharing.as_ref()) {
             let strategies = if fs.strategies.is_empty() {

@@ -402,12 +402,16 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
         let journal = journal.clone();
         let starts = Rc::new(Cell::new(0u64));
         let feeds = feeds.clone();
+        let shape = agents::AgentShape {
+            report_nodes,
+            keep: plan.keep_agent == Some(n),
+        };
         sim.host(agents::agent_host(n), move || {
             let incarnation = starts.replace(starts.get() + 1);
             agents::agent_host_main(
                 n,
                 nodes,
-                report_nodes,
+                shape,
                 seed,
                 incarnation,
                 journal.clone(),
@@ -485,6 +489,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
                 .iter()
                 .map(crate::node_faults::NodeInjector::coverage),
         )
+        .chain(left_under_coverage(&plan, oracle.left_under()))
         .collect();
 
     let entries: BTreeMap<String, Vec<fleetq_agent::executor::JournalEntry>> = journals
@@ -576,6 +581,20 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
         client: summary,
         trace,
     })
+}
+
+/// Whether a node fault struck running pods under each lease policy:
+/// planned where the plan has node faults (and, for Keep, a cluster that
+/// keeps), struck where the oracle saw a node leave under a workload.
+fn left_under_coverage(plan: &Plan, (kept, fenced): (u64, u64)) -> Vec<(&'static str, bool)> {
+    if plan.node_faults.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![("node-left-under-fence", fenced > 0)];
+    if plan.keep_agent.is_some() {
+        out.push(("node-left-under-keep", kept > 0));
+    }
+    out
 }
 
 /// Simulated milliseconds since the run began (the oracle's clock).

@@ -75,6 +75,9 @@ struct Inner {
     /// replica applies it first).
     counted: std::collections::BTreeSet<u64>,
     progress: replica::Progress,
+    /// (log index, workload) a node left under, with the lease policy:
+    /// once per entry, whichever replica applied it.
+    left_under: BTreeMap<(u64, u64), fleetq_ledger::LeasePolicy>,
 }
 
 /// Shared by every replica of one run.
@@ -126,6 +129,9 @@ impl Oracle {
             } => {
                 inner.entries += 1;
                 let problems = books.entry(index, request, response, ledger);
+                for (workload, policy) in &books.left_under {
+                    inner.left_under.insert((index, *workload), *policy);
+                }
                 if inner.counted.insert(index) {
                     inner.progress.count(&request.command, response);
                 }
@@ -161,6 +167,18 @@ impl Oracle {
     /// What the oracle found, in order.
     pub fn findings(&self) -> Vec<Finding> {
         self.lock().findings.clone()
+    }
+
+    /// How often a node left under a running workload: (under the Keep
+    /// policy, under Fence), each entry and workload once.
+    pub fn left_under(&self) -> (u64, u64) {
+        let inner = self.lock();
+        let kept = inner
+            .left_under
+            .values()
+            .filter(|p| **p == fleetq_ledger::LeasePolicy::Keep)
+            .count() as u64;
+        (kept, inner.left_under.len() as u64 - kept)
     }
 
     /// Entries checked, over all replicas.

@@ -66,6 +66,9 @@ pub struct ReplicaBooks {
     lease: BTreeMap<String, LeasePolicy>,
     /// Every reservation this replica ever granted: (workload, epoch).
     pub granted: BTreeMap<(u64, u64), Held>,
+    /// The workloads a node left under in the last entry, with their
+    /// cluster's lease policy (what the fault struck, for coverage).
+    pub left_under: Vec<(u64, LeasePolicy)>,
 }
 
 /// The cells `workload` is charged under `assignment`, by its requests.
@@ -271,6 +274,14 @@ impl ReplicaBooks {
         }
         problems.extend(self.check_reports(&request.command, ledger));
         problems.extend(self.check_left_under(&left_under, &after, ledger));
+        self.left_under = left_under
+            .iter()
+            .filter(|(id, _)| self.held.contains_key(id))
+            .filter_map(|(id, _)| {
+                let cluster = &self.held.get(id)?.cluster;
+                Some((*id, *self.lease.get(cluster)?))
+            })
+            .collect();
         self.held = after;
         self.states = ledger
             .state()
