@@ -210,7 +210,8 @@ impl PodSetTopologyRequest {
 
     /// Kueue's rules on the values, for a pod set of `count` pods, as
     /// (field under `topologyRequest`, message): levels are label keys of
-    /// at most 63 characters, and a slice holds 1 to `count` pods.
+    /// at most 63 characters, and a slice holds 1 to `count` pods and
+    /// divides `count`.
     pub fn problems(&self, count: u32) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
         let mut level = |field: &'static str, label: &str| {
@@ -232,6 +233,16 @@ impl PodSetTopologyRequest {
                     "podSetSliceSize",
                     format!(
                         "{} must not be greater than the pod set's count {count}",
+                        slice.size
+                    ),
+                ));
+            } else if count % slice.size != 0 {
+                // Kueue's TAS design (KEP-2724): "It has to evenly divide
+                // the size of a PodSet"; placement takes whole slices only.
+                out.push((
+                    "podSetSliceSize",
+                    format!(
+                        "{} must divide the pod set's count {count} (whole slices only)",
                         slice.size
                     ),
                 ));

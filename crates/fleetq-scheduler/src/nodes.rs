@@ -332,6 +332,36 @@ fn constraint_of(ps: &PodSet, levels: &[String], flavor: &str) -> Result<Constra
     })
 }
 
+/// A pod set's slices (Kueue's `podSetSliceRequiredTopology` and
+/// `podSetSliceSize`) on `flavor`: (index of the slice level, slice size),
+/// or why they cannot be: a level the flavor's Topology lacks, or one
+/// above the pod set's required or preferred level (Kueue's rule).
+fn slice_of(
+    ps: &PodSet,
+    levels: &[String],
+    flavor: &str,
+    constraint: Constraint,
+) -> Result<Option<(usize, u32)>, String> {
+    let Some(slice) = ps.topology_request.as_ref().and_then(|t| t.slice.as_ref()) else {
+        return Ok(None);
+    };
+    let level = levels.iter().position(|l| *l == slice.level).ok_or_else(|| {
+        format!(
+            "pod set {:?} asks for slices within topology level {:?}, which flavor {flavor:?} does not have",
+            ps.name, slice.level
+        )
+    })?;
+    if let Constraint::Required(l) | Constraint::Preferred(l) = constraint {
+        if l > level {
+            return Err(format!(
+                "pod set {:?}: its slices' level {:?} is above its own level {:?}; a slice must lie within it",
+                ps.name, slice.level, levels[l]
+            ));
+        }
+    }
+    Ok(Some((level, slice.size)))
+}
+
 /// Places every pod set of `pod_sets` on `info`'s nodes, given what is
 /// used there (`used`, this cluster's books): the nodes of each, in
 /// order, or why they do not fit. Pod sets not placed on nodes get none.
@@ -353,6 +383,15 @@ pub fn place_all(
         let per_pod = per_pod(info, ps, psa, flavor);
         let levels = levels_of(config, flavor);
         let constraint = constraint_of(ps, &levels, flavor)?;
+        let slice = slice_of(ps, &levels, flavor, constraint)?;
+        if let Some((_, size)) = slice {
+            if size == 0 || psa.count % size != 0 {
+                return Err(format!(
+                    "pod set {:?}: {} pods do not make whole slices of {size}",
+                    psa.name, psa.count
+                ));
+            }
+        }
         let members = info.schedulable_of(flavor);
         let now = own.as_deref().unwrap_or(used);
         // Without a Topology, the node that holds the whole pod set and
@@ -378,8 +417,19 @@ pub fn place_all(
                         fit: fit_on(info, now, n, &per_pod),
                     })
                     .collect();
-                let Some(found) = placement::place(&rooms, &levels, psa.count, constraint) else {
-                    return Err(why_not(info, &rooms, &levels, &per_pod, psa, constraint));
+                let found = match slice {
+                    Some((level, size)) => {
+                        placement::place_sliced(&rooms, &levels, psa.count, constraint, level, size)
+                    }
+                    None => placement::place(&rooms, &levels, psa.count, constraint),
+                };
+                let Some(found) = found else {
+                    return Err(match slice {
+                        Some((level, size)) => {
+                            why_no_slices(info, &rooms, &levels, &per_pod, psa, (level, size))
+                        }
+                        None => why_not(info, &rooms, &levels, &per_pod, psa, constraint),
+                    });
                 };
                 found
                     .iter()
@@ -469,6 +519,39 @@ fn why_not(
     )
 }
 
+/// A pending reason for a pod set in slices that no placement fits: how
+/// many whole slices the slice domains hold.
+fn why_no_slices(
+    info: &ClusterInfo,
+    rooms: &[NodeRoom<'_>],
+    levels: &[String],
+    per_pod: &ResourceList,
+    psa: &PodSetAssignment,
+    (level, size): (usize, u32),
+) -> String {
+    let mut by_domain: BTreeMap<Vec<&str>, u64> = BTreeMap::new();
+    for room in rooms {
+        if let Some(path) = placement::domain_of(room.labels, levels, level) {
+            let slot = by_domain.entry(path).or_default();
+            *slot = slot.saturating_add(room.fit);
+        }
+    }
+    let slices: u64 = by_domain.values().map(|pods| pods / u64::from(size)).sum();
+    format!(
+        "the nodes of cluster {:?} hold {slices} slices of {size} pods of {} within one {} each; pod set {:?} needs {}{}",
+        info.name(),
+        describe(per_pod),
+        levels[level],
+        psa.name,
+        psa.count / size.max(1),
+        if slices >= u64::from(psa.count / size.max(1)) {
+            " (but not within one domain of its required level)"
+        } else {
+            ""
+        }
+    )
+}
+
 fn describe(per_pod: &ResourceList) -> String {
     per_pod
         .iter()
@@ -528,7 +611,8 @@ pub fn check_placement(
             ));
         }
         let levels = levels_of(config, flavor);
-        if let Constraint::Required(level) = constraint_of(ps, &levels, flavor)? {
+        let constraint = constraint_of(ps, &levels, flavor)?;
+        if let Constraint::Required(level) = constraint {
             let domains: std::collections::BTreeSet<Option<Vec<&str>>> = psa
                 .nodes
                 .iter()
@@ -541,6 +625,28 @@ pub fn check_placement(
                     psa.name,
                     levels[level],
                     domains.len()
+                ));
+            }
+        }
+        if let Some((level, size)) = slice_of(ps, &levels, flavor, constraint)? {
+            // Slices are alike: a placement holds whole slices exactly
+            // when every slice domain holds a multiple of the size.
+            let mut by_domain: BTreeMap<Option<Vec<&str>>, u64> = BTreeMap::new();
+            for p in &psa.nodes {
+                if let Some(&n) = info.node_index.get(&p.node) {
+                    let domain =
+                        placement::domain_of(&info.cluster.nodes[n].labels, &levels, level);
+                    *by_domain.entry(domain).or_default() += u64::from(p.count);
+                }
+            }
+            if by_domain.contains_key(&None)
+                || by_domain
+                    .values()
+                    .any(|pods| pods % u64::from(size.max(1)) != 0)
+            {
+                return Err(format!(
+                    "pod set {:?} asks for slices of {size} pods within one {} each, but its nodes do not hold whole slices per {}",
+                    psa.name, levels[level], levels[level]
                 ));
             }
         }

@@ -82,6 +82,55 @@ pub fn place(
     Some(out)
 }
 
+/// [`place`] for a pod set in slices (Kueue's `podSetSliceRequiredTopology`
+/// and `podSetSliceSize`): `count` pods in slices of `size`, each slice
+/// within one domain of `slice_level`, the slices as a whole under
+/// `constraint` (a level at or above the slice level). Each slice domain
+/// becomes one unit that holds as many slices as its pods fill, the
+/// slices are placed over those units as pods over nodes, then each
+/// unit's pods over its nodes, best fit below. `None` when `size` does not
+/// divide `count` or the slices do not fit.
+pub fn place_sliced(
+    nodes: &[NodeRoom<'_>],
+    levels: &[String],
+    count: u32,
+    constraint: Constraint,
+    slice_level: usize,
+    size: u32,
+) -> Option<Vec<(usize, u32)>> {
+    if size == 0 || count % size != 0 || slice_level >= levels.len() {
+        return None;
+    }
+    let fit: Vec<u64> = nodes.iter().map(|n| n.fit).collect();
+    let all: Vec<usize> = (0..nodes.len()).collect();
+    let domains: Vec<(String, Vec<usize>)> = domains_at(nodes, levels, slice_level, &all)
+        .into_iter()
+        .collect();
+    let units: Vec<NodeRoom<'_>> = domains
+        .iter()
+        .map(|(key, members)| NodeRoom {
+            name: key,
+            labels: nodes[members[0]].labels,
+            fit: capacity(members, &fit) / u64::from(size),
+        })
+        .collect();
+    let slices = place(&units, &levels[..=slice_level], count / size, constraint)?;
+    let mut out = Vec::new();
+    for (unit, k) in slices {
+        let pods = k.checked_mul(size)?;
+        out.extend(fill(
+            &domains[unit].1,
+            nodes,
+            levels,
+            &fit,
+            slice_level + 1,
+            pods,
+        )?);
+    }
+    out.sort_unstable();
+    Some(out)
+}
+
 /// All pods in one domain of `level`: the smallest domain that holds them.
 fn in_one_domain(
     nodes: &[NodeRoom<'_>],
@@ -444,6 +493,61 @@ mod tests {
                         let smallest = caps.values().copied().filter(|&c| c >= u64::from(count)).min().unwrap();
                         prop_assert_eq!(chosen, smallest);
                     }
+                }
+            }
+        }
+
+        /// Slices: every slice domain gets whole slices, nodes stay in
+        /// their room, a required domain holds them all; and slices are
+        /// placed whenever the domains' whole slices add up (in one
+        /// domain of the required level, when required).
+        #[test]
+        fn slices_are_whole_sound_and_complete(
+            spec in arb_fleet(),
+            per_pod in 1u64..3,
+            slices in 0u32..6,
+            size in 1u32..5,
+            slice_level in 1usize..3,
+            required in proptest::option::of(0usize..2),
+        ) {
+            let fleet = Fleet::new(&spec);
+            let rooms = fleet.rooms(&gpus(per_pod));
+            let fit: Vec<u64> = spec.iter().map(|&(_, _, g)| g / per_pod).collect();
+            let required = required.filter(|&l| l <= slice_level);
+            let constraint = required.map_or(Constraint::Unconstrained, Constraint::Required);
+            let count = slices * size;
+            let result = place_sliced(&rooms, &levels(), count, constraint, slice_level, size);
+            // Whole slices per slice domain, and per required domain.
+            let key = |i: usize, level: usize| -> Vec<String> {
+                LEVELS[..=level].iter().map(|l| fleet.labels[i][*l].clone()).collect()
+            };
+            let mut whole: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+            for (i, &f) in fit.iter().enumerate() {
+                *whole.entry(key(i, slice_level)).or_insert(0) += f;
+            }
+            let exists = match required {
+                Some(l) => {
+                    let mut by_top: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+                    for (d, pods) in &whole {
+                        *by_top.entry(d[..=l].to_vec()).or_insert(0) += pods / u64::from(size);
+                    }
+                    by_top.values().any(|&k| k >= u64::from(slices))
+                }
+                None => whole.values().map(|p| p / u64::from(size)).sum::<u64>() >= u64::from(slices),
+            };
+            prop_assert_eq!(result.is_some(), exists || slices == 0, "{:?}", result);
+            if let Some(placed) = result {
+                prop_assert_eq!(placed.iter().map(|&(_, p)| p).sum::<u32>(), count);
+                let mut per_domain: BTreeMap<Vec<String>, u32> = BTreeMap::new();
+                for &(i, pods) in &placed {
+                    prop_assert!(u64::from(pods) <= fit[i], "node {} over its room", i);
+                    *per_domain.entry(key(i, slice_level)).or_insert(0) += pods;
+                }
+                for (d, pods) in &per_domain {
+                    prop_assert_eq!(pods % size, 0, "a slice split in {:?}", d);
+                }
+                if let (Some(l), false) = (required, placed.is_empty()) {
+                    prop_assert_eq!(domain_of(&fleet, &placed, l).len(), 1);
                 }
             }
         }

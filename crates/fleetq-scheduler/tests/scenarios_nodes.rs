@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::collections::BTreeMap;
+
 use common::{set, Sim};
 use fleetq_model::assignment::NodePods;
 use fleetq_scheduler::{ReasonKind, SnapshotError};
@@ -420,4 +422,169 @@ fn a_pod_goes_to_the_node_it_leaves_with_the_fewest_free_devices() {
     sim.cycle();
     assert_eq!(sim.admitted_now(), set(&["wide"]));
     assert_eq!(sim.nodes_of("wide"), ["a=1"]);
+}
+
+/// Racks of hosts for slices: block b1 holds racks r1 (hosts a, b) and
+/// r2 (host c); block b2 holds rack r3 (hosts d, e). 4 GPUs each.
+const BLOCKS: &str = r#"
+- kind: Topology
+  name: blocks
+  spec:
+    levels: [{nodeLabel: block}, {nodeLabel: rack}, {nodeLabel: kubernetes.io/hostname}]
+- kind: ResourceFlavor
+  name: h100
+  spec: {topologyName: blocks, nodeLabels: {gpu: h100}}
+- kind: ClusterQueue
+  name: team
+  spec:
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 20}
+- kind: LocalQueue
+  namespace: ns
+  name: q
+  spec: {clusterQueue: team}
+"#;
+
+fn blocks() -> Sim {
+    Sim::new(BLOCKS, &["east: h100/nvidia.com/gpu=20"]).with_nodes(
+        "east",
+        &[
+            "a:block=b1,rack=r1:h100/nvidia.com/gpu=4",
+            "b:block=b1,rack=r1:h100/nvidia.com/gpu=4",
+            "c:block=b1,rack=r2:h100/nvidia.com/gpu=4",
+            "d:block=b2,rack=r3:h100/nvidia.com/gpu=4",
+            "e:block=b2,rack=r3:h100/nvidia.com/gpu=4",
+        ],
+    )
+}
+
+/// The rack of each placed pod group, by node name.
+fn racks_of(sim: &Sim, name: &str) -> Vec<(String, u32)> {
+    sim.nodes_of(name)
+        .iter()
+        .map(|p| {
+            let (node, pods) = p.split_once('=').unwrap();
+            let rack = match node {
+                "a" | "b" => "r1",
+                "c" => "r2",
+                _ => "r3",
+            };
+            (rack.to_string(), pods.parse().unwrap())
+        })
+        .collect()
+}
+
+/// Kueue's slices (`podSetSliceRequiredTopology`, `podSetSliceSize`):
+/// every slice of pods within one domain of the slice level, all slices
+/// within the required level, whole slices or nothing. Unconstrained,
+/// eight 1-GPU pods in slices of 4 per host would fit the 8 GPUs of
+/// rack r1 spread 4 + 4; with slices per host each host takes a whole
+/// slice.
+#[test]
+fn slices_keep_their_pods_in_one_domain_each() {
+    let mut sim = blocks();
+    // Two slices of 4 pods (1 GPU each), one rack per slice, in one block.
+    sim.submit("two q=q gpu=1 n=8 req=block slice=rack/4");
+    sim.cycle();
+    assert_eq!(sim.admitted_now(), set(&["two"]));
+    let mut per_rack: BTreeMap<String, u32> = BTreeMap::new();
+    for (rack, pods) in racks_of(&sim, "two") {
+        *per_rack.entry(rack).or_default() += pods;
+    }
+    assert!(
+        per_rack.values().all(|pods| pods % 4 == 0),
+        "a slice split across racks: {:?}",
+        sim.nodes_of("two")
+    );
+    // Best fit: block b2 (rack r3, two slices) is the smallest that
+    // holds both.
+    assert!(
+        racks_of(&sim, "two").iter().all(|(r, _)| r == "r3"),
+        "{:?}",
+        sim.nodes_of("two")
+    );
+    // 12 GPUs left, in b1: r1 8, r2 4. A slice of 3 pods of 2 GPUs needs
+    // 6 GPUs in one rack: only r1, though the block has room for more.
+    sim.submit("wide q=q gpu=2 n=3 slice=rack/3");
+    sim.cycle();
+    assert_eq!(sim.admitted_now(), set(&["wide"]));
+    assert!(
+        racks_of(&sim, "wide").iter().all(|(r, _)| r == "r1"),
+        "{:?}",
+        sim.nodes_of("wide")
+    );
+    // A second such slice finds no rack (r1 2 GPUs, r2 4 left).
+    sim.submit("again q=q gpu=2 n=3 slice=rack/3");
+    sim.cycle();
+    assert!(sim.admitted_now().is_empty());
+    // Pods that do not make whole slices are refused at submission.
+    let refused = sim
+        .try_submit("odd q=q gpu=1 n=3 slice=rack/2")
+        .expect_err("refused");
+    assert!(
+        refused[0].path.ends_with("podSetSliceSize") && refused[0].message.contains("must divide"),
+        "{refused:?}"
+    );
+}
+
+/// A slice larger than any domain of its level holds waits, and the
+/// reason counts the slices the domains can hold.
+#[test]
+fn slices_that_no_domain_holds_wait_with_the_count() {
+    let mut sim = blocks();
+    sim.submit("big q=q gpu=4 n=3 slice=rack/3");
+    sim.cycle();
+    assert!(sim.admitted_now().is_empty());
+    let reason = sim.reason("big").message;
+    assert!(
+        reason.contains("hold 0 slices of 3 pods") && reason.contains("within one rack each"),
+        "{reason}"
+    );
+    // A slice level above the required level is refused at submission,
+    // naming the field.
+    let refused = sim
+        .try_submit("upside q=q gpu=1 n=2 req=rack slice=block/2")
+        .expect_err("refused");
+    assert!(
+        refused[0]
+            .path
+            .ends_with("topologyRequest.podSetSliceRequiredTopology"),
+        "{refused:?}"
+    );
+}
+
+/// apply() re-checks slices: a placement that splits a slice across two
+/// racks is refused, though every node has the room; the scheduler's own
+/// placement is taken.
+#[test]
+fn apply_refuses_a_slice_split_across_domains() {
+    let mut sim = blocks();
+    sim.submit("s q=q gpu=1 n=4 slice=rack/4");
+    let mut decisions = sim.decide();
+    assert_eq!(decisions.admissions.len(), 1);
+    // Two pods on host b (rack r1), two on c (rack r2).
+    decisions.admissions[0].assignment.pod_sets[0].nodes = vec![
+        NodePods {
+            node: "b".into(),
+            count: 2,
+        },
+        NodePods {
+            node: "c".into(),
+            count: 2,
+        },
+    ];
+    let refused = sim.apply(&decisions);
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    match &refused[0].1 {
+        SnapshotError::NoLongerFits { detail, .. } => {
+            assert!(detail.contains("whole slices per rack"), "{detail}");
+        }
+        other => panic!("{other:?}"),
+    }
+    sim.cycle();
+    assert_eq!(sim.admitted_now(), set(&["s"]));
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use fleetq_model::config::Object;
 use fleetq_model::time::parse_duration;
-use fleetq_model::topology::{PodSetTopologyRequest, TopologyPlacement};
+use fleetq_model::topology::{PodSetTopologyRequest, TopologyPlacement, TopologySlice};
 use fleetq_model::workload::{PodSet, WorkloadSpec};
 use fleetq_model::{
     Cluster, ClusterState, Config, FieldError, FlavorResource, Node, Quantity, Timestamp, Workload,
@@ -99,7 +99,8 @@ pub fn node(line: &str) -> Node {
 
 /// One workload written as `name key=value ...`:
 /// `q=` LocalQueue (namespace `ns`), `gpu=` per pod, `cpu=`, `mig=` (1g.10gb
-/// slices), `n=` pods, `min=` minCount, `pc=` priority class,
+/// slices), `n=` pods, `min=` minCount, `pc=` priority class, `req=` and
+/// `pref=` a topology level, `slice=LEVEL/SIZE` slices of SIZE pods,
 /// `maxrun=`, `minrun=` (minRuntimeBeforePreemption), `grace=`.
 pub fn workload(line: &str) -> Workload {
     let mut parts = line.split_whitespace();
@@ -133,13 +134,22 @@ pub fn workload(line: &str) -> Workload {
             "grace" => spec.preemption_grace_period = Some(parse_duration(v).unwrap()),
             "req" | "pref" => {
                 let level = v.to_string();
-                pod.topology_request = Some(PodSetTopologyRequest {
-                    placement: Some(if k == "req" {
-                        TopologyPlacement::Required(level)
-                    } else {
-                        TopologyPlacement::Preferred(level)
-                    }),
-                    ..PodSetTopologyRequest::default()
+                pod.topology_request
+                    .get_or_insert_with(PodSetTopologyRequest::default)
+                    .placement = Some(if k == "req" {
+                    TopologyPlacement::Required(level)
+                } else {
+                    TopologyPlacement::Preferred(level)
+                });
+            }
+            // `slice=LEVEL/SIZE`: slices of SIZE pods, each in one domain.
+            "slice" => {
+                let (level, size) = v.split_once('/').expect("slice=LEVEL/SIZE");
+                pod.topology_request
+                    .get_or_insert_with(PodSetTopologyRequest::default)
+                    .slice = Some(TopologySlice {
+                    level: level.to_string(),
+                    size: size.parse().expect("slice size"),
                 });
             }
             other => panic!("unknown key {other}"),
