@@ -88,12 +88,7 @@ fn state_of_cluster(group: &Group, cluster: &str) -> String {
 
 #[test]
 fn agent_runs_admitted_work_and_its_lease_fences_it() {
-    let group = Group::start(3, &["--lease-ttl", "2s"]);
-    group
-        .wait_leader(Duration::from_secs(15))
-        .expect("a leader is elected");
-    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
-    assert!(out.status.success(), "{}", text(&out));
+    let group = Group::configured(&["--lease-ttl", "2s"]);
     let mut agent = start_agent(&group);
     wait_for(Duration::from_secs(15), || {
         (cluster_state(&group) == "Ready").then_some(())
@@ -194,12 +189,7 @@ fn start_process_agent(group: &Group, state_dir: &std::path::Path) -> Child {
 
 #[test]
 fn process_executor_runs_real_children_and_readopts_them() {
-    let group = Group::start(3, &["--lease-ttl", "5s"]);
-    group
-        .wait_leader(Duration::from_secs(15))
-        .expect("a leader is elected");
-    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
-    assert!(out.status.success(), "{}", text(&out));
+    let group = Group::configured(&["--lease-ttl", "5s"]);
     let state = group.dir.path().join("agent-state");
     let mut agent = start_process_agent(&group, &state);
     wait_for(Duration::from_secs(15), || {
@@ -879,12 +869,7 @@ impl Drop for GhostAgent {
 /// run overlapped the workload's next admission on the same cluster.
 #[test]
 fn running_what_the_ledger_does_not_hold_is_stopped() {
-    let group = Group::start(3, &["--lease-ttl", "60s"]);
-    group
-        .wait_leader(Duration::from_secs(15))
-        .expect("a leader is elected");
-    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
-    assert!(out.status.success(), "{}", text(&out));
+    let group = Group::configured(&["--lease-ttl", "60s"]);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -11,76 +11,28 @@ mod common;
 #[path = "common/fake_kube.rs"]
 mod fake_kube;
 
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{cli_stdin, text, wait_for, workloads, Group, CONFIG, FLEETQ, INSECURE};
+use common::{kube_agent, text, wait_for, workloads, Group, Process};
 use fake_kube::{node, FakeKube};
 use serde_json::{json, Value};
 
 const H100: &str = "NVIDIA-H100-80GB-HBM3";
 
-struct AgentProcess(Child);
-
-impl Drop for AgentProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_agent(group: &Group, kube: &FakeKube) -> AgentProcess {
+fn start_agent(group: &Group, kube: &FakeKube) -> Process {
     start_agent_for(group, kube, "kube-east", true)
 }
 
 /// An agent for `cluster` on `kube`; with `front_door`, it watches the
-/// cluster's queue-labelled Jobs. Its log is `agent.log` for kube-east,
-/// `agent-CLUSTER.log` otherwise.
-fn start_agent_for(
-    group: &Group,
-    kube: &FakeKube,
-    cluster: &str,
-    front_door: bool,
-) -> AgentProcess {
+/// cluster's queue-labelled Jobs (and suspends those created running).
+fn start_agent_for(group: &Group, kube: &FakeKube, cluster: &str, front_door: bool) -> Process {
     let kubeconfig = kube.write_kubeconfig(group.dir.path());
-    let log_name = match cluster {
-        "kube-east" => "agent.log".to_string(),
-        other => format!("agent-{other}.log"),
-    };
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(group.dir.path().join(log_name))
-        .expect("log");
     let flavor = format!("{H100}=h100-80gb");
-    let servers = group.addrs.join(",");
-    let mut args = vec![
-        INSECURE,
-        "--server",
-        &servers,
-        "agent",
-        "--cluster",
-        cluster,
-        "--inventory",
-        "kubernetes",
-        "--executor",
-        "kubernetes",
-        "--kubeconfig",
-        kubeconfig.to_str().expect("utf-8"),
-        "--flavor",
-        &flavor,
-    ];
-    if front_door {
-        args.extend(["--watch-queued-jobs", "--suspend-queued-jobs"]);
-    }
-    Command::new(FLEETQ)
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().expect("log"))
-        .stderr(log)
-        .spawn()
-        .map(AgentProcess)
-        .expect("fleetq agent starts")
+    let extra: &[&str] = match front_door {
+        true => &["--watch-queued-jobs", "--suspend-queued-jobs"],
+        false => &[],
+    };
+    kube_agent(group, &kubeconfig, cluster, &[&flavor], extra)
 }
 
 fn agent_log(group: &Group) -> String {
@@ -197,12 +149,7 @@ fn kubectl_created_jobs_are_queued_admitted_in_place_and_cancelled_on_delete() {
     let kube = FakeKube::start();
     let h100 = [("nvidia.com/gpu.product", H100)];
     kube.put_node(node("gpu-a", &h100, &[("nvidia.com/gpu", "8")]));
-    let group = Group::start(3, &["--lease-ttl", "5s"]);
-    group
-        .wait_leader(Duration::from_secs(15))
-        .expect("a leader is elected");
-    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
-    assert!(out.status.success(), "{}", text(&out));
+    let group = Group::configured(&["--lease-ttl", "5s"]);
     let agent = start_agent(&group, &kube);
 
     // kubectl create: a Workload appears, is admitted, and the user's own
@@ -339,12 +286,7 @@ fn a_job_admitted_to_another_cluster_runs_there_and_its_status_comes_back() {
     let h100 = [("nvidia.com/gpu.product", H100)];
     east.put_node(node("gpu-e", &h100, &[("nvidia.com/gpu", "2")]));
     west.put_node(node("gpu-w", &h100, &[("nvidia.com/gpu", "8")]));
-    let group = Group::start(3, &["--lease-ttl", "5s"]);
-    group
-        .wait_leader(Duration::from_secs(15))
-        .expect("a leader is elected");
-    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
-    assert!(out.status.success(), "{}", text(&out));
+    let group = Group::configured(&["--lease-ttl", "5s"]);
     let _west_agent = start_agent_for(&group, &west, "kube-west", false);
     let east_agent = start_agent(&group, &east);
 

@@ -11,10 +11,12 @@ mod common;
 #[path = "common/fake_kube.rs"]
 mod fake_kube;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use common::{cli_stdin, text, wait_for, workloads, Group, CONFIG, FLEETQ, INSECURE};
+use common::{
+    cli_stdin, kube_agent, text, wait_for, workloads, Group, Process, CONFIG, FLEETQ, INSECURE,
+};
 use fake_kube::{node, pod, FakeKube};
 use serde_json::{json, Value};
 
@@ -22,53 +24,16 @@ const H100: &str = "NVIDIA-H100-80GB-HBM3";
 
 /// The agent process, killed when the test ends (a failed assertion
 /// included), so no agent outlives its test.
-struct AgentProcess(Child);
-
-impl Drop for AgentProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_agent(group: &Group, kube: &FakeKube) -> AgentProcess {
+fn start_agent(group: &Group, kube: &FakeKube) -> Process {
     start_agent_with(group, kube, &[])
 }
 
 /// [`start_agent`] with `extra` agent flags.
-fn start_agent_with(group: &Group, kube: &FakeKube, extra: &[&str]) -> AgentProcess {
+fn start_agent_with(group: &Group, kube: &FakeKube, extra: &[&str]) -> Process {
     let kubeconfig = kube.write_kubeconfig(group.dir.path());
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(group.dir.path().join("agent.log"))
-        .expect("log");
-    Command::new(FLEETQ)
-        .args([
-            INSECURE,
-            "--server",
-            &group.addrs.join(","),
-            "agent",
-            "--cluster",
-            "kube-east",
-            "--inventory",
-            "kubernetes",
-            "--executor",
-            "kubernetes",
-            "--kubeconfig",
-            kubeconfig.to_str().expect("utf-8"),
-            "--flavor",
-            &format!("{H100}=h100-80gb"),
-            "--flavor",
-            "NVIDIA-A100-SXM4-40GB=a100-40gb",
-        ])
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().expect("log"))
-        .stderr(log)
-        .spawn()
-        .map(AgentProcess)
-        .expect("fleetq agent starts")
+    let h100 = format!("{H100}=h100-80gb");
+    let flavors = [h100.as_str(), "NVIDIA-A100-SXM4-40GB=a100-40gb"];
+    kube_agent(group, &kubeconfig, "kube-east", &flavors, extra)
 }
 
 fn agent_log(group: &Group) -> String {
@@ -194,12 +159,7 @@ fn kubernetes_agent_turns_nodes_into_inventory_and_admissions_into_jobs() {
     ));
     kube.put_node(node("cpu-only", &[], &[("cpu", "64")]));
 
-    let group = Group::start(3, &["--lease-ttl", "5s"]);
-    group
-        .wait_leader(Duration::from_secs(15))
-        .expect("a leader is elected");
-    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
-    assert!(out.status.success(), "{}", text(&out));
+    let group = Group::configured(&["--lease-ttl", "5s"]);
     let agent = start_agent(&group, &kube);
 
     // Only the Ready, schedulable node's GPUs count; MIG slices by profile.
@@ -538,12 +498,7 @@ fn capacity_held_by_pods_fleetq_did_not_start_is_not_offered() {
         &[("nvidia.com/gpu", "4"), ("cpu", "8")],
     ));
 
-    let group = Group::start(3, &["--lease-ttl", "5s"]);
-    group
-        .wait_leader(Duration::from_secs(15))
-        .expect("a leader is elected");
-    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
-    assert!(out.status.success(), "{}", text(&out));
+    let group = Group::configured(&["--lease-ttl", "5s"]);
     let _agent = start_agent(&group, &kube);
     let offered = |want: u64| {
         wait_for(Duration::from_secs(20), || {

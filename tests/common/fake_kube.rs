@@ -1902,12 +1902,7 @@ fn patch_event(
         if !errors.is_empty() {
             return Err(ApiError::invalid(Kind::Event, name, errors));
         }
-        let rv = store.next_rv();
-        new["metadata"]["resourceVersion"] = json!(rv.to_string());
-        let seq = store.events[i].seq;
-        store.events[i].object = new.clone();
-        store.log_event(rv, Kind::Event, seq, Some(new.clone()), Some(old));
-        Ok(new)
+        Ok(store.replace_at(Kind::Event, i, old, new))
     })?;
     Ok(json_response(StatusCode::OK, &updated))
 }
@@ -2002,12 +1997,7 @@ fn patch_job_status(
         if new == old || dry_run {
             return Ok(new);
         }
-        let rv = store.next_rv();
-        new["metadata"]["resourceVersion"] = json!(rv.to_string());
-        let seq = store.jobs[i].seq;
-        store.jobs[i].object = new.clone();
-        store.log_event(rv, Kind::Job, seq, Some(new.clone()), Some(old));
-        Ok(new)
+        Ok(store.replace_at(Kind::Job, i, old, new))
     })?;
     Ok(json_response(StatusCode::OK, &updated))
 }
@@ -2128,12 +2118,18 @@ impl Store {
         if dry_run {
             return Ok(new);
         }
+        Ok(self.replace_at(Kind::Job, i, old, new))
+    }
+
+    /// Stores `new` in place of `old`, the `kind` object at `i`, under a
+    /// new resourceVersion, and logs the change for watches.
+    fn replace_at(&mut self, kind: Kind, i: usize, old: Value, mut new: Value) -> Value {
         let rv = self.next_rv();
         new["metadata"]["resourceVersion"] = json!(rv.to_string());
-        let seq = self.jobs[i].seq;
-        self.jobs[i].object = new.clone();
-        self.log_event(rv, Kind::Job, seq, Some(new.clone()), Some(old));
-        Ok(new)
+        let seq = self.entries(kind)[i].seq;
+        self.entries_mut(kind)[i].object = new.clone();
+        self.log_event(rv, kind, seq, Some(new.clone()), Some(old));
+        new
     }
 }
 

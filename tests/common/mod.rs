@@ -124,6 +124,18 @@ impl Group {
         Group::start_with(Path::new(FLEETQ), n, extra)
     }
 
+    /// Three nodes with `extra` flags, a leader elected, and [`CONFIG`]
+    /// applied: where most end-to-end tests begin.
+    pub fn configured(extra: &[&str]) -> Group {
+        let group = Group::start(3, extra);
+        group
+            .wait_leader(Duration::from_secs(15))
+            .expect("a leader is elected");
+        let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+        assert!(out.status.success(), "{}", text(&out));
+        group
+    }
+
     /// Starts `n` nodes of `binary` (another build of fleetq).
     pub fn start_with(binary: &Path, n: usize, extra: &[&str]) -> Group {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -433,4 +445,63 @@ pub fn workloads(group: &Group, id: usize) -> Vec<Value> {
     let out = group.cli(id, &["get", "workloads", "-o", "fleetq-json"]);
     assert!(out.status.success(), "{}", text(&out));
     serde_json::from_slice::<Vec<Value>>(&out.stdout).expect("a JSON array")
+}
+
+/// A child process killed (and reaped) when it goes out of scope.
+pub struct Process(pub Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A `fleetq agent` for `cluster` with the Kubernetes inventory and
+/// executor, on the API server of `kubeconfig`, every node of `group` as
+/// a server, a `--flavor` per entry of `flavors`, and `extra` flags. Its
+/// output goes to `agent.log` in the group's directory for `kube-east`,
+/// `agent-CLUSTER.log` for another.
+pub fn kube_agent(
+    group: &Group,
+    kubeconfig: &Path,
+    cluster: &str,
+    flavors: &[&str],
+    extra: &[&str],
+) -> Process {
+    let log_name = match cluster {
+        "kube-east" => "agent.log".to_string(),
+        other => format!("agent-{other}.log"),
+    };
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(group.dir.path().join(log_name))
+        .expect("log");
+    let mut command = Command::new(FLEETQ);
+    command.args([
+        INSECURE,
+        "--server",
+        &group.addrs.join(","),
+        "agent",
+        "--cluster",
+        cluster,
+        "--inventory",
+        "kubernetes",
+        "--executor",
+        "kubernetes",
+        "--kubeconfig",
+        kubeconfig.to_str().expect("utf-8"),
+    ]);
+    for flavor in flavors {
+        command.args(["--flavor", flavor]);
+    }
+    command
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .map(Process)
+        .expect("fleetq agent starts")
 }
