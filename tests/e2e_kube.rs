@@ -582,3 +582,64 @@ fn capacity_held_by_pods_fleetq_did_not_start_is_not_offered() {
     offered(8);
     assert!(kube.refusals().is_empty(), "{:#?}", kube.refusals());
 }
+
+/// A pod of an admitted Job that kube-scheduler cannot place on its node
+/// (PodScheduled False, Unschedulable) is said in the workload's history
+/// with the scheduler's message, once; the workload stays Admitted, and
+/// runs once the pod does.
+#[test]
+fn a_pod_that_cannot_start_on_its_node_is_reported() {
+    let kube = FakeKube::start();
+    kube.put_node(node(
+        "gpu-a",
+        &[("nvidia.com/gpu.product", H100)],
+        &[("nvidia.com/gpu", "8")],
+    ));
+    let group = Group::configured(&["--lease-ttl", "5s"]);
+    let _agent = start_agent(&group, &kube);
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], &kueue_job("stuck"));
+    assert!(out.status.success(), "{}", text(&out));
+    let job = wait_for(Duration::from_secs(20), || job_of(&kube, "stuck"))
+        .unwrap_or_else(|| panic!("no Job\n{}", agent_log(&group)));
+    let labels = &job["spec"]["template"]["metadata"]["labels"];
+    let label = |k: &str| labels[k].as_str().expect("label").to_string();
+    let (id, epoch, cluster) = (
+        label("fleetq.dev/workload-id"),
+        label("fleetq.dev/epoch"),
+        label("fleetq.dev/cluster"),
+    );
+    let why = "0/1 nodes are available: 1 node(s) had untolerated taint {maintenance: true}.";
+    let mut stuck = pod(
+        "default",
+        "stuck-pod-0",
+        "",
+        &[
+            ("fleetq.dev/workload-id", &id),
+            ("fleetq.dev/epoch", &epoch),
+            ("fleetq.dev/cluster", &cluster),
+        ],
+        &[("nvidia.com/gpu", "4")],
+    );
+    stuck["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("nodeName");
+    stuck["status"] = json!({"phase": "Pending", "conditions": [{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": why}]});
+    kube.put_pod(stuck.clone());
+    let said = format!("pod stuck-pod-0 cannot be scheduled: {why}");
+    let history = || text(&group.cli(1, &["describe", "workload", "stuck"]));
+    wait_for(Duration::from_secs(20), || {
+        history().contains(&said).then_some(())
+    })
+    .unwrap_or_else(|| panic!("not said:\n{}\n{}", history(), agent_log(&group)));
+    // The same condition again (a kubelet resync) is not said twice.
+    stuck["metadata"]["labels"]["resync"] = json!("1");
+    kube.put_pod(stuck);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(history().matches(&said).count(), 1, "{}", history());
+    assert_eq!(state(&group, "stuck").expect("stuck")["state"], "Admitted");
+    let name = job["metadata"]["name"].as_str().expect("name").to_string();
+    kube.set_job_status("default", &name, json!({"active": 1, "ready": 1}));
+    wait_state(&group, "stuck", "Running");
+}

@@ -925,7 +925,8 @@ impl Harness {
         let pick = input.byte();
         let flags = input.byte();
         let phase = match input.byte() % 5 {
-            0 | 1 => Phase::Running,
+            0 => Phase::Running,
+            1 => Phase::Waiting,
             2 => Phase::Succeeded,
             3 => Phase::Failed,
             _ => Phase::Stopped,
@@ -1000,8 +1001,10 @@ impl Harness {
                 "{:?}",
                 after.state
             ),
+            // Said in the history only.
+            Phase::Waiting => assert_eq!(after.state, state),
         }
-        if phase != Phase::Running {
+        if !matches!(phase, Phase::Running | Phase::Waiting) {
             assert!(after.reservation.is_none());
         }
     }

@@ -235,6 +235,10 @@ pub enum Phase {
     Failed,
     /// Stopped on request (cancel, preemption, eviction); its processes are gone.
     Stopped,
+    /// Admitted, but its pods cannot start yet (a node does not take
+    /// them); the message says why. Changes no state: it is said in the
+    /// workload's history, once per message, and wait-for-ready decides.
+    Waiting,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -1394,6 +1394,19 @@ impl Ledger {
                 let fallback = format!("stopped on cluster {}", report.cluster);
                 self.settle_stopped(id, fallback, at);
             }
+            Phase::Waiting => {
+                let stopping = reservation.stopping.is_some();
+                if record.state != WorkloadState::Admitted || stopping {
+                    return false;
+                }
+                let message = waiting_message(&report.cluster, &report.message);
+                if record.history.last().is_some_and(|e| e.message == message) {
+                    return false;
+                }
+                if let Some(record) = self.record_mut(id) {
+                    record.push_event(at, WorkloadState::Admitted, message);
+                }
+            }
         }
         true
     }
@@ -2176,4 +2189,15 @@ pub fn submission(workload: Workload) -> Submission {
         request_id: None,
         workload: Arc::new(workload),
     }
+}
+
+/// A Waiting report's history line: why its pods cannot start, cut to a
+/// length a history keeps (an agent's text is not trusted to be short).
+fn waiting_message(cluster: &str, why: &str) -> String {
+    const MAX: usize = 512;
+    let mut end = why.len().min(MAX);
+    while !why.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("not started on cluster {cluster}: {}", &why[..end])
 }

@@ -466,7 +466,8 @@ impl Replicas {
                     cluster
                 };
                 let phase = match phase {
-                    0 | 1 => Phase::Running,
+                    0 => Phase::Running,
+                    1 => Phase::Waiting,
                     2 => Phase::Succeeded,
                     3 => Phase::Failed,
                     _ => Phase::Stopped,
@@ -506,8 +507,10 @@ impl Replicas {
                             matches!(after, WorkloadState::Pending | WorkloadState::Cancelled),
                             "{after:?}"
                         ),
+                        // Said in the history only.
+                        Phase::Waiting => assert_eq!(after, state),
                     }
-                    if phase != Phase::Running {
+                    if !matches!(phase, Phase::Running | Phase::Waiting) {
                         assert!(self.a.workload(id).expect("workload").reservation.is_none());
                     }
                 }

@@ -148,6 +148,7 @@ fn phase_of(text: &str) -> Option<Phase> {
         "Succeeded" => Phase::Succeeded,
         "Failed" => Phase::Failed,
         "Stopped" => Phase::Stopped,
+        "Waiting" => Phase::Waiting,
         _ => return None,
     })
 }
@@ -236,7 +237,7 @@ impl Agent for AgentService {
         for (i, r) in req.reports.iter().enumerate() {
             let phase = phase_of(&r.phase).ok_or_else(|| {
                 Status::invalid_argument(format!(
-                    "reports[{i}].phase: {:?} is not Running, Succeeded, Failed or Stopped",
+                    "reports[{i}].phase: {:?} is not Running, Succeeded, Failed, Stopped or Waiting",
                     r.phase
                 ))
             })?;
@@ -497,12 +498,13 @@ impl Session {
                 Ok(())
             }
             Some(Up::Status(r)) => {
-                let phase = phase_of(&r.phase).ok_or_else(|| {
-                    Status::invalid_argument(format!(
-                        "status.phase: {:?} is not Running, Succeeded, Failed or Stopped",
-                        r.phase
-                    ))
-                })?;
+                // A phase of a newer agent is skipped, not fatal: ending
+                // the session would have the agent send it first again,
+                // for ever.
+                let Some(phase) = phase_of(&r.phase) else {
+                    tracing::warn!(cluster = %cluster, phase = %r.phase, workload = r.workload_id, "a status report of an unknown phase (a newer agent?) skipped");
+                    return Ok(());
+                };
                 self.write(Command::ReportStatus {
                     reports: vec![StatusReport {
                         cluster: cluster.clone(),

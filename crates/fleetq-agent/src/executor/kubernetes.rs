@@ -676,6 +676,22 @@ impl KubernetesExecutor {
             Arc::downgrade(&jobs),
             events.clone(),
         ));
+        // An admission is waiting while the executor tracks it and has
+        // reported nothing for it yet.
+        let tracked = Arc::downgrade(&jobs);
+        let waiting = move |id: u64, epoch: u64| {
+            tracked.upgrade().is_some_and(|jobs| {
+                lock(&jobs)
+                    .get(&(id, epoch))
+                    .is_some_and(|t| t.reported.is_none() && !t.stopping)
+            })
+        };
+        tokio::spawn(super::pod_waits::watch(
+            client.clone(),
+            cluster.to_string(),
+            waiting,
+            events.clone(),
+        ));
         Ok(KubernetesExecutor {
             client,
             cluster: cluster.to_string(),

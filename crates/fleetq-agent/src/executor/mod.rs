@@ -6,6 +6,7 @@ pub mod job_status;
 pub mod kubernetes;
 pub mod logs;
 pub mod pod_logs;
+pub mod pod_waits;
 pub mod process;
 pub mod run_as;
 pub mod simulated;
@@ -28,6 +29,10 @@ pub enum Event {
     Failed,
     /// Stopped on request; its processes are gone.
     Stopped,
+    /// Not started: its pods cannot be placed where they were admitted
+    /// (the message says why). Changes nothing in the ledger but its
+    /// history.
+    Waiting,
 }
 
 impl Event {
@@ -37,6 +42,7 @@ impl Event {
             Event::Succeeded => "Succeeded",
             Event::Failed => "Failed",
             Event::Stopped => "Stopped",
+            Event::Waiting => "Waiting",
         }
     }
 }
