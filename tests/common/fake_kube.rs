@@ -1823,14 +1823,7 @@ fn patch_job(
         .patches
         .push((namespace.to_string(), name.to_string(), patch.clone()));
     let updated = shared.commit(|store| {
-        let i = store
-            .position(Kind::Job, Some(namespace), name)
-            .ok_or_else(|| ApiError::not_found(Kind::Job, name))?;
-        let old = store.jobs[i].object.clone();
-        let mut patched = old.clone();
-        merge_patch(&mut patched, &patch);
-        check_preconditions(name, &old, &patched_preconditions(&patch))?;
-        let new = decode(Kind::Job, patched)?;
+        let (i, old, new) = store.patched_job(namespace, name, &patch)?;
         store.update_job_at(i, old, new, dry_run)
     })?;
     Ok(json_response(StatusCode::OK, &updated))
@@ -1980,14 +1973,7 @@ fn patch_job_status(
     let patch = merge_patch_body(content_type, body)?;
     let dry_run = query.contains_key("dryRun");
     let updated = shared.commit(|store| {
-        let i = store
-            .position(Kind::Job, Some(namespace), name)
-            .ok_or_else(|| ApiError::not_found(Kind::Job, name))?;
-        let old = store.jobs[i].object.clone();
-        let mut patched = old.clone();
-        merge_patch(&mut patched, &patch);
-        check_preconditions(name, &old, &patched_preconditions(&patch))?;
-        let decoded = decode(Kind::Job, patched)?;
+        let (i, old, decoded) = store.patched_job(namespace, name, &patch)?;
         let mut new = old.clone();
         new["status"] = decoded["status"].clone();
         let errors = validate_job_status(&new["status"]);
@@ -2119,6 +2105,25 @@ impl Store {
             return Ok(new);
         }
         Ok(self.replace_at(Kind::Job, i, old, new))
+    }
+
+    /// Job ns/name with a merge `patch` applied and decoded, its
+    /// preconditions (a resourceVersion or uid in the patch) checked:
+    /// (its index, the stored Job, the patched one).
+    fn patched_job(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &Value,
+    ) -> Result<(usize, Value, Value), ApiError> {
+        let i = self
+            .position(Kind::Job, Some(namespace), name)
+            .ok_or_else(|| ApiError::not_found(Kind::Job, name))?;
+        let old = self.jobs[i].object.clone();
+        let mut patched = old.clone();
+        merge_patch(&mut patched, patch);
+        check_preconditions(name, &old, &patched_preconditions(patch))?;
+        Ok((i, old, decode(Kind::Job, patched)?))
     }
 
     /// Stores `new` in place of `old`, the `kind` object at `i`, under a

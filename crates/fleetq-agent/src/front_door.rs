@@ -339,9 +339,12 @@ pub struct FrontDoor {
     api: Option<FleetQClient<Channel>>,
     next_server: usize,
     jobs: HashMap<String, Tracked>,
-    /// Publishes Events on the Jobs (kube's recorder, which turns a
-    /// repeat into a count on the first).
-    recorder: Recorder,
+    /// Who publishes the Events on the Jobs. A recorder is made per
+    /// Event: kube's recorder turns a second Event of the same reason
+    /// into a count on the first and keeps the first's note, so a
+    /// pending reason that changed would not show; repeats of one note
+    /// are not told again anyway ([`Tracked::told`]).
+    reporter: Reporter,
     /// Suspend queue-labelled Jobs created unsuspended (`suspend_queued_jobs`).
     suspend_unsuspended: bool,
     /// Such Jobs, by uid: (namespace, name), to suspend next round.
@@ -356,17 +359,14 @@ impl FrontDoor {
         tls: Option<fleetq_proto::tls::Tls>,
         source: Option<std::net::IpAddr>,
     ) -> FrontDoor {
-        let recorder = Recorder::new(
-            kube.clone(),
-            Reporter {
-                controller: EVENT_CONTROLLER.into(),
-                instance: Some(format!("fleetq-agent-{cluster}")),
-            },
-        );
+        let reporter = Reporter {
+            controller: EVENT_CONTROLLER.into(),
+            instance: Some(format!("fleetq-agent-{cluster}")),
+        };
         FrontDoor {
             suspend_unsuspended: false,
             to_suspend: HashMap::new(),
-            recorder,
+            reporter,
             kube,
             cluster: cluster.to_string(),
             servers,
@@ -870,7 +870,8 @@ impl FrontDoor {
             secondary: None,
         };
         let reference = t.reference.clone();
-        if let Err(e) = self.recorder.publish(&event, &reference).await {
+        let recorder = Recorder::new(self.kube.clone(), self.reporter.clone());
+        if let Err(e) = recorder.publish(&event, &reference).await {
             tracing::warn!(job = ?reference.name, error = %e, "front door: cannot publish an Event on the Job (the agent needs create and patch on events.events.k8s.io)");
         }
     }
