@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::clusters::ClusterUsage;
+use crate::clusters::{ClusterInfo, ClusterUsage};
 use crate::nodes::{NodeUsage, NodeUsed};
 use crate::quota::FrId;
 use crate::WorkloadId;
@@ -88,6 +88,7 @@ impl Claims {
         except: Option<WorkloadId>,
         usages: [&mut ClusterUsage; 2],
         nodes: &mut NodeUsage,
+        clusters: &[ClusterInfo],
     ) {
         debug_assert!(
             self.charged.is_empty() && self.charged_nodes.is_empty(),
@@ -138,19 +139,24 @@ impl Claims {
             b.add(cluster, fr, q);
         }
         for (cluster, n, resource, q) in &self.charged_nodes {
-            nodes.adjust(*cluster, *n, resource, *q, true);
+            nodes.adjust(clusters.get(*cluster), *cluster, *n, resource, *q, true);
         }
     }
 
     /// Takes back what [`Self::lay`] charged.
-    pub fn lift(&mut self, usages: [&mut ClusterUsage; 2], nodes: &mut NodeUsage) {
+    pub fn lift(
+        &mut self,
+        usages: [&mut ClusterUsage; 2],
+        nodes: &mut NodeUsage,
+        clusters: &[ClusterInfo],
+    ) {
         let [a, b] = usages;
         for (cluster, fr, q) in self.charged.drain(..) {
             a.sub(cluster, fr, q);
             b.sub(cluster, fr, q);
         }
         for (cluster, n, resource, q) in self.charged_nodes.drain(..) {
-            nodes.adjust(cluster, n, &resource, q, false);
+            nodes.adjust(clusters.get(cluster), cluster, n, &resource, q, false);
         }
     }
 }
@@ -186,17 +192,17 @@ mod tests {
             HashMap::new(),
         );
         let mut books = NodeUsage::default();
-        claims.lay(None, [&mut a, &mut b], &mut books);
+        claims.lay(None, [&mut a, &mut b], &mut books, &[]);
         assert_eq!((a.get(0, 0), a.get(1, 0)), (1000, 4000));
         assert_eq!((b.get(0, 0), b.get(1, 0)), (1000, 4000));
-        claims.lift([&mut a, &mut b], &mut books);
+        claims.lift([&mut a, &mut b], &mut books, &[]);
         assert_eq!((a.get(0, 0), a.get(1, 0)), (0, 0));
         // Its own claim does not bind the claimant.
-        claims.lay(Some(2), [&mut a, &mut b], &mut books);
+        claims.lay(Some(2), [&mut a, &mut b], &mut books, &[]);
         assert_eq!(a.get(1, 0), 0);
-        claims.lift([&mut a, &mut b], &mut books);
+        claims.lift([&mut a, &mut b], &mut books, &[]);
         claims.remove(1);
-        claims.lay(None, [&mut a, &mut b], &mut books);
+        claims.lay(None, [&mut a, &mut b], &mut books, &[]);
         assert_eq!((a.get(0, 0), a.get(1, 0)), (0, 4000));
     }
 
@@ -217,13 +223,13 @@ mod tests {
             HashMap::new(),
             HashMap::from([(0, vec![NodeUsed::new(), victim])]),
         );
-        claims.lay(None, [&mut a, &mut b], &mut books);
+        claims.lay(None, [&mut a, &mut b], &mut books, &[]);
         assert_eq!(books.of(0)[1].get(gpu), Some(&1000));
         assert!(books.of(0)[0].is_empty());
-        claims.lift([&mut a, &mut b], &mut books);
+        claims.lift([&mut a, &mut b], &mut books, &[]);
         assert!(books.of(0)[1].is_empty());
-        claims.lay(Some(1), [&mut a, &mut b], &mut books);
+        claims.lay(Some(1), [&mut a, &mut b], &mut books, &[]);
         assert!(books.of(0)[1].is_empty());
-        claims.lift([&mut a, &mut b], &mut books);
+        claims.lift([&mut a, &mut b], &mut books, &[]);
     }
 }

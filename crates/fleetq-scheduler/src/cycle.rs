@@ -517,6 +517,7 @@ impl<'a> Cycle<'a> {
                 except,
                 [&mut self.cluster_usage, &mut self.projected_cluster],
                 &mut self.node_usage,
+                &self.snap.clusters.clusters,
             );
         }
     }
@@ -525,6 +526,7 @@ impl<'a> Cycle<'a> {
         self.claims.lift(
             [&mut self.cluster_usage, &mut self.projected_cluster],
             &mut self.node_usage,
+            &self.snap.clusters.clusters,
         );
     }
 
@@ -1345,7 +1347,15 @@ impl<'a> Cycle<'a> {
             let info = &table.clusters[c];
             let used = self.node_usage.of(c);
             let pod_sets = &skeleton.pod_sets;
-            match nodes::place_all(info, used, &self.snap.config, &w.workload, pod_sets) {
+            let index = self.node_usage.free_index(c);
+            match nodes::place_all_indexed(
+                info,
+                used,
+                index,
+                &self.snap.config,
+                &w.workload,
+                pod_sets,
+            ) {
                 Ok(p) => return Ok((c, p)),
                 Err(note) => notes.push(note),
             }
@@ -1399,7 +1409,8 @@ impl<'a> Cycle<'a> {
             let by_victims = held[n].get(resource.as_str()).copied().unwrap_or(0);
             let q = q.saturating_sub(by_victims);
             if q > 0 {
-                self.node_usage.adjust(cluster, n, &resource, q, true);
+                self.node_usage
+                    .adjust(Some(info), cluster, n, &resource, q, true);
             }
         }
     }
