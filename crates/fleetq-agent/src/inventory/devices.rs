@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use fleetq_model::resources::{GPU, MIG_PREFIX};
 
+use super::closeness::closest_set;
 use super::gpu::{FlavorMapping, GpuDevice};
 use super::Inventory;
 
@@ -24,6 +25,9 @@ pub fn is_device(resource: &str) -> bool {
 pub struct DevicePool {
     slots: Vec<DeviceSlot>,
     used: HashSet<String>,
+    /// Closeness of whole GPUs by (UUID, UUID), from NVML's topology:
+    /// several GPUs for one workload are taken close together.
+    closeness: BTreeMap<(String, String), u32>,
 }
 
 impl DevicePool {
@@ -49,6 +53,7 @@ impl DevicePool {
         DevicePool {
             slots,
             used: HashSet::new(),
+            closeness: BTreeMap::new(),
         }
     }
 
@@ -78,13 +83,24 @@ impl DevicePool {
                 }
             }
         }
+        let closeness = gpus
+            .iter()
+            .flat_map(|g| {
+                g.closeness
+                    .iter()
+                    .map(|(peer, c)| ((g.uuid.clone(), peer.clone()), *c))
+            })
+            .collect();
         DevicePool {
             slots,
             used: HashSet::new(),
+            closeness,
         }
     }
 
-    /// Takes `count` free slots per (flavor, resource), all or nothing.
+    /// Takes `count` free slots per (flavor, resource), all or nothing;
+    /// several GPUs are taken as close together as the host's topology
+    /// allows ([`closest_set`]), in pool order where it says nothing.
     pub fn allocate(
         &mut self,
         needed: &BTreeMap<(String, String), u64>,
@@ -97,15 +113,16 @@ impl DevicePool {
                 .filter(|s| &s.flavor == flavor && &s.resource == resource)
                 .filter(|s| !self.used.contains(&s.uuid))
                 .filter(|s| !taken.iter().any(|t: &DeviceSlot| t.uuid == s.uuid))
-                .take(*count as usize)
                 .collect();
-            if (free.len() as u64) < *count {
+            let ids: Vec<&str> = free.iter().map(|s| s.uuid.as_str()).collect();
+            let count_usize = usize::try_from(*count).unwrap_or(usize::MAX);
+            let Some(chosen) = closest_set(&ids, count_usize, &self.closeness) else {
                 return Err(format!(
                     "needs {count} {resource} of flavor {flavor} but only {} are free on this cluster",
                     free.len()
                 ));
-            }
-            taken.extend(free.into_iter().cloned());
+            };
+            taken.extend(chosen.into_iter().map(|i| free[i].clone()));
         }
         for s in &taken {
             self.used.insert(s.uuid.clone());
@@ -156,5 +173,54 @@ mod tests {
         assert_eq!(pool.free(), 1);
         pool.release(&[a[0].uuid.clone()]);
         assert_eq!(pool.allocate(&need(2)).unwrap().len(), 2);
+    }
+
+    /// An NVML host of eight H100s in two NVLink islands (as an HGX
+    /// board with two NVSwitch domains would report them): four GPUs for
+    /// one workload come from one island, not the first four free.
+    #[test]
+    fn nvml_gpus_are_taken_close_together() {
+        use super::super::closeness::{closeness, PcieLevel};
+        let uuid = |i: usize| format!("GPU-{i}");
+        let gpus: Vec<GpuDevice> = (0..8)
+            .map(|i| GpuDevice {
+                uuid: uuid(i),
+                name: "NVIDIA H100 80GB HBM3".into(),
+                memory_bytes: 85_520_809_984,
+                mig_enabled: false,
+                mig_devices: Vec::new(),
+                closeness: (0..8)
+                    .filter(|&j| j != i)
+                    .map(|j| {
+                        let c = match i / 4 == j / 4 {
+                            true => closeness(4, Some(PcieLevel::Numa)),
+                            false => closeness(0, Some(PcieLevel::System)),
+                        };
+                        (uuid(j), c)
+                    })
+                    .collect(),
+            })
+            .collect();
+        let mapping = FlavorMapping {
+            products: BTreeMap::from([("NVIDIA H100 80GB HBM3".into(), "h100".into())]),
+        };
+        let mut pool = DevicePool::from_gpus(&gpus, &mapping);
+        let need = |n| BTreeMap::from([(("h100".to_string(), "nvidia.com/gpu".to_string()), n)]);
+        let first = pool.allocate(&need(1)).unwrap();
+        assert_eq!(first[0].uuid, "GPU-0");
+        let four: Vec<String> = pool
+            .allocate(&need(4))
+            .unwrap()
+            .into_iter()
+            .map(|s| s.uuid)
+            .collect();
+        assert_eq!(four, ["GPU-4", "GPU-5", "GPU-6", "GPU-7"]);
+        let rest: Vec<String> = pool
+            .allocate(&need(3))
+            .unwrap()
+            .into_iter()
+            .map(|s| s.uuid)
+            .collect();
+        assert_eq!(rest, ["GPU-1", "GPU-2", "GPU-3"]);
     }
 }

@@ -32,6 +32,11 @@ pub struct GpuDevice {
     pub mig_enabled: bool,
     #[serde(default)]
     pub mig_devices: Vec<MigDevice>,
+    /// How close each other GPU of the host is (by UUID), as
+    /// [`super::closeness::closeness`] scores NVML's NVLink and PCIe
+    /// topology: smaller is closer. Empty where NVML does not say.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub closeness: BTreeMap<String, u32>,
 }
 
 /// One MIG device (a GPU instance with its compute instance).

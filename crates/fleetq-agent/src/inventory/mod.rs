@@ -2,6 +2,7 @@
 //! ledger counts it (`nvidia.com/gpu`, `nvidia.com/mig-<profile>`,
 //! `gpu.memory` in GiB).
 
+pub mod closeness;
 pub mod devices;
 pub mod gpu;
 pub mod kubernetes;
