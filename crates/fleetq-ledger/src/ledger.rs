@@ -1,6 +1,11 @@
 //! The replicated state machine: [`Ledger::apply`] turns one stamped command
 //! into the next state, re-validating every decision against the state at
 //! that log index (docs/architecture.md §4-5). It is pure: no clock, no I/O.
+//!
+//! Dispatch, configuration, submission, admission, preemption, clusters
+//! and the invariants are here; command families with rooms of their
+//! own: `reports` (executors' reports, release), `retention`
+//! (finished workloads), `export` (snapshot bytes and the state hash).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -23,6 +28,12 @@ use crate::record::{
     AfterStop, ClusterRecord, Counters, LeasePolicy, Reservation, WorkloadRecord, WorkloadState,
 };
 use crate::retention::{cutoff, FinishedIndex, RemovedIds};
+
+mod export;
+mod reports;
+mod retention;
+
+pub use export::Exported;
 
 /// The replicated part of the ledger: what snapshots carry and the state
 /// hash covers.
@@ -1327,215 +1338,6 @@ impl Ledger {
         )])
     }
 
-    fn report_status(&mut self, reports: &[StatusReport], at: Timestamp) -> Response {
-        let (mut applied, mut stale) = (0, 0);
-        for report in reports {
-            if self.report_one(report, at) {
-                applied += 1;
-            } else {
-                stale += 1;
-                self.counters.stale_reports += 1;
-            }
-        }
-        Response::ok(Outcome::Reported { applied, stale })
-    }
-
-    /// Applies one report if it matches the workload's current admission;
-    /// returns false for a stale or repeated report (a no-op).
-    fn report_one(&mut self, report: &StatusReport, at: Timestamp) -> bool {
-        let Some(record) = self.state.workloads.get(&report.workload) else {
-            return false;
-        };
-        let Some(reservation) = &record.reservation else {
-            return false;
-        };
-        let any_epoch =
-            fleetq_model::mutants::active(fleetq_model::mutants::Mutant::StaleEpochReport);
-        if (reservation.epoch != report.epoch && !any_epoch)
-            || reservation.assignment.cluster != report.cluster
-        {
-            return false;
-        }
-        let id = report.workload;
-        match report.phase {
-            Phase::Running => {
-                if record.state != WorkloadState::Admitted {
-                    return false;
-                }
-                if let Some(record) = self.record_mut(id) {
-                    if let Some(r) = record.reservation.as_mut() {
-                        r.started_at = Some(at);
-                    }
-                    record.push_event(
-                        at,
-                        WorkloadState::Running,
-                        format!("running on cluster {}", report.cluster),
-                    );
-                }
-            }
-            Phase::Succeeded | Phase::Failed => {
-                let state = if report.phase == Phase::Succeeded {
-                    WorkloadState::Succeeded
-                } else {
-                    WorkloadState::Failed
-                };
-                let message = if report.message.is_empty() {
-                    format!(
-                        "{} on cluster {}",
-                        state.as_str().to_lowercase(),
-                        report.cluster
-                    )
-                } else {
-                    report.message.clone()
-                };
-                self.finish(id, state, message, at);
-            }
-            Phase::Stopped => {
-                let fallback = format!("stopped on cluster {}", report.cluster);
-                self.settle_stopped(id, fallback, at);
-            }
-            Phase::Waiting => {
-                let stopping = reservation.stopping.is_some();
-                if record.state != WorkloadState::Admitted || stopping {
-                    return false;
-                }
-                let message = waiting_message(&report.cluster, &report.message);
-                if record.history.last().is_some_and(|e| e.message == message) {
-                    return false;
-                }
-                if let Some(record) = self.record_mut(id) {
-                    record.push_event(at, WorkloadState::Admitted, message);
-                }
-            }
-        }
-        true
-    }
-
-    /// A stopped admission's quota is released and the workload becomes
-    /// what its stop asked for: Cancelled, Failed (deactivated), or
-    /// Pending again (backing off after a wait-for-ready eviction, or
-    /// requeued after preemption). `fallback` is the reason when no stop
-    /// was asked for (the workload stopped by itself or was fenced).
-    fn settle_stopped(&mut self, id: WorkloadId, fallback: String, at: Timestamp) {
-        let Some(record) = self.state.workloads.get(&id) else {
-            return;
-        };
-        let (why, after) = record
-            .reservation
-            .as_ref()
-            .map_or((fallback.clone(), AfterStop::Requeue), |r| {
-                (r.stopping.clone().unwrap_or(fallback), r.after_stop)
-            });
-        if record.cancel_requested {
-            self.finish(
-                id,
-                WorkloadState::Cancelled,
-                "cancelled; processes stopped",
-                at,
-            );
-            return;
-        }
-        match after {
-            AfterStop::Requeue => self.release_and_requeue(id, ReasonKind::Evicted, why, at),
-            AfterStop::BackOff => self.release_and_requeue(id, ReasonKind::BackingOff, why, at),
-            AfterStop::Deactivate => self.finish(id, WorkloadState::Failed, why, at),
-        }
-    }
-
-    /// Releases a reservation and records the workload's end.
-    fn finish(
-        &mut self,
-        id: WorkloadId,
-        state: WorkloadState,
-        message: impl Into<String>,
-        at: Timestamp,
-    ) {
-        self.release(id, at);
-        if let Some(record) = self.record_mut(id) {
-            record.reservation = None;
-            record.reason = None;
-            record.push_event(at, state, message);
-        }
-    }
-
-    /// Releases a reservation and puts the workload back in its queue with
-    /// the eviction as its reason (an evicted workload is Pending again).
-    fn release_and_requeue(
-        &mut self,
-        id: WorkloadId,
-        kind: ReasonKind,
-        why: String,
-        at: Timestamp,
-    ) {
-        if self
-            .state
-            .workloads
-            .get(&id)
-            .is_some_and(|r| r.cancel_requested)
-        {
-            self.finish(
-                id,
-                WorkloadState::Cancelled,
-                format!("cancelled; {why}"),
-                at,
-            );
-            return;
-        }
-        self.release(id, at);
-        if let Some(record) = self.record_mut(id) {
-            record.reservation = None;
-            record.reason = Some(Box::new(PendingReason::new(kind, why.clone())));
-            // An inactive workload is kept out of the queue
-            // (requeue_binding): say so, not "requeued".
-            let event = if record.workload.spec.inactive {
-                format!("{why}; not requeued")
-            } else {
-                format!("requeued: {why}")
-            };
-            record.push_event(at, WorkloadState::Pending, event);
-        }
-        self.requeue_binding(id);
-        // requeue_binding clears only Misconfigured reasons; keep the eviction.
-    }
-
-    /// Releases the scheduler's reservation and charges what it used (its
-    /// assignment's usage, weighted as the replicated Configuration says,
-    /// for as long as it held it) to the LocalQueue's admission-fair-sharing
-    /// usage.
-    fn release(&mut self, id: WorkloadId, at: Timestamp) {
-        if let Ok(admitted) = self.snapshot.release(id, at) {
-            let cfg = self.scheduler.with_settings(&self.state.config);
-            let rate = fleetq_scheduler::fair::afs_rate(
-                &admitted.assignment.usage,
-                &cfg.afs_resource_weights,
-            );
-            let used = fleetq_scheduler::fair::afs_usage(rate, at.since(admitted.admitted_at));
-            let half_life = cfg.afs_half_life;
-            self.snapshot.record_local_queue_usage(
-                &admitted.pending.local_queue,
-                used,
-                at,
-                half_life,
-            );
-        }
-    }
-
-    /// Counts an eviction the workload did not ask for and no earlier
-    /// stop (preemption, cancel, wait-for-ready) already accounts for.
-    fn count_involuntary_stop(&mut self, id: WorkloadId, reason: &str) {
-        let cq = self
-            .state
-            .workloads
-            .get(&id)
-            .filter(|r| !r.cancel_requested)
-            .and_then(|r| r.reservation.as_ref())
-            .filter(|r| r.stopping.is_none())
-            .map(|r| r.cluster_queue.clone());
-        if let Some(cq) = cq {
-            self.counters.evicted(&cq, reason);
-        }
-    }
-
     fn reservations_on(&self, cluster: &str) -> Vec<WorkloadId> {
         self.state
             .workloads
@@ -1755,97 +1557,6 @@ impl Ledger {
         })
     }
 
-    // ----- retention ------------------------------------------------------
-
-    /// Indexes the workloads that ended in this command (every change to
-    /// a record goes through `record_mut` or `submit_one`, which note it).
-    fn index_finished(&mut self, changed_from: usize) {
-        for id in &self.changed[changed_from..] {
-            if let Some(record) = self.state.workloads.get(id) {
-                self.finished.note(record);
-            }
-        }
-    }
-
-    fn remove_finished(&mut self, retention_ms: u64, max: u32, at: Timestamp) -> Response {
-        if max == 0 {
-            return Response::refused(vec![FieldError::new(
-                "",
-                "max",
-                "must be at least 1 (how many finished workloads one command removes)",
-            )]);
-        }
-        let cutoff = cutoff(at, retention_ms);
-        if fleetq_model::mutants::active(fleetq_model::mutants::Mutant::RemoveUnfinished) {
-            self.remove_idle(cutoff, at);
-        }
-        let due: Vec<(Timestamp, WorkloadId)> =
-            self.finished.ended_by(cutoff).take(max as usize).collect();
-        let mut removed = 0;
-        for (finished_at, id) in due {
-            // Taken off the index whether or not it passes: an entry that
-            // does not is an inconsistency (the invariants report it), and
-            // must not come back in every later command.
-            self.finished.remove(finished_at, id);
-            if self.removable(id, finished_at) {
-                self.remove_record(id);
-                removed += 1;
-            }
-        }
-        let more = self.finished.ended_by(cutoff).next().is_some();
-        Response::ok(Outcome::RemovedFinished { removed, more })
-    }
-
-    /// Re-checks at apply what the index claims: the workload ended then,
-    /// holds no quota and is queued nowhere.
-    fn removable(&self, id: WorkloadId, finished_at: Timestamp) -> bool {
-        self.state.workloads.get(&id).is_some_and(|r| {
-            r.finished_at() == Some(finished_at)
-                && r.reservation.is_none()
-                && self.snapshot.get_admitted(id).is_none()
-                && self.snapshot.get_pending(id).is_none()
-        })
-    }
-
-    /// Drops a record and its indexes, and remembers its id as removed.
-    fn remove_record(&mut self, id: WorkloadId) {
-        let Some(record) = self.state.workloads.remove(&id) else {
-            return;
-        };
-        let key = record.key();
-        if self.state.by_name.get(&key) == Some(&id) {
-            self.state.by_name.remove(&key);
-        }
-        if let Some(request) = &record.request_id {
-            if self.state.by_request.get(request) == Some(&id) {
-                self.state.by_request.remove(request);
-            }
-        }
-        self.state.removed.insert(id);
-        self.counters.finished_removed += 1;
-        // Watchers learn of it as a change to a record that is gone.
-        self.changed.push(id);
-    }
-
-    /// The planted bug `remove-unfinished`: retention by "nothing has
-    /// happened to it for the retention", finished or not, releasing
-    /// whatever it held.
-    fn remove_idle(&mut self, cutoff: Timestamp, at: Timestamp) {
-        let idle: Vec<WorkloadId> = self
-            .state
-            .workloads
-            .values()
-            .filter(|r| !r.state.is_terminal())
-            .filter(|r| r.history.last().is_some_and(|e| e.at <= cutoff))
-            .map(|r| r.id)
-            .collect();
-        for id in idle {
-            self.snapshot.remove_pending(id);
-            self.release(id, at);
-            self.remove_record(id);
-        }
-    }
-
     // ----- invariants, export, hash --------------------------------------
 
     /// Invariants 1 and 2 of docs/architecture.md §6 plus the agreement between the
@@ -1945,117 +1656,6 @@ impl Ledger {
             ));
         }
         out
-    }
-
-    /// The replicated state, with LocalQueue state copied in.
-    pub fn exported_state(&self) -> LedgerState {
-        let mut state = self.state.clone();
-        state.local_queues = self.snapshot.local_queue_states().clone();
-        state
-    }
-
-    /// Serialises the whole ledger for a Raft snapshot.
-    pub fn export(&self) -> Result<Vec<u8>, serde_json::Error> {
-        self.exported().to_bytes()
-    }
-
-    /// A copy of everything a snapshot holds. Cheap next to serialising it
-    /// (workloads are shared), so a caller can take it under a lock and
-    /// serialise after releasing it.
-    pub fn exported(&self) -> Exported {
-        Exported {
-            state: self.exported_state(),
-            counters: self.counters.clone(),
-        }
-    }
-
-    /// Rebuilds a ledger from [`Ledger::export`] output.
-    pub fn import(bytes: &[u8], scheduler: SchedulerConfig) -> Result<Ledger, String> {
-        let exported: Exported =
-            crate::format::decode(bytes, || "the snapshot".into()).map_err(|e| match e {
-                crate::format::DecodeError::Newer(newer) => newer.to_string(),
-                crate::format::DecodeError::Json(e) => format!("snapshot is unreadable: {e}"),
-            })?;
-        let mut ledger = Ledger::new(scheduler);
-        ledger.counters = exported.counters;
-        let mut state = exported.state;
-        let local_queues = std::mem::take(&mut state.local_queues);
-        ledger.state = state;
-        // derive_snapshot carries LocalQueue state over from the current
-        // snapshot: put the exported one there first.
-        for (lq, s) in &local_queues {
-            ledger.snapshot.restore_local_queue_state(lq, *s);
-        }
-        let config = ledger.state.config.clone();
-        ledger.snapshot = ledger.derive_snapshot(&config).map_err(|errors| {
-            let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-            format!(
-                "snapshot reservations do not fit its configuration: {}",
-                text.join("; ")
-            )
-        })?;
-        // Queue the pending workloads again without touching their records:
-        // requeue_binding drops a Misconfigured reason once the binding
-        // holds, but that reason may be the scheduler's (an AdmitBatch
-        // carried it), which the replicas that applied the log still show
-        // (found by fuzz/ command_apply).
-        let reasons: Vec<(WorkloadId, Option<Box<PendingReason>>)> = ledger
-            .state
-            .workloads
-            .values()
-            .map(|w| (w.id, w.reason.clone()))
-            .collect();
-        ledger.requeue_all_pending();
-        ledger.finished = FinishedIndex::of(ledger.state.workloads.values());
-        for (id, reason) in reasons {
-            if let Some(record) = ledger.state.workloads.get_mut(&id) {
-                record.reason = reason;
-            }
-        }
-        let violations = ledger.violations();
-        if !violations.is_empty() {
-            return Err(format!(
-                "snapshot violates the ledger invariants: {}",
-                violations.join("; ")
-            ));
-        }
-        Ok(ledger)
-    }
-
-    /// SHA-256 over the canonical serialisation of the replicated state.
-    /// Replicas at the same applied index must agree (invariant 6).
-    /// The clock (`now`) is left out: it only follows the stamps of the
-    /// log, and a refused command must leave the hash unchanged.
-    pub fn state_hash(&self) -> String {
-        Ledger::hash_of(self.exported_state())
-    }
-
-    /// [`Ledger::state_hash`] of a state copied out with
-    /// [`Ledger::exported_state`]: the copy is quick to take under a lock,
-    /// the hash can then be computed without it.
-    pub fn hash_of(mut state: LedgerState) -> String {
-        state.now = Timestamp::default();
-        crate::hash::state_hash(&state)
-    }
-}
-
-/// The contents of a Raft snapshot: the replicated state and the counters.
-#[derive(Serialize, Deserialize)]
-pub struct Exported {
-    state: LedgerState,
-    counters: Counters,
-}
-
-impl Exported {
-    /// JSON with its format first ([`crate::format`]).
-    pub fn to_bytes(&self) -> Result<Vec<u8>, serde_json::Error> {
-        crate::format::encode(self)
-    }
-
-    /// [`Ledger::state_hash`] of the ledger this was exported from (a
-    /// backup records it next to the bytes).
-    pub fn state_hash(&self) -> String {
-        Ledger::hash_of(self.state.clone())
     }
 }
 
@@ -2189,15 +1789,4 @@ pub fn submission(workload: Workload) -> Submission {
         request_id: None,
         workload: Arc::new(workload),
     }
-}
-
-/// A Waiting report's history line: why its pods cannot start, cut to a
-/// length a history keeps (an agent's text is not trusted to be short).
-fn waiting_message(cluster: &str, why: &str) -> String {
-    const MAX: usize = 512;
-    let mut end = why.len().min(MAX);
-    while !why.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("not started on cluster {cluster}: {}", &why[..end])
 }
