@@ -1799,7 +1799,7 @@ fn update_job(
             .position(Kind::Job, Some(namespace), name)
             .ok_or_else(|| ApiError::not_found(Kind::Job, name))?;
         let old = store.jobs[i].object.clone();
-        check_preconditions(name, &old, &new)?;
+        check_preconditions(Kind::Job, name, &old, &new)?;
         store.update_job_at(i, old, new, dry_run)
     })?;
     Ok(json_response(StatusCode::OK, &updated))
@@ -1823,7 +1823,7 @@ fn patch_job(
         .patches
         .push((namespace.to_string(), name.to_string(), patch.clone()));
     let updated = shared.commit(|store| {
-        let (i, old, new) = store.patched_job(namespace, name, &patch)?;
+        let (i, old, new) = store.patched(Kind::Job, namespace, name, &patch)?;
         store.update_job_at(i, old, new, dry_run)
     })?;
     Ok(json_response(StatusCode::OK, &updated))
@@ -1875,13 +1875,7 @@ fn patch_event(
 ) -> Result<Response<Body>, ApiError> {
     let patch = merge_patch_body(content_type, body)?;
     let updated = shared.commit(|store| {
-        let i = store
-            .position(Kind::Event, Some(namespace), name)
-            .ok_or_else(|| ApiError::not_found(Kind::Event, name))?;
-        let old = store.events[i].object.clone();
-        let mut patched = old.clone();
-        merge_patch(&mut patched, &patch);
-        let mut new = decode(Kind::Event, patched)?;
+        let (i, old, mut new) = store.patched(Kind::Event, namespace, name, &patch)?;
         for key in [
             "name",
             "namespace",
@@ -1973,7 +1967,7 @@ fn patch_job_status(
     let patch = merge_patch_body(content_type, body)?;
     let dry_run = query.contains_key("dryRun");
     let updated = shared.commit(|store| {
-        let (i, old, decoded) = store.patched_job(namespace, name, &patch)?;
+        let (i, old, decoded) = store.patched(Kind::Job, namespace, name, &patch)?;
         let mut new = old.clone();
         new["status"] = decoded["status"].clone();
         let errors = validate_job_status(&new["status"]);
@@ -2034,11 +2028,11 @@ fn patched_preconditions(patch: &Value) -> Value {
 
 /// Optimistic concurrency: a resourceVersion or uid the client sent must
 /// be the stored one.
-fn check_preconditions(name: &str, old: &Value, new: &Value) -> Result<(), ApiError> {
+fn check_preconditions(kind: Kind, name: &str, old: &Value, new: &Value) -> Result<(), ApiError> {
     let sent_rv = new["metadata"]["resourceVersion"].as_str().unwrap_or("");
     if !sent_rv.is_empty() && Some(sent_rv) != old["metadata"]["resourceVersion"].as_str() {
         return Err(ApiError::conflict(
-            Kind::Job,
+            kind,
             name,
             "the object has been modified; please apply your changes to the latest version and try again".into(),
         ));
@@ -2047,7 +2041,7 @@ fn check_preconditions(name: &str, old: &Value, new: &Value) -> Result<(), ApiEr
     let stored_uid = old["metadata"]["uid"].as_str().unwrap_or("");
     if !sent_uid.is_empty() && sent_uid != stored_uid {
         return Err(ApiError::conflict(
-            Kind::Job,
+            kind,
             name,
             format!("Precondition failed: UID in precondition: {sent_uid}, UID in object meta: {stored_uid}"),
         ));
@@ -2107,23 +2101,24 @@ impl Store {
         Ok(self.replace_at(Kind::Job, i, old, new))
     }
 
-    /// Job ns/name with a merge `patch` applied and decoded, its
-    /// preconditions (a resourceVersion or uid in the patch) checked:
-    /// (its index, the stored Job, the patched one).
-    fn patched_job(
+    /// The `kind` object ns/name with a merge `patch` applied and
+    /// decoded, its preconditions (a resourceVersion or uid in the patch)
+    /// checked: (its index, the stored object, the patched one).
+    fn patched(
         &self,
+        kind: Kind,
         namespace: &str,
         name: &str,
         patch: &Value,
     ) -> Result<(usize, Value, Value), ApiError> {
         let i = self
-            .position(Kind::Job, Some(namespace), name)
-            .ok_or_else(|| ApiError::not_found(Kind::Job, name))?;
-        let old = self.jobs[i].object.clone();
+            .position(kind, Some(namespace), name)
+            .ok_or_else(|| ApiError::not_found(kind, name))?;
+        let old = self.entries(kind)[i].object.clone();
         let mut patched = old.clone();
         merge_patch(&mut patched, patch);
-        check_preconditions(name, &old, &patched_preconditions(patch))?;
-        Ok((i, old, decode(Kind::Job, patched)?))
+        check_preconditions(kind, name, &old, &patched_preconditions(patch))?;
+        Ok((i, old, decode(kind, patched)?))
     }
 
     /// Stores `new` in place of `old`, the `kind` object at `i`, under a

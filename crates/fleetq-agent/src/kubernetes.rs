@@ -65,6 +65,15 @@ pub async fn client(config: &KubernetesConfig) -> Result<kube::Client, String> {
     kube::Client::try_from(resolved).map_err(|e| format!("kubernetes: cannot build a client: {e}"))
 }
 
+/// The label selector of everything the executor made on `cluster` for
+/// `workload` (its Jobs and their pods, every admission).
+pub fn workload_selector(cluster: &str, workload: u64) -> String {
+    format!(
+        "{LABEL_CLUSTER}={},{LABEL_WORKLOAD_ID}={workload}",
+        label_value(cluster)
+    )
+}
+
 /// `value` made a valid label value: at most 63 characters of
 /// `[A-Za-z0-9._-]`, starting and ending alphanumeric.
 pub fn label_value(value: &str) -> String {

@@ -700,26 +700,18 @@ impl Executor {
 }
 
 /// The reply to a status question `request_id`: the Job's status as JSON
-/// in `text`.
+/// in `text`, in the shape of a logs reply.
 fn job_status_answer(
     request_id: u64,
     epoch: u64,
     result: Result<(u64, serde_json::Value), String>,
 ) -> pb::LogsReply {
-    match result {
-        Ok((epoch, status)) => pb::LogsReply {
-            request_id,
-            text: status.to_string(),
-            epoch,
-            ..pb::LogsReply::default()
-        },
-        Err(error) => pb::LogsReply {
-            request_id,
-            error,
-            epoch,
-            ..pb::LogsReply::default()
-        },
-    }
+    let status = result.map(|(epoch, status)| Tail {
+        text: status.to_string(),
+        truncated: false,
+        epoch,
+    });
+    logs_answer(request_id, epoch, status)
 }
 
 /// The reply to logs request `request_id` (for `epoch`, 0: the latest).

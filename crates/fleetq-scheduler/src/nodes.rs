@@ -81,23 +81,26 @@ impl FreeIndex {
     }
 
     /// The keys of node `n` under `used`: (flavor, resource) and free.
+    /// Read from the books as they are (the index is what placement
+    /// starts from; the planted bug that ignores usage skips it).
     fn keys<'i>(
         info: &'i ClusterInfo,
         used: &[NodeUsed],
         n: usize,
-    ) -> impl Iterator<Item = ((&'i str, &'i str), u64)> + 'i {
+    ) -> Vec<((&'i str, &'i str), u64)> {
         let node = &info.cluster.nodes[n];
-        let books = used.get(n).cloned().unwrap_or_default();
+        let books = used.get(n);
         node.allocatable
             .iter()
-            .filter(move |(r, _)| r.contains('/') && !node.unschedulable)
-            .map(move |(r, q)| {
-                let taken = books.get(r.as_str()).copied().unwrap_or(0);
+            .filter(|(r, _)| r.contains('/') && !node.unschedulable)
+            .map(|(r, q)| {
+                let taken = books.and_then(|b| b.get(r.as_str())).copied().unwrap_or(0);
                 (
                     (node.flavor.as_str(), r.as_str()),
                     q.milli().saturating_sub(taken),
                 )
             })
+            .collect()
     }
 
     fn insert(&mut self, info: &ClusterInfo, used: &[NodeUsed], n: usize) {
@@ -389,21 +392,30 @@ fn per_pod(info: &ClusterInfo, ps: &PodSet, psa: &PodSetAssignment, flavor: &str
 /// that asks for nothing counted here). Counted in place: this runs for
 /// every node of the flavor on every attempt.
 fn fit_on(info: &ClusterInfo, used: &[NodeUsed], n: usize, per_pod: &ResourceList) -> u64 {
-    let node = &info.cluster.nodes[n];
-    let ignore_usage = fleetq_model::mutants::active(Mutant::PlacementIgnoresNodeUsage);
     per_pod
         .iter()
         .filter(|(_, q)| !q.is_zero())
-        .map(|(r, q)| {
-            let have = node.allocatable.get(r).map_or(0, |q| q.milli());
-            let taken = match ignore_usage {
-                true => 0,
-                false => used.get(n).and_then(|u| u.get(r)).copied().unwrap_or(0),
-            };
-            have.saturating_sub(taken) / q.milli()
-        })
+        .map(|(r, q)| left_on(info, used, n, r) / q.milli())
         .min()
         .unwrap_or(u64::MAX)
+}
+
+/// Milli-units of `resource` left on node `n` under `used` (all of it
+/// under the planted bug that ignores node usage).
+fn left_on(info: &ClusterInfo, used: &[NodeUsed], n: usize, resource: &str) -> u64 {
+    let have = info.cluster.nodes[n]
+        .allocatable
+        .get(resource)
+        .map_or(0, |q| q.milli());
+    if fleetq_model::mutants::active(Mutant::PlacementIgnoresNodeUsage) {
+        return have;
+    }
+    let taken = used
+        .get(n)
+        .and_then(|u| u.get(resource))
+        .copied()
+        .unwrap_or(0);
+    have.saturating_sub(taken)
 }
 
 /// What is free on node `n` of the resources `per_pod` asks for, in
@@ -417,20 +429,12 @@ fn free_if_holding(
     per_pod: &ResourceList,
     count: u32,
 ) -> Option<(u64, u64)> {
-    let node = &info.cluster.nodes[n];
-    let books = used.get(n);
-    let ignore_usage = fleetq_model::mutants::active(Mutant::PlacementIgnoresNodeUsage);
     let mut free = (0u64, 0u64);
     for (r, q) in per_pod.iter() {
         if q.is_zero() {
             continue;
         }
-        let have = node.allocatable.get(r).map_or(0, |q| q.milli());
-        let taken = match ignore_usage {
-            true => 0,
-            false => books.and_then(|u| u.get(r)).copied().unwrap_or(0),
-        };
-        let left = have.saturating_sub(taken);
+        let left = left_on(info, used, n, r);
         if left / q.milli() < u64::from(count) {
             return None;
         }
@@ -622,8 +626,6 @@ pub fn place_all_indexed(
     Ok(out)
 }
 
-/// The node among `members` that holds `count` pods of `per_pod` with the
-/// fewest to spare (ties by name), if one holds them all.
 /// [`smallest_holding`] through the index, for a pod asking one device
 /// resource: `Some(choice)` (the same node, or none), or `None` when the
 /// index cannot answer (the pod asks no device or several). Within one
@@ -669,6 +671,9 @@ fn smallest_holding_indexed(
     Some(best.map(|(_, _, n)| n))
 }
 
+/// The node among `members` that holds `count` pods of `per_pod` and is
+/// left with the fewest free devices, then the least of the rest (ties
+/// by name), if one holds them all.
 fn smallest_holding(
     info: &ClusterInfo,
     used: &[NodeUsed],
@@ -704,14 +709,10 @@ fn why_not(
     let all: u64 = fits.iter().fold(0, |s, &f| s.saturating_add(f));
     let best_node = fits.iter().copied().max().unwrap_or(0);
     if let Constraint::Required(level) = constraint {
-        let mut by_domain: BTreeMap<Vec<&str>, u64> = BTreeMap::new();
-        for (room, &fit) in rooms.iter().zip(&fits) {
-            if let Some(path) = placement::domain_of(room.labels, levels, level) {
-                let slot = by_domain.entry(path).or_default();
-                *slot = slot.saturating_add(fit);
-            }
-        }
-        let best = by_domain.values().copied().max().unwrap_or(0);
+        let best = pods_by_domain(rooms, levels, level)
+            .into_values()
+            .max()
+            .unwrap_or(0);
         return format!(
             "no {} in cluster {:?} has room for {} pods of {shape} (pod set {:?}): the best holds {best}",
             levels[level],
@@ -745,14 +746,10 @@ fn why_no_slices(
     psa: &PodSetAssignment,
     (level, size): (usize, u32),
 ) -> String {
-    let mut by_domain: BTreeMap<Vec<&str>, u64> = BTreeMap::new();
-    for room in rooms {
-        if let Some(path) = placement::domain_of(room.labels, levels, level) {
-            let slot = by_domain.entry(path).or_default();
-            *slot = slot.saturating_add(room.fit);
-        }
-    }
-    let slices: u64 = by_domain.values().map(|pods| pods / u64::from(size)).sum();
+    let slices: u64 = pods_by_domain(rooms, levels, level)
+        .into_values()
+        .map(|pods| pods / u64::from(size))
+        .sum();
     format!(
         "the nodes of cluster {:?} hold {slices} slices of {size} pods of {} within one {} each; pod set {:?} needs {}{}",
         info.name(),
@@ -766,6 +763,22 @@ fn why_no_slices(
             ""
         }
     )
+}
+
+/// How many pods each domain of `level` holds, over `rooms`.
+fn pods_by_domain<'r>(
+    rooms: &[NodeRoom<'r>],
+    levels: &[String],
+    level: usize,
+) -> BTreeMap<Vec<&'r str>, u64> {
+    let mut by_domain: BTreeMap<Vec<&str>, u64> = BTreeMap::new();
+    for room in rooms {
+        if let Some(path) = placement::domain_of(room.labels, levels, level) {
+            let slot = by_domain.entry(path).or_default();
+            *slot = slot.saturating_add(room.fit);
+        }
+    }
+    by_domain
 }
 
 fn describe(per_pod: &ResourceList) -> String {

@@ -10,7 +10,7 @@ use kube::api::ListParams;
 use kube::Api;
 use serde_json::Value;
 
-use crate::kubernetes::{label_value, LABEL_CLUSTER, LABEL_EPOCH, LABEL_WORKLOAD_ID};
+use crate::kubernetes::{workload_selector, LABEL_EPOCH};
 
 /// The `status` of `workload`'s Job on `cluster` for `epoch` (its latest
 /// admission's where 0), with the epoch it belongs to.
@@ -20,10 +20,7 @@ pub async fn read(
     workload: u64,
     epoch: u64,
 ) -> Result<(u64, Value), String> {
-    let selector = format!(
-        "{LABEL_CLUSTER}={},{LABEL_WORKLOAD_ID}={workload}",
-        label_value(cluster)
-    );
+    let selector = workload_selector(cluster, workload);
     let jobs = Api::<Job>::all(client)
         .list(&ListParams::default().labels(&selector))
         .await

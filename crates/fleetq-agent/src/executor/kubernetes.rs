@@ -672,7 +672,7 @@ impl KubernetesExecutor {
         tokio::spawn(watch_jobs(
             all,
             client.clone(),
-            selector,
+            selector.clone(),
             Arc::downgrade(&jobs),
             events.clone(),
         ));
@@ -688,7 +688,7 @@ impl KubernetesExecutor {
         };
         tokio::spawn(super::pod_waits::watch(
             client.clone(),
-            cluster.to_string(),
+            selector,
             waiting,
             events.clone(),
         ));

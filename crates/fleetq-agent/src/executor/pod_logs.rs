@@ -11,7 +11,7 @@ use kube::api::{ListParams, LogParams};
 use kube::Api;
 
 use super::logs::{Tail, MAX_TAIL_BYTES};
-use crate::kubernetes::{label_value, LABEL_CLUSTER, LABEL_EPOCH, LABEL_WORKLOAD_ID};
+use crate::kubernetes::{workload_selector, LABEL_EPOCH};
 
 /// Lines asked of the API server per container: it returns the last
 /// lines, and `limitBytes` then caps them from their start.
@@ -26,10 +26,7 @@ pub async fn read_tail(
     epoch: u64,
     max: u64,
 ) -> Result<Tail, String> {
-    let selector = format!(
-        "{LABEL_CLUSTER}={},{LABEL_WORKLOAD_ID}={workload}",
-        label_value(cluster)
-    );
+    let selector = workload_selector(cluster, workload);
     let pods = Api::<Pod>::all(client.clone())
         .list(&ListParams::default().labels(&selector))
         .await

@@ -17,7 +17,7 @@ use kube::Api;
 use tokio::sync::mpsc;
 
 use super::{Event, Report};
-use crate::kubernetes::{label_value, LABEL_CLUSTER, LABEL_EPOCH, LABEL_WORKLOAD_ID};
+use crate::kubernetes::{LABEL_EPOCH, LABEL_WORKLOAD_ID};
 
 /// The admission of a pod that cannot be scheduled, and why: (workload,
 /// epoch, "pod NAME cannot be scheduled: MESSAGE"); `None` for any other
@@ -40,17 +40,17 @@ pub fn unschedulable(pod: &Pod) -> Option<(u64, u64, String)> {
     Some((id, epoch, format!("pod {name} cannot be scheduled: {why}")))
 }
 
-/// Watches `cluster`'s pods of fleetq's Jobs and reports each admission
+/// Watches the pods of fleetq's Jobs (`selector`: the executor's label
+/// for its cluster) and reports each admission
 /// whose pod cannot be scheduled, while `waiting(id, epoch)` says the
 /// admission has not started, each message once. Ends when `events`
 /// closes (the executor is gone).
 pub async fn watch(
     client: kube::Client,
-    cluster: String,
+    selector: String,
     waiting: impl Fn(u64, u64) -> bool,
     events: mpsc::UnboundedSender<Report>,
 ) {
-    let selector = format!("{LABEL_CLUSTER}={}", label_value(&cluster));
     let pods: Api<Pod> = Api::all(client);
     let mut stream = watcher(pods, watcher::Config::default().labels(&selector))
         .default_backoff()
@@ -89,6 +89,8 @@ pub async fn watch(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    use crate::kubernetes::LABEL_CLUSTER;
 
     fn pod(phase: &str, condition: serde_json::Value) -> Pod {
         serde_json::from_value(json!({
