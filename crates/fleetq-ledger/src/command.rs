@@ -400,4 +400,10 @@ pub struct AdmitOutcome {
     pub rejected: Vec<(WorkloadId, String)>,
     /// The whole batch was older than one already accepted.
     pub stale_batch: bool,
+    /// `Counters::changes` right after this batch applied: what its
+    /// refusals are remembered against. Read later, it may already count
+    /// a change applied after the batch (soak seed 253520: a cluster that
+    /// came back just after a refused batch was never tried again).
+    #[serde(default)]
+    pub changes: u64,
 }

@@ -221,7 +221,7 @@ impl Ledger {
             .by_command
             .entry(request.command.name().to_string())
             .or_default() += 1;
-        let response = match &request.command {
+        let mut response = match &request.command {
             Command::ApplyObjects { objects } => self.apply_objects(objects),
             Command::DeleteObject { kind, name } => self.delete_object(kind, name),
             Command::SubmitWorkloads {
@@ -261,6 +261,9 @@ impl Ledger {
         };
         if changed {
             self.counters.changes += 1;
+        }
+        if let Outcome::Admitted(o) = &mut response.outcome {
+            o.changes = self.counters.changes;
         }
         self.index_finished(changed_from);
         if self.check_invariants {

@@ -1083,7 +1083,19 @@ impl<'a> Cycle<'a> {
                     self.passed_over.clear();
                     return self.admit(node, cq, w, &full, &plan, chosen);
                 }
-                Err(note) => note,
+                Err(note) => {
+                    // Its quota is back but a victim still holds its node
+                    // room: it waits for that one (`preempt::with_node_room`).
+                    if plan.mode == Mode::Fit && self.snap.nominated.contains(&w.id) {
+                        if let Ok(reason) =
+                            preempt::try_preempt(self, node, cq, w, &plan, &eligible)
+                        {
+                            self.passed_over.clear();
+                            return Outcome::Preempting(reason);
+                        }
+                    }
+                    note
+                }
             };
             let on_nodes = self.node_flavors_of(&plan, &eligible);
             if let Some(note) = note {

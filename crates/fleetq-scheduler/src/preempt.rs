@@ -759,14 +759,9 @@ fn search(
         else {
             continue;
         };
-        let freed_here = victims
-            .iter()
-            .map(|&i| &all[i])
-            .filter(|c| c.cluster == Some(cluster))
-            .map(|c| c.workload);
-        if !cycle.nodes_fit_without(cq, w, plan, cluster, freed_here) {
+        let Some(victims) = with_node_room(cycle, cq, w, plan, cluster, all, victims) else {
             continue;
-        }
+        };
         let new: Vec<&Candidate> = victims
             .iter()
             .map(|&i| &all[i])
@@ -784,6 +779,54 @@ fn search(
         }
     }
     best.map(|(score, victims)| (score.2, victims))
+}
+
+/// `victims`, and if the preemptor's pods fit `cluster`'s nodes only
+/// once workloads already evicting there have stopped, those it needs of
+/// them; `None` when not even that places its pods. Quota can fit while
+/// the nodes do not: a preemptor whose quota one stopped victim freed
+/// waits for the rest to free its node rather than losing its nomination
+/// (soak seed 259299: a victim re-admitted into the hole on that node and
+/// preempted again, twice).
+fn with_node_room(
+    cycle: &Cycle<'_>,
+    cq: &ClusterQueue,
+    w: &PendingWorkload,
+    plan: &Plan,
+    cluster: usize,
+    all: &[Candidate<'_>],
+    mut victims: Vec<usize>,
+) -> Option<Vec<usize>> {
+    let fits = |victims: &[usize]| {
+        let freed = victims
+            .iter()
+            .map(|&i| &all[i])
+            .filter(|c| c.cluster == Some(cluster))
+            .map(|c| c.workload);
+        cycle.nodes_fit_without(cq, w, plan, cluster, freed)
+    };
+    if fits(&victims) {
+        return Some(victims);
+    }
+    let leaving: Vec<usize> = (0..all.len())
+        .filter(|&i| all[i].evicting && all[i].cluster == Some(cluster) && !victims.contains(&i))
+        .collect();
+    let chosen = victims.len();
+    victims.extend(&leaving);
+    if leaving.is_empty() || !fits(&victims) {
+        return None;
+    }
+    // Only those needed: another preemptor may be waiting for the rest.
+    let mut at = chosen;
+    while at < victims.len() {
+        let i = victims.remove(at);
+        if !fits(&victims) {
+            victims.insert(at, i);
+            at += 1;
+        }
+    }
+    victims.sort_unstable();
+    Some(victims)
 }
 
 fn minimal_set(
@@ -832,11 +875,8 @@ fn minimal_set(
     // Fill back: keep out only those without which it would not fit.
     let mut kept: Vec<usize> = Vec::new();
     let last = removed.pop();
+    // Evicting workloads are filled back too: see fair_sharing::fill_back.
     for i in removed.into_iter().rev() {
-        if all[i].evicting {
-            kept.push(i);
-            continue;
-        }
         restore(cycle, &all[i]);
         if fits(cycle, node, plan, cluster, borrowing) {
             continue;

@@ -588,3 +588,50 @@ fn apply_refuses_a_slice_split_across_domains() {
     sim.cycle();
     assert_eq!(sim.admitted_now(), set(&["s"]));
 }
+
+/// A nominated preemptor whose quota is back (one victim stopped, other
+/// work finished) but whose node room is still held by a victim stopping
+/// there waits for it, and stays a preemptor: the ledger takes the
+/// nomination from a workload with any other reason. Soak seed 259299:
+/// it waited as "no pod placement fits", lost its nomination, and the
+/// requeued victim was re-admitted into the hole and preempted again.
+#[test]
+fn a_preemptor_waits_for_the_victim_on_its_node_once_its_quota_is_back() {
+    let mut sim = Sim::new(TWO_QUEUES, &["east: h100/nvidia.com/gpu=3"]).with_nodes(
+        "east",
+        &["a::h100/nvidia.com/gpu=2", "c::h100/nvidia.com/gpu=1"],
+    );
+    sim.submit("w q=t gpu=1 pc=high");
+    sim.cycle();
+    assert_eq!(sim.nodes_of("w"), ["c=1"]);
+    for v in ["v1", "v2"] {
+        sim.submit(&format!("{v} q=t gpu=1 pc=low"));
+        sim.cycle();
+        assert_eq!(sim.nodes_of(v), ["a=1"]);
+    }
+    // team's quota (4) has 1 left: p needs both victims' quota now.
+    sim.submit("p q=t gpu=2 pc=high");
+    sim.cycle();
+    assert_eq!(sim.preempted_now(), set(&["v1", "v2"]));
+    let p = sim.id("p");
+    assert!(sim.snap.set_nominated(p, true));
+    sim.snap.set_nominated_on(p, Some("east".into()));
+    // w finishes and v1 stops: the quota is back, but a has one GPU free
+    // until v2 stops, and c one.
+    sim.finish("w");
+    sim.finish("v1");
+    sim.submit("s q=t gpu=1 pc=low");
+    sim.cycle();
+    let reason = sim.reason("p");
+    assert_eq!(reason.kind, ReasonKind::Preempting, "{reason:?}");
+    assert!(
+        reason.message.contains("waiting for 1 evicted"),
+        "{}",
+        reason.message
+    );
+    assert!(!sim.admitted_now().contains("p"));
+    sim.evictions_complete();
+    sim.cycle();
+    assert!(sim.admitted_now().contains("p"), "{:?}", sim.admitted_now());
+    assert_eq!(sim.nodes_of("p"), ["a=1"]);
+}

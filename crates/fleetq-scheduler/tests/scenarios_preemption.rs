@@ -724,3 +724,96 @@ fn a_queue_admits_no_newer_equal_its_preemptor_may_take_while_it_waits() {
     // old has its room; v1-again borrows the lender's GPU beside it.
     assert_eq!(s.admitted_now(), set(&["old", "v1-again"]));
 }
+
+/// A preemptor counts only the evicting workloads it needs: one kept
+/// without need is taken from the preemptor it was evicted for, which
+/// then finds no victims, loses its nomination, and preempts its victim
+/// again once that is re-admitted. Soak seed 261636: a nominee whose room
+/// was on another cluster took the victim, three rounds.
+#[test]
+fn a_preemptor_leaves_another_preemptors_victim_alone() {
+    const CONFIG: &str = r#"
+- kind: ResourceFlavor
+  name: h100
+- kind: ClusterQueue
+  name: team
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 4}
+    preemption: {withinClusterQueue: LowerPriority}
+- kind: ClusterQueue
+  name: other
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 4}
+    preemption: {withinClusterQueue: LowerPriority}
+- kind: LocalQueue
+  namespace: ns
+  name: t
+  spec: {clusterQueue: team}
+- kind: LocalQueue
+  namespace: ns
+  name: o
+  spec: {clusterQueue: other}
+- kind: WorkloadPriorityClass
+  name: high
+  value: 1000
+- kind: WorkloadPriorityClass
+  name: mid
+  value: 100
+- kind: WorkloadPriorityClass
+  name: low
+  value: 10
+"#;
+    let mut s = Sim::new(
+        CONFIG,
+        &["east: h100/nvidia.com/gpu=4", "west: h100/nvidia.com/gpu=4"],
+    );
+    s.submit("x q=t gpu=4 pc=low");
+    s.cycle();
+    s.submit("v q=o gpu=4 pc=low");
+    s.cycle();
+    assert_eq!(
+        (s.cluster_of("x"), s.cluster_of("v")),
+        ("east".into(), "west".into())
+    );
+    // a (team) preempted x on east, b (other) preempted v on west; both
+    // still stopping. v, admitted last, is the first evicting candidate
+    // a looks at: a frees cohort quota, not room on east.
+    s.submit("a q=t gpu=4 pc=high");
+    s.submit("b q=o gpu=4 pc=mid");
+    let (x, v, a, b) = (s.id("x"), s.id("v"), s.id("a"), s.id("b"));
+    for (victim, p, on) in [(x, a, "east"), (v, b, "west")] {
+        s.snap.mark_evicting(victim).unwrap();
+        assert!(s.snap.set_nominated(p, true));
+        s.snap.set_nominated_on(p, Some(on.to_string()));
+    }
+    s.cycle();
+    assert!(s.admitted_now().is_empty(), "{:?}", s.admitted_now());
+    assert!(s.last.preemptions.is_empty());
+    // Both keep waiting for their own victim (another reason would cost
+    // b its nomination in the ledger).
+    for p in ["a", "b"] {
+        let reason = s.reason(p);
+        assert_eq!(reason.kind, ReasonKind::Preempting, "{p}: {reason:?}");
+        assert!(
+            reason.message.contains("waiting for 1 evicted"),
+            "{p}: {}",
+            reason.message
+        );
+    }
+    s.finish("v");
+    s.cycle();
+    assert_eq!(s.admitted_now(), set(&["b"]));
+    assert_eq!(s.cluster_of("b"), "west");
+}

@@ -127,8 +127,7 @@ pub async fn run(
                         admitted = o.admitted > 0;
                         if !o.stale_batch {
                             log_preemptions(&handle, &preemptions, &o.rejected);
-                            let changes = handle.read().ledger.counters().changes;
-                            refusals.note(changes, &o.rejected);
+                            refusals.note(o.changes, &o.rejected);
                         }
                         stats.send_modify(|s| {
                             s.batches += 1;
@@ -445,8 +444,9 @@ spec: {clusterQueue: team}
             panic!("{response:?}");
         };
         assert_eq!(outcome.rejected.len(), 1);
+        assert_eq!(outcome.changes, ledger.counters().changes);
         let mut refusals = Refusals::default();
-        refusals.note(ledger.counters().changes, &outcome.rejected);
+        refusals.note(outcome.changes, &outcome.rejected);
         // Proposed again unchanged: withheld, with a reason for b.
         let again = AdmitBatch {
             cycle: CycleId { term: 1, seq: 2 },
@@ -463,7 +463,24 @@ spec: {clusterQueue: team}
         assert!(refusals.withhold(&ledger, again.clone()).is_none());
         // Something changes (a new submission): it may be tried again.
         assert!(apply(&mut ledger, 6, submit(&["c"])).is_ok());
-        let tried = refusals.withhold(&ledger, again).expect("tried again");
+        let tried = refusals
+            .withhold(&ledger, again.clone())
+            .expect("tried again");
+        assert_eq!(tried.preemptions.len(), 1);
+        // Refused again, but a change applied before the leader read the
+        // outcome (a cluster coming back): the refusal is remembered
+        // against the batch's own apply, so that change lets it through.
+        let third = AdmitBatch {
+            cycle: CycleId { term: 1, seq: 4 },
+            ..forged
+        };
+        let response = apply(&mut ledger, 7, Command::AdmitBatch(third.clone()));
+        let Outcome::Admitted(outcome) = response.outcome else {
+            panic!("{response:?}");
+        };
+        assert!(apply(&mut ledger, 8, submit(&["d"])).is_ok());
+        refusals.note(outcome.changes, &outcome.rejected);
+        let tried = refusals.withhold(&ledger, third).expect("tried again");
         assert_eq!(tried.preemptions.len(), 1);
     }
 }

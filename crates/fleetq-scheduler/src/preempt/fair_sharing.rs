@@ -86,11 +86,13 @@ fn fill_back(
 ) -> Vec<usize> {
     let mut kept: Vec<usize> = Vec::new();
     let last = removed.pop();
+    // Workloads already evicting are filled back like the rest (as
+    // Kueue's fillBackWorkloads does): one kept without need is taken
+    // from the preemptor it was evicted for, which then finds no victims,
+    // loses its nomination, and preempts its victim again once that is
+    // re-admitted (soak seed 261636: a nominee of another cluster took
+    // the victim, three rounds).
     for i in removed.into_iter().rev() {
-        if all[i].evicting {
-            kept.push(i);
-            continue;
-        }
         restore(cycle, &all[i]);
         if fits(cycle, node, plan, cluster, true) {
             continue;
