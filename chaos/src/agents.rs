@@ -210,7 +210,14 @@ pub struct AgentShape {
     pub report_nodes: bool,
     /// Its cluster's lease policy is `keep` (else `fence`).
     pub keep: bool,
+    /// Its nodes carry rack labels ([`AGENT_RACKS`]).
+    pub racks: bool,
 }
+
+/// The rack of each of [`AGENT_NODES`] in a plan with racks: the 4-GPU
+/// node alone in one, the 2-GPU node and the MIG node in the other, so a
+/// gang that asks for one rack fits one of them only.
+pub const AGENT_RACKS: [&str; 3] = ["r1", "r2", "r2"];
 
 /// Agent `n`'s configuration: static inventory (with nodes if the shape
 /// says so), simulated executor, the shape's lease policy, every node as
@@ -226,11 +233,19 @@ pub fn agent_config(n: usize, nodes: u64, shape: AgentShape) -> Result<AgentConf
         if shape.keep { "keep" } else { "fence" },
     );
     if shape.report_nodes {
-        for (name, resource, count) in AGENT_NODES {
+        for ((name, resource, count), rack) in AGENT_NODES.into_iter().zip(AGENT_RACKS) {
             text.push_str(&format!(
                 "[[nodes]]\nname = \"{}-{name}\"\nflavor = \"{FLAVOR}\"\nresources = {{ \"{resource}\" = \"{count}\" }}\n",
                 cluster_name(n)
             ));
+            if shape.racks {
+                text.push_str(&format!(
+                    "labels = {{ \"{}\" = \"{}-{rack}\", \"{}\" = \"{FLAVOR}\" }}\n",
+                    crate::plan::RACK_LABEL,
+                    cluster_name(n),
+                    crate::plan::FLAVOR_LABEL,
+                ));
+            }
         }
     }
     let config: AgentConfig = toml::from_str(&text).map_err(|e| e.to_string())?;

@@ -16,7 +16,7 @@ use tonic::transport::Channel;
 use tonic::{Code, Status};
 
 use crate::net::SimConnector;
-use crate::plan::{config_with_quota, Action, Plan, PlannedWorkload, Race};
+use crate::plan::{config_with_quota, Action, Plan, PlannedTopology, PlannedWorkload, Race};
 use crate::sim::{node_addr, Violation};
 
 /// How long one API call may take before the client tries another node.
@@ -139,6 +139,18 @@ impl Api {
     }
 }
 
+/// Kueue's `topologyRequest` of a pod set.
+fn topology_request(topology: PlannedTopology) -> Value {
+    match topology {
+        PlannedTopology::Required(level) => serde_json::json!({"required": level}),
+        PlannedTopology::Preferred(level) => serde_json::json!({"preferred": level}),
+        PlannedTopology::Slices { level, size } => serde_json::json!({
+            "podSetSliceRequiredTopology": level,
+            "podSetSliceSize": size,
+        }),
+    }
+}
+
 fn workload_json(w: &PlannedWorkload) -> String {
     let pod_sets: Vec<Value> = w
         .pod_sets
@@ -152,7 +164,12 @@ fn workload_json(w: &PlannedWorkload) -> String {
             if p.mig > 0 {
                 requests.insert(crate::agents::MIG.into(), p.mig.to_string().into());
             }
-            serde_json::json!({"name": format!("ps{i}"), "count": p.count, "requests": requests})
+            let mut pod_set =
+                serde_json::json!({"name": format!("ps{i}"), "count": p.count, "requests": requests});
+            if let Some(topology) = p.topology {
+                pod_set["topologyRequest"] = topology_request(topology);
+            }
+            pod_set
         })
         .collect();
     let mut run = serde_json::json!({"duration": format!("{}s", w.duration_s)});
@@ -275,7 +292,7 @@ async fn run_race(
     race: &Race,
     summary: &mut ClientSummary,
 ) -> Result<(), Violation> {
-    let cut = config_with_quota(race.cut_to);
+    let cut = plan.shaped(&config_with_quota(race.cut_to));
     let submitting = async {
         tokio::time::sleep(race.lead).await;
         submit(api, plan, race.workload, race.node).await
@@ -284,7 +301,7 @@ async fn run_race(
     cut?;
     let (id, failures) = submitted?;
     record(summary, &plan.workloads[race.workload], id, failures);
-    apply(api, 0, &config_with_quota(8)).await
+    apply(api, 0, &plan.shaped(&config_with_quota(8))).await
 }
 
 async fn act(

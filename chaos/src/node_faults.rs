@@ -101,13 +101,14 @@ pub struct InventoryFeeds(BTreeMap<usize, watch::Sender<InventoryReport>>);
 impl InventoryFeeds {
     /// The agents' configured inventory, for a plan whose agents report
     /// nodes; empty otherwise (the agents read their configuration).
-    pub fn new(nodes: u64, report_nodes: bool) -> Result<InventoryFeeds, String> {
+    pub fn new(nodes: u64, report_nodes: bool, racks: bool) -> Result<InventoryFeeds, String> {
         let mut feeds = BTreeMap::new();
         if report_nodes {
             for n in 1..=AGENTS {
                 let shape = agents::AgentShape {
                     report_nodes: true,
                     keep: false,
+                    racks,
                 };
                 let config = agents::agent_config(n, nodes, shape)?;
                 let report = InventoryReport {

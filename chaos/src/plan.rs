@@ -22,6 +22,17 @@ const STOP_STREAM: u64 = 0x5709_ac71_7e00;
 /// Mixed into the seed for the stream that decides whether the agents
 /// report nodes ([`Plan::agent_nodes`]), so the other draws stay.
 const NODES_STREAM: u64 = 0x6e0d_e500_0000;
+/// Mixed into the seed for the racks' own stream: whether a plan whose
+/// clusters report nodes puts them in racks under a Topology, and which
+/// workloads become gangs with a topology request.
+const TOPOLOGY_STREAM: u64 = 0x7090_1a3c_0000;
+/// The Topology of a plan with racks, and its levels.
+pub const TOPOLOGY: &str = "racks";
+pub const RACK_LABEL: &str = "rack";
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+/// The flavor's node label in a plan with racks (Kueue requires one
+/// beside a topologyName); every node carries it.
+pub const FLAVOR_LABEL: &str = "chaos.fleetq.dev/gpu";
 /// Quota cuts each random plan races against a submission once the
 /// workloads above have all ended ([`Race`]).
 pub const RACES: usize = 3;
@@ -59,6 +70,24 @@ metadata:
 spec:
   clusterQueue: team-a
 "#;
+
+/// `yaml` with the Topology of a plan with racks, named by the flavor:
+/// levels rack, then host.
+pub fn with_racks(yaml: &str) -> String {
+    let flavor = "kind: ResourceFlavor\nmetadata:\n  name: h100-80gb\n";
+    debug_assert!(yaml.contains(flavor), "no flavor in:\n{yaml}");
+    let named = yaml.replacen(
+        flavor,
+        &format!(
+            "{flavor}spec:\n  nodeLabels:\n    {FLAVOR_LABEL}: h100-80gb\n  topologyName: {TOPOLOGY}\n"
+        ),
+        1,
+    );
+    format!(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: Topology\nmetadata:\n  name: {TOPOLOGY}\nspec:\n  levels:\n  - nodeLabel: {RACK_LABEL}\n  - nodeLabel: {HOSTNAME_LABEL}\n---\n{}",
+        named.trim_start_matches('\n')
+    )
+}
 
 /// [`CONFIG`] with the ClusterQueue's quota set to `gpus`.
 pub fn config_with_quota(gpus: u32) -> String {
@@ -343,6 +372,19 @@ pub struct PlannedPodSet {
     pub count: u32,
     pub gpus: u32,
     pub mig: u32,
+    /// Its topology request (plans with racks only).
+    pub topology: Option<PlannedTopology>,
+}
+
+/// A pod set's topology request, in Kueue's terms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlannedTopology {
+    /// Every pod within one domain of the level.
+    Required(&'static str),
+    /// One domain of the level if they fit, else wider.
+    Preferred(&'static str),
+    /// Slices of `size` pods, each within one domain of `level`.
+    Slices { level: &'static str, size: u32 },
 }
 
 impl PlannedPodSet {
@@ -352,6 +394,7 @@ impl PlannedPodSet {
             count,
             gpus,
             mig: 0,
+            topology: None,
         }
     }
 }
@@ -488,6 +531,11 @@ pub struct Plan {
     /// fence): a node that leaves, or an agent lost, under its workloads
     /// leaves them running. In one plan with nodes in three.
     pub keep_agent: Option<usize>,
+    /// The clusters' nodes stand in racks under Topology [`TOPOLOGY`]
+    /// (the flavor names it), and some workloads are gangs that ask for a
+    /// rack, a host or slices of one ([`PlannedTopology`]). In one plan
+    /// with nodes in two.
+    pub racks: bool,
 }
 
 /// The retention of finished workloads in random plans that have one:
@@ -520,6 +568,7 @@ impl Plan {
             agent_nodes: false,
             node_faults: Vec::new(),
             keep_agent: None,
+            racks: false,
         }
     }
 
@@ -613,8 +662,73 @@ impl Plan {
             if nodes_rng.gen_ratio(1, 3) {
                 plan.keep_agent = Some(nodes_rng.gen_range(1..=crate::agents::AGENTS));
             }
+            let mut topology_rng = StdRng::seed_from_u64(seed ^ TOPOLOGY_STREAM);
+            if topology_rng.gen_ratio(1, 2) {
+                plan.add_racks(&mut topology_rng);
+            }
         }
         plan
+    }
+
+    /// Puts the nodes in racks ([`Plan::racks`]): every configuration
+    /// the plan applies names the Topology, and about half the GPU
+    /// workloads of two or more GPUs (racing ones aside) become gangs
+    /// with a topology request. A gang asks for no more GPUs than the
+    /// workload did, and each request fits a node or rack of one agent
+    /// ([`crate::agents::AGENT_NODES`]), so every workload can still run.
+    fn add_racks(&mut self, rng: &mut StdRng) {
+        self.racks = true;
+        self.config = with_racks(&self.config);
+        for action in self
+            .after
+            .iter_mut()
+            .map(|(_, a)| a)
+            .chain(&mut self.at_end)
+        {
+            if let Action::Apply(yaml) = action {
+                *yaml = with_racks(yaml);
+            }
+        }
+        for i in 0..self.workloads.len() {
+            if self.is_racing(i) {
+                continue;
+            }
+            let w = &mut self.workloads[i];
+            let [ps] = w.pod_sets.as_mut_slice() else {
+                continue;
+            };
+            if ps.gpus < 2 || ps.count != 1 || !rng.gen_ratio(1, 2) {
+                continue;
+            }
+            let gpus = ps.gpus;
+            *ps = match (gpus, rng.gen_range(0..4)) {
+                (4, 0) => PlannedPodSet {
+                    topology: Some(PlannedTopology::Slices {
+                        level: HOSTNAME_LABEL,
+                        size: 2,
+                    }),
+                    ..PlannedPodSet::gpu(4, 1)
+                },
+                (_, pick) => PlannedPodSet {
+                    topology: Some(match pick {
+                        0 | 1 => PlannedTopology::Required(RACK_LABEL),
+                        2 => PlannedTopology::Preferred(RACK_LABEL),
+                        _ => PlannedTopology::Required(HOSTNAME_LABEL),
+                    }),
+                    ..PlannedPodSet::gpu(2, gpus / 2)
+                },
+            };
+        }
+    }
+
+    /// `yaml` as this plan applies it: with its Topology where it has
+    /// racks.
+    pub fn shaped(&self, yaml: &str) -> String {
+        if self.racks {
+            with_racks(yaml)
+        } else {
+            yaml.to_string()
+        }
     }
 
     /// In one seed in three, from the seed's own stream (every other draw
@@ -684,6 +798,7 @@ impl Plan {
                     count: 1,
                     gpus: 0,
                     mig: d.amount,
+                    topology: None,
                 }
             } else {
                 PlannedPodSet::gpu(1, d.amount)
@@ -769,6 +884,14 @@ impl Plan {
         }
         if let Some(n) = self.keep_agent {
             parts.push(format!("cluster of a{n} keeps work on loss"));
+        }
+        if self.racks {
+            let gangs = self
+                .workloads
+                .iter()
+                .filter(|w| w.pod_sets.iter().any(|p| p.topology.is_some()))
+                .count();
+            parts.push(format!("nodes in racks, {gangs} gangs with topology"));
         }
         if let Some(fs) = self.drawn.as_ref().and_then(|d| d.fair_sharing.as_ref()) {
             let strategies = if fs.strategies.is_empty() {
@@ -986,5 +1109,55 @@ mod tests {
             .expect("random plans draw a configuration");
         assert!(matches!(plan.at_end.first(), Some(Action::Apply(c)) if *c == drawn.render(None)));
         assert!(config_with_quota(6).contains("nominalQuota: 6"));
+    }
+
+    /// About one plan in four puts its nodes in racks; every manifest it
+    /// applies names the Topology and imports; gangs ask for no more GPUs
+    /// than the workload drew, in requests every agent's nodes can hold.
+    #[test]
+    fn plans_with_racks_apply_their_topology_and_draw_gangs_that_fit() {
+        let mut with_racks = 0;
+        let mut kinds = BTreeSet::new();
+        for seed in 0..200 {
+            let plan = Plan::from_seed(seed, 3);
+            if !plan.racks {
+                assert!(plan
+                    .workloads
+                    .iter()
+                    .all(|w| w.pod_sets.iter().all(|p| p.topology.is_none())));
+                continue;
+            }
+            assert!(plan.agent_nodes, "seed {seed}");
+            with_racks += 1;
+            let applied = std::iter::once(&plan.config).chain(
+                plan.after
+                    .iter()
+                    .map(|(_, a)| a)
+                    .chain(&plan.at_end)
+                    .filter_map(|a| match a {
+                        Action::Apply(yaml) => Some(yaml),
+                        _ => None,
+                    }),
+            );
+            for yaml in applied.chain([&plan.shaped(&config_with_quota(3))]) {
+                assert!(
+                    yaml.contains(&format!("topologyName: {TOPOLOGY}")),
+                    "seed {seed}"
+                );
+                assert!(crate::draw::parse(yaml).is_some(), "seed {seed}:\n{yaml}");
+            }
+            for w in &plan.workloads {
+                for p in w.pod_sets.iter().filter(|p| p.topology.is_some()) {
+                    assert!(p.count * p.gpus <= 4, "seed {seed}: {p:?}");
+                    kinds.insert(match p.topology {
+                        Some(PlannedTopology::Required(_)) => "required",
+                        Some(PlannedTopology::Preferred(_)) => "preferred",
+                        _ => "slices",
+                    });
+                }
+            }
+        }
+        assert!((25..80).contains(&with_racks), "{with_racks} of 200");
+        assert_eq!(kinds.len(), 3, "required, preferred and slices all drawn");
     }
 }

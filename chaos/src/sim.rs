@@ -396,7 +396,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
     let report_nodes = plan.agent_nodes;
     // The agents' inventory outlives them too: a node that left is still
     // gone when its agent restarts.
-    let feeds = crate::node_faults::InventoryFeeds::new(nodes, report_nodes)
+    let feeds = crate::node_faults::InventoryFeeds::new(nodes, report_nodes, plan.racks)
         .map_err(|e| failure(&plan, "setup", e))?;
     for (&n, journal) in &journals {
         let journal = journal.clone();
@@ -405,6 +405,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
         let shape = agents::AgentShape {
             report_nodes,
             keep: plan.keep_agent == Some(n),
+            racks: plan.racks,
         };
         sim.host(agents::agent_host(n), move || {
             let incarnation = starts.replace(starts.get() + 1);

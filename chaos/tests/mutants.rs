@@ -42,6 +42,7 @@ fn catchers(mutant: Mutant) -> &'static [&'static str] {
         Mutant::PreemptorNotNominated => &[PROGRESS],
         Mutant::PlacementIgnoresNodeUsage => &[oracle::CHECK_DEVICES],
         Mutant::NodeLeftIgnored => &[oracle::CHECK_NODE_LEFT],
+        Mutant::RequiredTopologyIgnored => &[oracle::CHECK_TOPOLOGY],
     }
 }
 

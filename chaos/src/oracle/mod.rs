@@ -34,6 +34,7 @@ pub const CHECK_QUOTA: &str = "oracle: no over-admission of quota (invariant 1)"
 pub const CHECK_DEVICES: &str = "oracle: no over-admission of devices (invariant 1)";
 pub const CHECK_BOOKS: &str = "oracle: the replica's books agree (invariant 2)";
 pub const CHECK_NODE_LEFT: &str = "oracle: a node that left is fenced or kept by policy";
+pub const CHECK_TOPOLOGY: &str = "oracle: placements keep their topology requests";
 
 /// Which check a problem line belongs to.
 fn check_of(problem: &str) -> &'static str {
@@ -45,6 +46,8 @@ fn check_of(problem: &str) -> &'static str {
         CHECK_BOOKS
     } else if problem.starts_with("node left:") {
         CHECK_NODE_LEFT
+    } else if problem.starts_with("topology broken:") {
+        CHECK_TOPOLOGY
     } else {
         CHECK_TRANSITIONS
     }

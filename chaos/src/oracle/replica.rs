@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use fleetq_ledger::command::{Command, Outcome, Phase, Request, Response, SubmitResult};
 use fleetq_ledger::{LeasePolicy, Ledger, WorkloadState};
 use fleetq_model::{ClusterState, Config, Workload};
+use serde_json::Value;
 
 use super::quota::{cohort_key, cq_key, milli, Amounts, Cell, Tree};
 
@@ -49,6 +50,7 @@ struct NodeCapacity {
     flavor: String,
     allocatable: BTreeMap<String, u64>,
     unschedulable: bool,
+    labels: BTreeMap<String, String>,
 }
 
 /// What one replica's stream has shown so far.
@@ -346,6 +348,9 @@ impl ReplicaBooks {
             )),
         }
         let nodes = self.nodes.get(&h.cluster);
+        if let Some(record) = ledger.state().workloads.get(&id) {
+            problems.extend(check_topology(id, &record.workload, assignment, nodes));
+        }
         for node in h.on_nodes.keys() {
             if nodes
                 .and_then(|n| n.get(node))
@@ -622,6 +627,66 @@ impl ReplicaBooks {
     }
 }
 
+/// Each pod set's topology request, read from the workload as Kueue
+/// spells it and checked against the nodes' labels: a required level
+/// holds all its pods in one domain (one value of that label), and a
+/// slice level holds whole slices in each domain.
+fn check_topology(
+    id: u64,
+    workload: &Workload,
+    assignment: &fleetq_scheduler::Assignment,
+    nodes: Option<&BTreeMap<String, NodeCapacity>>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for ps in &assignment.pod_sets {
+        let Some(spec) = workload.spec.pod_sets.iter().find(|p| p.name == ps.name) else {
+            continue;
+        };
+        if ps.nodes.is_empty() {
+            continue;
+        }
+        let Ok(Value::Object(request)) = serde_json::to_value(&spec.topology_request) else {
+            continue;
+        };
+        // Pods per domain of `level`; a node without the label is a
+        // domain of its own, named so.
+        let per_domain = |level: &str| {
+            let mut out: BTreeMap<String, u64> = BTreeMap::new();
+            for p in &ps.nodes {
+                let domain = nodes
+                    .and_then(|n| n.get(&p.node))
+                    .and_then(|n| n.labels.get(level))
+                    .cloned()
+                    .unwrap_or_else(|| format!("(node {} without {level})", p.node));
+                *out.entry(domain).or_default() += u64::from(p.count);
+            }
+            out
+        };
+        if let Some(Value::String(level)) = request.get("required") {
+            let domains = per_domain(level);
+            if domains.len() > 1 {
+                problems.push(format!(
+                    "topology broken: workload {id} pod set {:?} must stay within one {level} but was placed over {domains:?}",
+                    ps.name
+                ));
+            }
+        }
+        if let (Some(Value::String(level)), Some(size)) = (
+            request.get("podSetSliceRequiredTopology"),
+            request.get("podSetSliceSize").and_then(Value::as_u64),
+        ) {
+            let domains = per_domain(level);
+            if size == 0 || domains.values().any(|&pods| pods % size != 0) {
+                problems.push(format!(
+                    "topology broken: workload {id} pod set {:?} must be placed in whole slices of {size} per {level} but was placed as {domains:?}",
+                    ps.name
+                ));
+            }
+        }
+    }
+    problems
+}
+
 /// A cluster's registered nodes by name.
 fn nodes_of(cluster: &fleetq_model::Cluster) -> BTreeMap<String, NodeCapacity> {
     cluster
@@ -638,6 +703,7 @@ fn nodes_of(cluster: &fleetq_model::Cluster) -> BTreeMap<String, NodeCapacity> {
                         .map(|(r, q)| (r.clone(), q.milli()))
                         .collect(),
                     unschedulable: n.unschedulable,
+                    labels: n.labels.clone(),
                 },
             )
         })
@@ -865,5 +931,89 @@ impl Progress {
             let cause: String = why.chars().filter(|c| !c.is_ascii_digit()).collect();
             *self.refused.entry((*id, cause)).or_default() += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fleetq_model::assignment::{NodePods, PodSetAssignment};
+
+    fn node(rack: &str, host: &str) -> NodeCapacity {
+        NodeCapacity {
+            flavor: "h100".into(),
+            allocatable: BTreeMap::new(),
+            unschedulable: false,
+            labels: BTreeMap::from([
+                ("rack".to_string(), rack.to_string()),
+                ("kubernetes.io/hostname".to_string(), host.to_string()),
+            ]),
+        }
+    }
+
+    /// A workload of one pod set of 4 pods with `request` (Kueue's
+    /// spelling), placed as `placed` (node, pods).
+    fn check(request: Value, placed: &[(&str, u32)]) -> Vec<String> {
+        let workload: Workload = serde_json::from_value(serde_json::json!({
+            "namespace": "default", "name": "w",
+            "spec": {"queueName": "q", "podSets": [{
+                "name": "ps0", "count": 4,
+                "requests": {"nvidia.com/gpu": "1"},
+                "topologyRequest": request,
+            }]},
+        }))
+        .expect("workload");
+        let assignment = fleetq_scheduler::Assignment {
+            cluster: "east".into(),
+            pod_sets: vec![PodSetAssignment {
+                name: "ps0".into(),
+                count: 4,
+                flavors: BTreeMap::from([("nvidia.com/gpu".into(), "h100".into())]),
+                nodes: placed
+                    .iter()
+                    .map(|(n, c)| NodePods {
+                        node: n.to_string(),
+                        count: *c,
+                    })
+                    .collect(),
+            }],
+            usage: BTreeMap::new(),
+        };
+        let nodes = BTreeMap::from([
+            ("a".to_string(), node("r1", "a")),
+            ("b".to_string(), node("r1", "b")),
+            ("c".to_string(), node("r2", "c")),
+        ]);
+        check_topology(1, &workload, &assignment, Some(&nodes))
+    }
+
+    #[test]
+    fn a_required_level_holds_every_pod_in_one_domain() {
+        let required = serde_json::json!({"required": "rack"});
+        assert!(check(required.clone(), &[("a", 2), ("b", 2)]).is_empty());
+        let problems = check(required, &[("a", 2), ("c", 2)]);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("must stay within one rack"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn slices_are_whole_in_each_domain() {
+        let slices = serde_json::json!({
+            "podSetSliceRequiredTopology": "kubernetes.io/hostname",
+            "podSetSliceSize": 2,
+        });
+        assert!(check(slices.clone(), &[("a", 2), ("c", 2)]).is_empty());
+        let problems = check(slices, &[("a", 3), ("c", 1)]);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("whole slices of 2"), "{problems:?}");
+    }
+
+    #[test]
+    fn a_preferred_level_may_spread() {
+        let preferred = serde_json::json!({"preferred": "rack"});
+        assert!(check(preferred, &[("a", 2), ("c", 2)]).is_empty());
     }
 }

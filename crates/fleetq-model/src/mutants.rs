@@ -56,10 +56,14 @@ pub enum Mutant {
     /// A node that leaves under running pods goes unnoticed: the ledger
     /// neither fences nor keeps the workloads on it (issue 26).
     NodeLeftIgnored,
+    /// A required topology level is taken as preferred, in the scheduler
+    /// and in apply()'s re-check alike (issue 26): a gang that must stay
+    /// in one rack is spread over two.
+    RequiredTopologyIgnored,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 14] = [
+    pub const ALL: [Mutant; 15] = [
         Mutant::SkipRevalidation,
         Mutant::FreshSkipsRevalidation,
         Mutant::DoubleRelease,
@@ -74,6 +78,7 @@ impl Mutant {
         Mutant::PreemptorNotNominated,
         Mutant::PlacementIgnoresNodeUsage,
         Mutant::NodeLeftIgnored,
+        Mutant::RequiredTopologyIgnored,
     ];
 
     pub fn name(self) -> &'static str {
@@ -92,6 +97,7 @@ impl Mutant {
             Mutant::PreemptorNotNominated => "preemptor-not-nominated",
             Mutant::PlacementIgnoresNodeUsage => "placement-ignores-node-usage",
             Mutant::NodeLeftIgnored => "node-left-ignored",
+            Mutant::RequiredTopologyIgnored => "required-topology-ignored",
         }
     }
 

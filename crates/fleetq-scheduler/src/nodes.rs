@@ -472,6 +472,11 @@ fn constraint_of(ps: &PodSet, levels: &[String], flavor: &str) -> Result<Constra
         })
     };
     Ok(match placement {
+        Some(TopologyPlacement::Required(level))
+            if fleetq_model::mutants::active(Mutant::RequiredTopologyIgnored) =>
+        {
+            Constraint::Preferred(index(level)?)
+        }
         Some(TopologyPlacement::Required(level)) => Constraint::Required(index(level)?),
         Some(TopologyPlacement::Preferred(level)) => match index(level) {
             Ok(i) => Constraint::Preferred(i),
