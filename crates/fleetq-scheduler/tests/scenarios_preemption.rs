@@ -732,51 +732,13 @@ fn a_queue_admits_no_newer_equal_its_preemptor_may_take_while_it_waits() {
 /// was on another cluster took the victim, three rounds.
 #[test]
 fn a_preemptor_leaves_another_preemptors_victim_alone() {
-    const CONFIG: &str = r#"
-- kind: ResourceFlavor
-  name: h100
-- kind: ClusterQueue
-  name: team
-  spec:
-    cohort: pool
-    resourceGroups:
-    - coveredResources: [nvidia.com/gpu]
-      flavors:
-      - name: h100
-        resources:
-        - {name: nvidia.com/gpu, nominalQuota: 4}
-    preemption: {withinClusterQueue: LowerPriority}
-- kind: ClusterQueue
-  name: other
-  spec:
-    cohort: pool
-    resourceGroups:
-    - coveredResources: [nvidia.com/gpu]
-      flavors:
-      - name: h100
-        resources:
-        - {name: nvidia.com/gpu, nominalQuota: 4}
-    preemption: {withinClusterQueue: LowerPriority}
-- kind: LocalQueue
-  namespace: ns
-  name: t
-  spec: {clusterQueue: team}
-- kind: LocalQueue
-  namespace: ns
-  name: o
-  spec: {clusterQueue: other}
-- kind: WorkloadPriorityClass
-  name: high
-  value: 1000
-- kind: WorkloadPriorityClass
-  name: mid
-  value: 100
-- kind: WorkloadPriorityClass
-  name: low
-  value: 10
-"#;
+    // TWO_QUEUES in one cohort, with a middle priority.
+    let config = TWO_QUEUES.replace(
+        "    resourceGroups:",
+        "    cohort: pool\n    resourceGroups:",
+    ) + "- kind: WorkloadPriorityClass\n  name: mid\n  value: 100\n";
     let mut s = Sim::new(
-        CONFIG,
+        &config,
         &["east: h100/nvidia.com/gpu=4", "west: h100/nvidia.com/gpu=4"],
     );
     s.submit("x q=t gpu=4 pc=low");
