@@ -16,7 +16,7 @@ const PROGRESS: &str = "progress: preemption settles (invariant 7)";
 /// The checks that may catch `mutant` when the ledger's own check is off.
 fn catchers(mutant: Mutant) -> &'static [&'static str] {
     match mutant {
-        Mutant::SkipRevalidation | Mutant::FreshSkipsRevalidation => &[
+        Mutant::SkipRevalidation | Mutant::OnSubmitSkipsRevalidation => &[
             oracle::CHECK_QUOTA,
             oracle::CHECK_DEVICES,
             journal::CHECK_QUOTA,

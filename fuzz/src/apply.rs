@@ -681,7 +681,7 @@ impl Harness {
         // submitting entry (admission on submit), from the state it applies
         // to, so apply() makes at most the planned admissions.
         let admit = if extras & 0x80 == 0x80 {
-            self.a.plan_fresh(&submissions, Timestamp(self.now + 1_000))
+            self.a.plan_on_submit(&submissions, Timestamp(self.now + 1_000))
         } else {
             Vec::new()
         };

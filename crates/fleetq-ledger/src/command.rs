@@ -58,7 +58,7 @@ pub enum Command {
         /// ordinary cycle. The leader replaces whatever a command arrives
         /// with by its own plan (Proposer::write_local).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        admit: Vec<FreshAdmission>,
+        admit: Vec<AdmissionOnSubmit>,
     },
     CancelWorkload {
         namespace: String,
@@ -158,7 +158,7 @@ pub struct Submission {
 /// ([`Command::SubmitWorkloads`]): it names the submission by position,
 /// since the workload's id is assigned at apply.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FreshAdmission {
+pub struct AdmissionOnSubmit {
     /// Index into the command's `submissions`.
     pub submission: u32,
     pub cluster_queue: String,
@@ -169,11 +169,11 @@ pub struct FreshAdmission {
     pub afs_penalty: u64,
 }
 
-impl FreshAdmission {
+impl AdmissionOnSubmit {
     /// The decision for submission `submission`, from a plan that named
-    /// the workloads by any ids (`schedule_fresh`'s input).
-    pub fn planned(submission: u32, admission: Admission) -> FreshAdmission {
-        FreshAdmission {
+    /// the workloads by any ids (`schedule_on_submit`'s input).
+    pub fn planned(submission: u32, admission: Admission) -> AdmissionOnSubmit {
+        AdmissionOnSubmit {
             submission,
             cluster_queue: admission.cluster_queue,
             assignment: admission.assignment,

@@ -24,7 +24,7 @@ use fleetq_scheduler::{
 use serde::{Deserialize, Serialize};
 
 use crate::command::{
-    AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, FreshAdmission, Outcome, Phase, Request,
+    AdmissionOnSubmit, AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, Outcome, Phase, Request,
     Response, RunningWorkload, StatusReport, Submission, SubmitResult,
 };
 use crate::nodes_left;

@@ -80,7 +80,7 @@ pub mod retention;
 pub mod store;
 
 pub use command::{
-    AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, FreshAdmission, Outcome, Phase, Request,
+    AdmissionOnSubmit, AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, Outcome, Phase, Request,
     Response, RunningWorkload, StatusReport, Submission, SubmitResult,
 };
 pub use ledger::{invariant_checks_default, Ledger, LedgerState, INVARIANT_CHECKS_ENV};

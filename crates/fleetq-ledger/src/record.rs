@@ -207,13 +207,13 @@ pub struct Counters {
     /// Admissions made by the entry that submitted the workload (leader
     /// planned, see `Command::SubmitWorkloads`); also counted in
     /// `admissions`.
-    #[serde(default)]
-    pub fresh_admissions: u64,
+    #[serde(default, alias = "fresh_admissions")]
+    pub admissions_on_submit: u64,
     /// Such planned admissions apply() did not make (something waited
     /// before the command, the submission created nothing, or the decision
     /// no longer held); those workloads stay queued for the cycle.
-    #[serde(default)]
-    pub fresh_rejected: u64,
+    #[serde(default, alias = "fresh_rejected")]
+    pub rejected_on_submit: u64,
     pub preemptions: u64,
     /// Preemptions of a workload that had been preempted before: churn.
     /// A preemption livelock shows as this climbing with `preemptions`.

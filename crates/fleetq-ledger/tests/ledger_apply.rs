@@ -1520,7 +1520,7 @@ fn a_workload_submitted_inactive_is_kept_and_never_admitted_on_submit() {
     let mut h = Harness::new();
     let mut w = workload("parked", 4, None);
     w.spec.inactive = true;
-    let plan = h.ledger.plan_fresh(
+    let plan = h.ledger.plan_on_submit(
         &[Submission {
             request_id: None,
             workload: w.clone().into(),
@@ -2583,7 +2583,7 @@ impl Harness {
         let submissions = submissions(specs);
         let admit = self
             .ledger
-            .plan_fresh(&submissions, Timestamp(self.now + 1_000));
+            .plan_on_submit(&submissions, Timestamp(self.now + 1_000));
         Command::SubmitWorkloads {
             submissions,
             max_pending_per_local_queue: None,
@@ -2598,9 +2598,9 @@ impl Harness {
             .id
     }
 
-    fn fresh(&self) -> (u64, u64) {
+    fn on_submit(&self) -> (u64, u64) {
         let c = self.ledger.counters();
-        (c.fresh_admissions, c.fresh_rejected)
+        (c.admissions_on_submit, c.rejected_on_submit)
     }
 }
 
@@ -2624,7 +2624,7 @@ fn a_planned_submission_is_admitted_by_the_entry_that_queues_it() {
     assert!(r.is_ok(), "{r:?}");
     assert_eq!(h.state_of(h.id_of("a")), WorkloadState::Admitted);
     assert_eq!(h.state_of(h.id_of("b")), WorkloadState::Admitted);
-    assert_eq!(h.fresh(), (2, 0));
+    assert_eq!(h.on_submit(), (2, 0));
     assert_eq!(h.ledger.counters().admissions, 2);
     // Queued and admitted at the same stamp, in that order.
     let record = h.ledger.workload(h.id_of("a")).expect("a");
@@ -2655,7 +2655,7 @@ fn a_plan_applied_after_something_began_waiting_admits_nothing() {
     let r = h.apply(command);
     assert!(r.is_ok(), "{r:?}");
     assert_eq!(h.state_of(h.id_of("a")), WorkloadState::Pending);
-    assert_eq!(h.fresh(), (0, 1));
+    assert_eq!(h.on_submit(), (0, 1));
     // The cycle orders it with what waited before it, and admits it.
     let (_, outcome) = h.cycle();
     assert_eq!(outcome.admitted, 1);
@@ -2677,7 +2677,7 @@ fn a_plan_whose_quota_went_meanwhile_stops_at_its_first_refused_decision() {
     // it stops there and the cycle decides both.
     assert_eq!(h.state_of(h.id_of("a")), WorkloadState::Pending);
     assert_eq!(h.state_of(h.id_of("b")), WorkloadState::Pending);
-    assert_eq!(h.fresh(), (0, 2));
+    assert_eq!(h.on_submit(), (0, 2));
     let (_, outcome) = h.cycle();
     assert_eq!(outcome.admitted, 1);
     assert_eq!(h.state_of(h.id_of("b")), WorkloadState::Admitted);
@@ -2697,7 +2697,7 @@ fn a_planned_entry_applied_twice_admits_once() {
     assert_eq!(results, [SubmitResult::Existing { id: a }]);
     assert_eq!(h.epoch(a), epoch, "the reservation is the first one");
     assert_eq!(h.ledger.counters().admissions, 1);
-    assert_eq!(h.fresh(), (1, 1));
+    assert_eq!(h.on_submit(), (1, 1));
 }
 
 #[test]
@@ -2709,7 +2709,7 @@ fn a_plan_leaves_out_what_would_not_be_created() {
     std::sync::Arc::make_mut(&mut subs[3].workload)
         .spec
         .queue_name = "missing".into();
-    let admit = h.ledger.plan_fresh(&subs, Timestamp(h.now + 1_000));
+    let admit = h.ledger.plan_on_submit(&subs, Timestamp(h.now + 1_000));
     let planned: Vec<u32> = admit.iter().map(|a| a.submission).collect();
     assert_eq!(planned, [1], "only the first a is new and bound");
 }

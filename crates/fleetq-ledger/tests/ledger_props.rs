@@ -375,8 +375,8 @@ impl Replicas {
                 // Each planned admission is made or dropped, never both.
                 let after = self.a.counters();
                 assert_eq!(
-                    after.fresh_admissions + after.fresh_rejected,
-                    before.fresh_admissions + before.fresh_rejected + planned
+                    after.admissions_on_submit + after.rejected_on_submit,
+                    before.admissions_on_submit + before.rejected_on_submit + planned
                 );
             }
             Op::Cycle => {
@@ -638,7 +638,7 @@ impl Replicas {
     fn submit_planned(&mut self, subs: &[Op], keep: bool) {
         let submissions: Vec<Submission> = subs.iter().map(workload).collect();
         let at = Timestamp(self.now + 1_000);
-        let admit = self.a.plan_fresh(&submissions, at);
+        let admit = self.a.plan_on_submit(&submissions, at);
         let command = Command::SubmitWorkloads {
             submissions: submissions.clone(),
             max_pending_per_local_queue: None,
@@ -665,7 +665,7 @@ impl Replicas {
         );
         let before = self.a.counters().clone();
         let response = self.apply(command);
-        let made = self.a.counters().fresh_admissions - before.fresh_admissions;
+        let made = self.a.counters().admissions_on_submit - before.admissions_on_submit;
         match (&response.outcome, &queued.outcome) {
             (
                 Outcome::Submitted {

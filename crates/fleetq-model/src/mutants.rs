@@ -18,7 +18,7 @@ pub enum Mutant {
     SkipRevalidation,
     /// An admission the leader planned into the entry that submits the
     /// workload is recorded without re-validation.
-    FreshSkipsRevalidation,
+    OnSubmitSkipsRevalidation,
     /// A finished workload's quota is released twice.
     DoubleRelease,
     /// Cancel releases the quota at once, before the executor confirms
@@ -65,7 +65,7 @@ pub enum Mutant {
 impl Mutant {
     pub const ALL: [Mutant; 15] = [
         Mutant::SkipRevalidation,
-        Mutant::FreshSkipsRevalidation,
+        Mutant::OnSubmitSkipsRevalidation,
         Mutant::DoubleRelease,
         Mutant::ReleaseOnCancel,
         Mutant::AgentIgnoresFence,
@@ -84,7 +84,7 @@ impl Mutant {
     pub fn name(self) -> &'static str {
         match self {
             Mutant::SkipRevalidation => "skip-revalidation",
-            Mutant::FreshSkipsRevalidation => "fresh-skips-revalidation",
+            Mutant::OnSubmitSkipsRevalidation => "on-submit-skips-revalidation",
             Mutant::DoubleRelease => "double-release",
             Mutant::ReleaseOnCancel => "release-on-cancel",
             Mutant::AgentIgnoresFence => "agent-ignores-fence",

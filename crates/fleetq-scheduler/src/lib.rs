@@ -121,7 +121,7 @@ pub struct SchedulerConfig {
     #[serde(default)]
     pub wait_for_ready: Option<WaitForReady>,
     /// The leader plans admissions for the workloads it is about to queue
-    /// ([`schedule_fresh`]) and puts them in the same entry, so a workload
+    /// ([`schedule_on_submit`]) and puts them in the same entry, so a workload
     /// that finds room is admitted with one Raft commit instead of two.
     #[serde(default = "admit_on_submit_default")]
     pub admit_on_submit: bool,
@@ -242,7 +242,7 @@ pub fn schedule(snapshot: &Snapshot, now: Timestamp, config: &SchedulerConfig) -
     cycle::Cycle::new(snapshot, now, &config).run()
 }
 
-/// Admissions for `fresh` workloads, which are not queued yet, as the next
+/// Admissions for `arriving` workloads, which are not queued yet, as the next
 /// cycle would make them once they were: the leader plans these before it
 /// proposes the submissions, so that a workload that finds room is admitted
 /// by the very entry that queues it (one Raft commit instead of two; the
@@ -250,33 +250,33 @@ pub fn schedule(snapshot: &Snapshot, now: Timestamp, config: &SchedulerConfig) -
 ///
 /// Answers nothing, leaving every decision to the ordinary cycle, where it
 /// could differ from that cycle's: when other workloads wait (a cycle would
-/// weigh `fresh` against them), and when a fresh workload that does not fit
+/// weigh `arriving` against them), and when an arriving workload that does not fit
 /// may preempt (a cycle would reserve quota for it, which needs the
 /// victims this plan does not look at). The admissions come in the cycle's
 /// order of attempts.
 ///
 /// ```
-/// use fleetq_scheduler::{schedule_fresh, SchedulerConfig, Snapshot};
+/// use fleetq_scheduler::{schedule_on_submit, SchedulerConfig, Snapshot};
 /// use fleetq_model::{Config, Timestamp};
 /// let snapshot = Snapshot::new(Config::default(), &[]);
-/// let plan = schedule_fresh(&snapshot, Vec::new(), Timestamp(0), &SchedulerConfig::default());
+/// let plan = schedule_on_submit(&snapshot, Vec::new(), Timestamp(0), &SchedulerConfig::default());
 /// assert!(plan.is_empty());
 /// ```
-pub fn schedule_fresh(
+pub fn schedule_on_submit(
     snapshot: &Snapshot,
-    fresh: Vec<PendingWorkload>,
+    arriving: Vec<PendingWorkload>,
     now: Timestamp,
     config: &SchedulerConfig,
 ) -> Vec<Admission> {
-    if fresh.is_empty() || snapshot.pending_count() > 0 {
+    if arriving.is_empty() || snapshot.pending_count() > 0 {
         return Vec::new();
     }
-    let mut view = snapshot.fresh_view(&fresh);
-    let ids: Vec<(WorkloadId, String)> = fresh
+    let mut view = snapshot.arriving_view(&arriving);
+    let ids: Vec<(WorkloadId, String)> = arriving
         .iter()
         .map(|w| (w.id, w.cluster_queue.clone()))
         .collect();
-    for w in fresh {
+    for w in arriving {
         // A workload bound to no ClusterQueue of this configuration is
         // refused at apply; the plan leaves it out.
         let _ = view.add_pending(w);

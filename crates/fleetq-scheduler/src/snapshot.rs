@@ -246,13 +246,13 @@ impl Snapshot {
     }
 
     /// This snapshot's configuration, usage, clusters and the state of
-    /// the LocalQueues `fresh` is queued in, without any workload: where
+    /// the LocalQueues `arriving` is queued in, without any workload: where
     /// the leader plans admissions for workloads not queued yet
-    /// ([`crate::schedule_fresh`]). Cheap to build (the tree is shared);
+    /// ([`crate::schedule_on_submit`]). Cheap to build (the tree is shared);
     /// with no admitted workloads in it, a cycle on it finds no victims.
-    pub(crate) fn fresh_view(&self, fresh: &[PendingWorkload]) -> Snapshot {
+    pub(crate) fn arriving_view(&self, arriving: &[PendingWorkload]) -> Snapshot {
         let nodes = self.tree.nodes.len();
-        let local_queues = fresh
+        let local_queues = arriving
             .iter()
             .filter_map(|w| {
                 let state = self.local_queues.get(&w.local_queue)?;
@@ -559,15 +559,15 @@ impl Snapshot {
     }
 
     /// Admits a workload queued by the same ledger command that carries the
-    /// decision (the leader planned it with [`crate::schedule_fresh`]), with
+    /// decision (the leader planned it with [`crate::schedule_on_submit`]), with
     /// the same checks as [`Snapshot::admit`].
-    pub fn admit_fresh(
+    pub fn admit_on_submit(
         &mut self,
         admission: &Admission,
         at: Timestamp,
     ) -> Result<(), SnapshotError> {
         let trusting = fleetq_model::mutants::active(Mutant::SkipRevalidation)
-            || fleetq_model::mutants::active(Mutant::FreshSkipsRevalidation);
+            || fleetq_model::mutants::active(Mutant::OnSubmitSkipsRevalidation);
         self.admit_checked(admission, at, trusting)
     }
 

@@ -191,7 +191,7 @@ impl Proposer {
             *admit = if self.is_leader() {
                 let sm = self.handle.read();
                 if sm.ledger.scheduler_config().admit_on_submit {
-                    sm.ledger.plan_fresh(submissions, at)
+                    sm.ledger.plan_on_submit(submissions, at)
                 } else {
                     Vec::new()
                 }

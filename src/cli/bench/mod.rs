@@ -644,7 +644,7 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     // Every replica counts the same once it has applied everything.
     let admitted_on_submit = nodes
         .iter()
-        .map(|n| n.handle.read().ledger.counters().fresh_admissions)
+        .map(|n| n.handle.read().ledger.counters().admissions_on_submit)
         .max()
         .unwrap_or(0);
     let mut report = Report {

@@ -89,12 +89,12 @@ impl Ledger {
     }
 
     /// Admits one pending workload after re-validating the decision
-    /// (`fresh`: planned into the entry that submitted it). On error
+    /// (`on_submit`: planned into the entry that submitted it). On error
     /// nothing changed.
     pub(super) fn admit_one(
         &mut self,
         a: &Admission,
-        fresh: bool,
+        on_submit: bool,
         at: Timestamp,
     ) -> Result<(), fleetq_scheduler::SnapshotError> {
         // Queued since submission or the last requeue (Kueue's
@@ -107,8 +107,8 @@ impl Ledger {
                 .map_or(r.created_at, |e| e.at)
         });
         self.check_not_held(a)?;
-        if fresh {
-            self.snapshot.admit_fresh(a, at)?;
+        if on_submit {
+            self.snapshot.admit_on_submit(a, at)?;
         } else {
             self.snapshot.admit(a, at)?;
         }

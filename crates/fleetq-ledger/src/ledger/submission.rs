@@ -9,7 +9,7 @@ impl Ledger {
         &mut self,
         submissions: &[Submission],
         max_pending: Option<u64>,
-        admit: &[FreshAdmission],
+        admit: &[AdmissionOnSubmit],
         at: Timestamp,
     ) -> Response {
         let nothing_waiting = self.snapshot.pending_count() == 0;
@@ -20,7 +20,7 @@ impl Ledger {
         let admitted_on_submit = if admit.is_empty() {
             0
         } else {
-            self.admit_fresh(admit, &results, nothing_waiting, at)
+            self.admit_on_submit(admit, &results, nothing_waiting, at)
         };
         Response::ok(Outcome::Submitted {
             results,
@@ -33,48 +33,52 @@ impl Ledger {
     /// order; where either is no longer so, the rest of the plan is dropped
     /// and those workloads wait for the ordinary cycle, which orders them
     /// with everything else.
-    pub(super) fn admit_fresh(
+    pub(super) fn admit_on_submit(
         &mut self,
-        admit: &[FreshAdmission],
+        admit: &[AdmissionOnSubmit],
         results: &[SubmitResult],
         nothing_waiting: bool,
         at: Timestamp,
     ) -> u32 {
         let mut made = 0u32;
-        for fresh in admit {
+        for planned in admit {
             if !nothing_waiting {
                 break;
             }
-            let created = match results.get(fresh.submission as usize) {
+            let created = match results.get(planned.submission as usize) {
                 Some(SubmitResult::Created { id }) => Some(*id),
                 _ => None,
             };
             let Some(id) = created else {
                 break;
             };
-            if self.admit_one(&fresh.for_workload(id), true, at).is_err() {
+            if self.admit_one(&planned.for_workload(id), true, at).is_err() {
                 break;
             }
             made += 1;
         }
-        self.counters.fresh_admissions += u64::from(made);
-        self.counters.fresh_rejected += admit.len() as u64 - u64::from(made);
+        self.counters.admissions_on_submit += u64::from(made);
+        self.counters.rejected_on_submit += admit.len() as u64 - u64::from(made);
         made
     }
 
     /// Plans admissions for `submissions` as the next cycle would make them
     /// once they were queued, for the leader to put in the
     /// `SubmitWorkloads` entry that queues them (see
-    /// [`fleetq_scheduler::schedule_fresh`], which answers nothing where
+    /// [`fleetq_scheduler::schedule_on_submit`], which answers nothing where
     /// its plan could differ from the cycle's). Leaves out submissions
     /// that would not create a workload.
-    pub fn plan_fresh(&self, submissions: &[Submission], now: Timestamp) -> Vec<FreshAdmission> {
+    pub fn plan_on_submit(
+        &self,
+        submissions: &[Submission],
+        now: Timestamp,
+    ) -> Vec<AdmissionOnSubmit> {
         if self.snapshot.pending_count() > 0 || submissions.is_empty() {
             return Vec::new();
         }
         let now = now.max(self.state.now);
         let mut names = std::collections::HashSet::new();
-        let mut fresh = Vec::with_capacity(submissions.len());
+        let mut arriving = Vec::with_capacity(submissions.len());
         for (position, s) in submissions.iter().enumerate() {
             let key = s.workload.key();
             let known = s
@@ -89,7 +93,7 @@ impl Ledger {
             let Ok(binding) = self.state.config.bind_workload(&s.workload) else {
                 continue;
             };
-            fresh.push(PendingWorkload {
+            arriving.push(PendingWorkload {
                 // Stands for the submission until apply assigns the id;
                 // ordered as the real ids will be.
                 id: position as WorkloadId,
@@ -105,9 +109,9 @@ impl Ledger {
                 reclaimed_for: None,
             });
         }
-        fleetq_scheduler::schedule_fresh(&self.snapshot, fresh, now, &self.scheduler)
+        fleetq_scheduler::schedule_on_submit(&self.snapshot, arriving, now, &self.scheduler)
             .into_iter()
-            .map(|a| FreshAdmission::planned(a.workload as u32, a))
+            .map(|a| AdmissionOnSubmit::planned(a.workload as u32, a))
             .collect()
     }
 
