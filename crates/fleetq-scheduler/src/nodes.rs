@@ -608,7 +608,20 @@ pub fn place_all_indexed(
                         Some((level, size)) => {
                             why_no_slices(info, &rooms, &levels, &per_pod, psa, (level, size))
                         }
-                        None => why_not(info, &rooms, &levels, &per_pod, psa, constraint),
+                        None => {
+                            // What each node holds empty: whether waiting can help.
+                            let empty = vec![NodeUsed::new(); info.cluster.nodes.len()];
+                            let empty_rooms: Vec<NodeRoom<'_>> = members
+                                .iter()
+                                .zip(&rooms)
+                                .map(|(&n, r)| NodeRoom {
+                                    fit: fit_on(info, &empty, n, &per_pod),
+                                    ..*r
+                                })
+                                .collect();
+                            let rooms = [rooms.as_slice(), empty_rooms.as_slice()];
+                            why_not(info, rooms, &levels, &per_pod, psa, constraint)
+                        }
                     });
                 };
                 found
@@ -700,10 +713,12 @@ fn smallest_holding(
 }
 
 /// A pending reason for a pod set that no placement fits: the most pods
-/// that the best domain (or all nodes) could hold.
+/// that the best domain (or all nodes) could hold; and where even empty
+/// nodes could not hold it (`[now, empty]` rooms), that waiting will not
+/// help on this cluster.
 fn why_not(
     info: &ClusterInfo,
-    rooms: &[NodeRoom<'_>],
+    [rooms, empty]: [&[NodeRoom<'_>]; 2],
     levels: &[String],
     per_pod: &ResourceList,
     psa: &PodSetAssignment,
@@ -714,12 +729,22 @@ fn why_not(
     let all: u64 = fits.iter().fold(0, |s, &f| s.saturating_add(f));
     let best_node = fits.iter().copied().max().unwrap_or(0);
     if let Constraint::Required(level) = constraint {
-        let best = pods_by_domain(rooms, levels, level)
-            .into_values()
-            .max()
-            .unwrap_or(0);
+        let most = |rooms: &[NodeRoom<'_>]| {
+            pods_by_domain(rooms, levels, level)
+                .into_values()
+                .max()
+                .unwrap_or(0)
+        };
+        let (best, best_empty) = (most(rooms), most(empty));
+        let never = if best_empty < u64::from(psa.count) {
+            format!(
+                "; even with every node free the best holds {best_empty}, so it waits for nodes this cluster does not have"
+            )
+        } else {
+            String::new()
+        };
         return format!(
-            "no {} in cluster {:?} has room for {} pods of {shape} (pod set {:?}): the best holds {best}",
+            "no {} in cluster {:?} has room for {} pods of {shape} (pod set {:?}): the best holds {best}{never}",
             levels[level],
             info.name(),
             psa.count,

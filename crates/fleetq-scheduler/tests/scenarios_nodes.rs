@@ -95,7 +95,8 @@ fn a_required_rack_keeps_the_gang_in_one_rack() {
         reason
             .message
             .contains("no rack in cluster \"east\" has room for 3 pods")
-            && reason.message.contains("the best holds 2"),
+            && reason.message.contains("the best holds 2")
+            && !reason.message.contains("even with every node free"),
         "{}",
         reason.message
     );
@@ -103,6 +104,25 @@ fn a_required_rack_keeps_the_gang_in_one_rack() {
     sim.submit("third q=q gpu=2 n=2");
     sim.cycle();
     assert_eq!(sim.nodes_of("third"), ["c=2"]);
+}
+
+/// A gang no rack could hold even with every node free says so: it
+/// waits for nodes the cluster does not have, not for others to end.
+#[test]
+fn a_gang_larger_than_every_rack_says_waiting_will_not_help() {
+    let mut sim = east();
+    sim.submit("big q=q gpu=4 n=3 req=rack");
+    sim.cycle();
+    assert!(sim.admitted_now().is_empty());
+    let reason = sim.reason("big");
+    assert_eq!(reason.kind, ReasonKind::NoClusterCapacity, "{reason:?}");
+    assert!(
+        reason.message.contains(
+            "the best holds 2; even with every node free the best holds 2, so it waits for nodes this cluster does not have"
+        ),
+        "{}",
+        reason.message
+    );
 }
 
 #[test]
