@@ -318,12 +318,12 @@ impl fmt::Debug for NodeCollector {
 
 impl Collector for NodeCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
-        let raft = RaftSample::of(&self.raft.metrics().borrow());
+        let raft = RaftSample::from_metrics(&self.raft.metrics().borrow());
         let now = self.clock.now();
         // Hold the read lock only while copying out what is reported.
         let ledger = {
             let sm = self.handle.read();
-            LedgerSample::of(&sm.ledger, now, self.config.reserved_not_running_after)
+            LedgerSample::take(&sm.ledger, now, self.config.reserved_not_running_after)
         };
         // Only the leader hears heartbeats; a follower's table is stale.
         let leases: Vec<(String, f64)> = if raft.is_leader {
@@ -360,7 +360,7 @@ pub struct RaftSample {
 }
 
 impl RaftSample {
-    pub fn of(m: &openraft::RaftMetrics<u64, openraft::BasicNode>) -> RaftSample {
+    pub fn from_metrics(m: &openraft::RaftMetrics<u64, openraft::BasicNode>) -> RaftSample {
         let applied = m.last_applied.map_or(0, |l| l.index);
         let last_log = m.last_log_index.unwrap_or(0);
         let is_leader = m.state == ServerState::Leader;
@@ -578,7 +578,7 @@ impl LedgerSample {
     /// Reads what a scrape reports from `ledger`; `now` is this node's
     /// clock (the canary needs wall time: a quiet ledger's stamps stand
     /// still).
-    pub fn of(ledger: &Ledger, now: Timestamp, not_running_after: Duration) -> LedgerSample {
+    pub fn take(ledger: &Ledger, now: Timestamp, not_running_after: Duration) -> LedgerSample {
         let state = ledger.state();
         let snapshot = ledger.snapshot();
         let tree = snapshot.tree();
@@ -1573,7 +1573,7 @@ spec:
             .map(|r| r.admitted_at)
             .expect("b is admitted");
         let later = admitted_b.saturating_add(Duration::from_secs(61));
-        let s = LedgerSample::of(&h.ledger, later, Duration::from_secs(60));
+        let s = LedgerSample::take(&h.ledger, later, Duration::from_secs(60));
 
         let a = cq(&s, "team-a");
         assert_eq!(a.cohort, "research");
@@ -1605,7 +1605,7 @@ spec:
         let key = |cq: &str| (cq.to_string(), "east".to_string());
         assert_eq!(s.reserved_not_running[&key("team-a")], 1);
         assert_eq!(s.reserved_not_running[&key("team-b")], 0);
-        let s = LedgerSample::of(&h.ledger, later, Duration::from_secs(120));
+        let s = LedgerSample::take(&h.ledger, later, Duration::from_secs(120));
         assert_eq!(s.reserved_not_running[&key("team-a")], 0);
 
         // The wait-time histogram saw a and b.
@@ -1641,7 +1641,7 @@ spec:
     #[test]
     fn rendering_uses_kueue_names_labels_and_buckets() {
         let h = busy();
-        let s = LedgerSample::of(&h.ledger, Timestamp(h.now), Duration::from_secs(60));
+        let s = LedgerSample::take(&h.ledger, Timestamp(h.now), Duration::from_secs(60));
         let raft = RaftSample {
             term: 3,
             leader: 2,
@@ -1741,7 +1741,7 @@ spec:
     #[test]
     fn kueues_queue_local_queue_and_cohort_series() {
         let h = busy();
-        let s = LedgerSample::of(&h.ledger, Timestamp(h.now), Duration::from_secs(60));
+        let s = LedgerSample::take(&h.ledger, Timestamp(h.now), Duration::from_secs(60));
         let text = render(RaftSample::default(), s);
         let a = r#"name="team-a",namespace="default""#;
         let cell = r#"flavor="h100-80gb",resource="nvidia.com/gpu""#;
@@ -1812,7 +1812,7 @@ spec:
             .map(|d| d.object)
             .collect();
         h.apply(Command::ApplyObjects { objects });
-        let s = LedgerSample::of(&h.ledger, Timestamp(h.now), Duration::from_secs(60));
+        let s = LedgerSample::take(&h.ledger, Timestamp(h.now), Duration::from_secs(60));
         let a = cq(&s, "team-a");
         assert_eq!((a.status, a.finished, a.admitted_active), ("pending", 1, 0));
         assert_eq!(cq(&s, "team-b").status, "active");

@@ -172,12 +172,12 @@ impl Dashboard {
     pub fn overview(&self) -> Overview {
         let metrics = self.raft.metrics().borrow().clone();
         let now = self.clock.now();
-        let sample = RaftSample::of(&metrics);
+        let sample = RaftSample::from_metrics(&metrics);
         let (ledger, applied, hash) = {
             let sm = self.handle.read();
             let applied = sm.last_applied.map_or(0, |l| l.index);
             let hash = self.state_hash(&sm.ledger, applied);
-            (LedgerOverview::of(&sm.ledger), applied, hash)
+            (LedgerOverview::read(&sm.ledger), applied, hash)
         };
         let membership = metrics.membership_config.membership();
         let voters: Vec<u64> = membership.voter_ids().collect();
@@ -530,7 +530,7 @@ fn event_kind(e: &Event) -> Option<&'static str> {
 
 impl LedgerOverview {
     /// Reads the overview from `ledger`.
-    pub fn of(ledger: &Ledger) -> LedgerOverview {
+    pub fn read(ledger: &Ledger) -> LedgerOverview {
         let state = ledger.state();
         let snapshot = ledger.snapshot();
         let tree = snapshot.tree();
@@ -1097,7 +1097,7 @@ spec:
     #[test]
     fn the_overview_reads_clusters_queues_cohorts_pending_and_events() {
         let h = busy();
-        let o = LedgerOverview::of(&h.ledger);
+        let o = LedgerOverview::read(&h.ledger);
 
         assert_eq!(o.clusters.len(), 1);
         let east = &o.clusters[0];
@@ -1206,7 +1206,7 @@ spec:
             h.submit("team-a", &format!("w{i:03}"), GPU, 100);
         }
         h.cycle();
-        let o = LedgerOverview::of(&h.ledger);
+        let o = LedgerOverview::read(&h.ledger);
         assert_eq!(o.pending.total as usize, PENDING_LIMIT + 5);
         assert_eq!(o.pending.workloads.len(), PENDING_LIMIT);
         assert_eq!(o.pending.workloads[0].name, "w000");
@@ -1223,7 +1223,7 @@ spec:
             h.report(&format!("s{i:03}"), Phase::Running);
             h.report(&format!("s{i:03}"), Phase::Succeeded);
         }
-        let o = LedgerOverview::of(&h.ledger);
+        let o = LedgerOverview::read(&h.ledger);
         assert_eq!(o.events.len(), EVENT_LIMIT);
         let last = format!("s{:03}", EVENT_LIMIT + 4);
         assert_eq!(
@@ -1345,7 +1345,7 @@ spec:
         });
         h.submit("team-a", "a", GPU, 6);
         h.cycle();
-        let o = LedgerOverview::of(&h.ledger);
+        let o = LedgerOverview::read(&h.ledger);
         let east = &o.clusters[0];
         let names: Vec<(&str, bool)> = east
             .nodes

@@ -629,7 +629,8 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
             admitted.push(admitted_at.saturating_sub(sent));
         }
     }
-    let [submit_stage, schedule_stage, executor_stage] = stages.map(|v| Percentiles::of(v).short());
+    let [submit_stage, schedule_stage, executor_stage] =
+        stages.map(|v| Percentiles::from_values(v).short());
     let admit_seconds = (last_admitted.saturating_sub(first_send)) as f64 / 1000.0;
     let start_seconds = (last_running.saturating_sub(first_send)) as f64 / 1000.0;
     let finish_seconds = last_finished.saturating_sub(first_finished) as f64 / 1000.0;
@@ -711,8 +712,8 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
         cpu_seconds_per_1k: cpu * 1000.0 / args.workloads as f64,
         rss_bytes_per_pending: rss_per_pending,
     };
-    report.set_latency(Percentiles::of(admitted));
-    report.set_running(Percentiles::of(running));
+    report.set_latency(Percentiles::from_values(admitted));
+    report.set_running(Percentiles::from_values(running));
     drop(observer);
     for n in nodes {
         let _ = tokio::time::timeout(Duration::from_secs(5), n.shutdown()).await;

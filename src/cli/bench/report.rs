@@ -16,7 +16,7 @@ pub struct Percentiles {
 
 impl Percentiles {
     /// Nearest-rank percentiles of `values` (all zero when empty).
-    pub fn of(mut values: Vec<u64>) -> Percentiles {
+    pub fn from_values(mut values: Vec<u64>) -> Percentiles {
         values.sort_unstable();
         let at = |p: f64| {
             values
@@ -291,12 +291,12 @@ mod tests {
 
     #[test]
     fn percentiles_by_nearest_rank() {
-        let p = Percentiles::of((1..=1000).rev().collect());
+        let p = Percentiles::from_values((1..=1000).rev().collect());
         assert_eq!(
             (p.p50, p.p90, p.p99, p.p999, p.max),
             (501, 900, 990, 999, 1000)
         );
-        assert_eq!(Percentiles::of(Vec::new()), Percentiles::default());
-        assert_eq!(Percentiles::of(vec![7]).p99, 7);
+        assert_eq!(Percentiles::from_values(Vec::new()), Percentiles::default());
+        assert_eq!(Percentiles::from_values(vec![7]).p99, 7);
     }
 }
