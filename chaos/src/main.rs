@@ -50,6 +50,12 @@ enum Command {
         /// their agent fault (the fault set of earlier soaks).
         #[arg(long, default_value = "all", value_parser = ["all", "basic"])]
         faults: String,
+        /// `on` (the default): plans with nodes may put them in racks and
+        /// draw gangs with topology; `off`: the plan a seed drew before
+        /// racks were drawn (7 Dec), so a seed that once failed replays
+        /// as it did.
+        #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+        racks: String,
         /// The ledger's own after-every-command invariant check: `on` (the
         /// default, whatever the build profile) or `off` (to show that the
         /// outside checks, the oracle and the journals, stand alone).
@@ -120,12 +126,14 @@ fn main() -> ExitCode {
             nodes,
             scenario,
             faults,
+            racks,
             ledger_checks,
         } => {
             // Read once by every ledger this process (and each seed's
             // process, which inherits it) creates.
             std::env::set_var(fleetq_ledger::INVARIANT_CHECKS_ENV, &ledger_checks);
             let basic = faults == "basic";
+            let racks = racks == "on";
             if nodes == 4 {
                 eprintln!("error: --nodes: 3 or 5 (an even group tolerates no more failures than the odd one below it)");
                 return ExitCode::from(2);
@@ -155,6 +163,7 @@ fn main() -> ExitCode {
                         seed,
                         nodes,
                         basic,
+                        racks,
                     })
                 })
                 .collect();
@@ -320,14 +329,17 @@ struct Run {
     nodes: u64,
     /// `--faults basic`.
     basic: bool,
+    /// `--racks on`.
+    racks: bool,
 }
 
 impl Run {
     fn plan(&self) -> fleetq_chaos::Plan {
+        let random = || fleetq_chaos::Plan::drawn(self.seed, self.nodes, self.racks);
         match (self.scenario, self.basic) {
             (Some(r), _) => r.plan(self.seed, self.nodes),
-            (None, false) => fleetq_chaos::Plan::from_seed(self.seed, self.nodes),
-            (None, true) => fleetq_chaos::Plan::from_seed(self.seed, self.nodes).basic_faults(),
+            (None, false) => random(),
+            (None, true) => random().basic_faults(),
         }
     }
 }
@@ -508,6 +520,9 @@ fn sim_in_processes(
                 }
                 if run.basic {
                     args.extend(["--faults".to_string(), "basic".to_string()]);
+                }
+                if !run.racks {
+                    args.extend(["--racks".to_string(), "off".to_string()]);
                 }
                 // The parent set it from its own --ledger-checks.
                 if let Ok(checks) = std::env::var(fleetq_ledger::INVARIANT_CHECKS_ENV) {

@@ -589,6 +589,13 @@ impl Plan {
     /// second fault of the rarer kinds, and then three quota cuts raced
     /// against submissions ([`Race`]).
     pub fn from_seed(seed: u64, nodes: u64) -> Plan {
+        Plan::drawn(seed, nodes, true)
+    }
+
+    /// [`Plan::from_seed`], or without `racks` the plan the seed drew
+    /// before racks were drawn (a seed that once failed replays as it
+    /// did).
+    pub fn drawn(seed: u64, nodes: u64, racks: bool) -> Plan {
         let mut rng = StdRng::seed_from_u64(seed);
         let mut plan = Plan::empty(seed, nodes, CONFIG.to_string());
         // From the seed itself, not a draw: every other draw of a seed
@@ -663,7 +670,7 @@ impl Plan {
                 plan.keep_agent = Some(nodes_rng.gen_range(1..=crate::agents::AGENTS));
             }
             let mut topology_rng = StdRng::seed_from_u64(seed ^ TOPOLOGY_STREAM);
-            if topology_rng.gen_ratio(1, 2) {
+            if topology_rng.gen_ratio(1, 2) && racks {
                 plan.add_racks(&mut topology_rng);
             }
         }
