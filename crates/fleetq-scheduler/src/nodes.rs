@@ -609,16 +609,22 @@ pub fn place_all_indexed(
                             why_no_slices(info, &rooms, &levels, &per_pod, psa, (level, size))
                         }
                         None => {
-                            // What each node holds empty: whether waiting can help.
-                            let empty = vec![NodeUsed::new(); info.cluster.nodes.len()];
-                            let empty_rooms: Vec<NodeRoom<'_>> = members
-                                .iter()
-                                .zip(&rooms)
-                                .map(|(&n, r)| NodeRoom {
-                                    fit: fit_on(info, &empty, n, &per_pod),
-                                    ..*r
-                                })
-                                .collect();
+                            // What each node holds empty: whether waiting can
+                            // help. Only a required level's reason asks.
+                            let empty_rooms: Vec<NodeRoom<'_>> =
+                                if matches!(constraint, Constraint::Required(_)) {
+                                    let empty = vec![NodeUsed::new(); info.cluster.nodes.len()];
+                                    members
+                                        .iter()
+                                        .zip(&rooms)
+                                        .map(|(&n, r)| NodeRoom {
+                                            fit: fit_on(info, &empty, n, &per_pod),
+                                            ..*r
+                                        })
+                                        .collect()
+                                } else {
+                                    Vec::new()
+                                };
                             let rooms = [rooms.as_slice(), empty_rooms.as_slice()];
                             why_not(info, rooms, &levels, &per_pod, psa, constraint)
                         }
