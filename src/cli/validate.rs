@@ -52,7 +52,7 @@ impl Report {
 }
 
 /// Kinds in the order the summary lists them: what others depend on first.
-const KIND_ORDER: [&str; 9] = [
+const KIND_ORDER: [&str; 10] = [
     "Topology",
     "ResourceFlavor",
     "Cohort",
@@ -62,6 +62,7 @@ const KIND_ORDER: [&str; 9] = [
     "PriorityClass",
     "Workload",
     "Job",
+    "JobSet",
 ];
 
 pub fn run(args: &ValidateArgs) -> ExitCode {

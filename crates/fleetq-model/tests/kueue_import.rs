@@ -14,6 +14,7 @@ use fleetq_model::cluster_queue::{
 use fleetq_model::config::Object;
 use fleetq_model::fair_weight::FairWeight;
 use fleetq_model::kueue::{import_manifests, ImportedDocument};
+use fleetq_model::topology::TopologyPlacement;
 use fleetq_model::{
     ClusterQueue, Cohort, Config, FieldError, LocalQueue, PriorityClassSource, Quantity,
     ResourceFlavor, Workload,
@@ -137,6 +138,8 @@ const IMPORTABLE_EXAMPLES: &[&str] = &[
     "resource-flavor-tolerations.yaml",
     "sample-job-partial-admission.yaml",
     "sample-job.yaml",
+    "sample-jobset-tas-combined.yaml",
+    "sample-jobset-tas-required.yaml",
     "shared-quota-sample-job.yaml",
     "shared-quota-setup.yaml",
     "single-clusterqueue-setup-v1beta1.yaml",
@@ -1535,6 +1538,245 @@ spec:
 }
 
 // ---------------------------------------------------------------------------
+// JobSets
+
+#[test]
+fn kueue_jobset_examples_become_one_pod_set_per_replicated_job() {
+    let set = fixtures(&[
+        "single-clusterqueue-setup.yaml",
+        "sample-jobset-tas-required.yaml",
+        "sample-jobset-tas-combined.yaml",
+    ]);
+    let [required, combined] = &set.workloads[..] else {
+        panic!("two workloads expected, got {:?}", set.workloads)
+    };
+    assert_eq!(
+        (required.namespace.as_str(), required.name.as_str()),
+        ("default", "jobset-tas-required")
+    );
+    assert_eq!(required.spec.queue_name, "user-queue");
+    let [workers] = &required.spec.pod_sets[..] else {
+        panic!("one pod set per replicated Job")
+    };
+    assert_eq!((workers.name.as_str(), workers.count), ("workers", 4));
+    assert_eq!(
+        workers.requests,
+        BTreeMap::from([("cpu".into(), q("1")), ("memory".into(), q("200Mi"))])
+    );
+    let request = workers
+        .topology_request
+        .as_ref()
+        .expect("a topology request");
+    assert_eq!(
+        request.placement,
+        Some(TopologyPlacement::Required(
+            "cloud.provider.com/topology-rack".into()
+        ))
+    );
+    // Kueue's JobSet integration: each Job of a replicated Job is a
+    // sub-group, numbered by the JobSet controller's label.
+    assert_eq!(
+        request.sub_group_index_label.as_deref(),
+        Some("jobset.sigs.k8s.io/job-index")
+    );
+    assert_eq!(request.sub_group_count, Some(1));
+    let slice = combined.spec.pod_sets[0]
+        .topology_request
+        .as_ref()
+        .and_then(|r| r.slice.as_ref())
+        .expect("a slice");
+    assert_eq!(
+        (slice.level.as_str(), slice.size),
+        ("cloud.provider.com/topology-rack", 4)
+    );
+    let template = required.spec.run.job_template.as_ref().expect("kept");
+    assert_eq!(template["kind"], "JobSet");
+    assert_eq!(
+        fleetq_model::kueue::job_template_problem(&required.spec),
+        None
+    );
+    let docs = import_ok(&fixture("sample-jobset-tas-required.yaml"));
+    assert_eq!(
+        (docs[0].source.kind.as_str(), docs[0].source.name.as_str()),
+        ("JobSet", "JobSet/default/jobset-tas-required")
+    );
+}
+
+const TRAINING_JOBSET: &str = r#"
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: train
+  namespace: team-a
+  labels: {kueue.x-k8s.io/queue-name: team-a, kueue.x-k8s.io/max-exec-time-seconds: "600"}
+spec:
+  network: {enableDNSHostnames: true}
+  replicatedJobs:
+  - name: driver
+    template:
+      spec:
+        template:
+          spec:
+            restartPolicy: Never
+            containers:
+            - name: driver
+              image: trainer:1
+              command: [python, driver.py]
+              resources: {requests: {cpu: "1"}}
+  - name: workers
+    replicas: 2
+    template:
+      spec:
+        parallelism: 3
+        completions: 2
+        template:
+          spec:
+            priorityClassName: high
+            containers:
+            - name: worker
+              image: trainer:1
+              resources: {limits: {nvidia.com/gpu: "2"}}
+"#;
+
+fn imported_workload(yaml: &str) -> Workload {
+    match import_ok(yaml).remove(0).object {
+        Object::Workload(w) => w,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_jobset_counts_replicas_times_the_pods_each_job_runs() {
+    let workload = imported_workload(TRAINING_JOBSET);
+    let pod_sets: Vec<(&str, u32, Option<u32>)> = workload
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.as_str(), p.count, p.min_count))
+        .collect();
+    // workers: 2 Jobs x min(parallelism 3, completions 2).
+    assert_eq!(pod_sets, [("driver", 1, None), ("workers", 4, None)]);
+    assert_eq!(workload.spec.pod_sets[1].requests["nvidia.com/gpu"], q("2"));
+    // No WorkloadPriorityClass label: the first pod template that names a
+    // PriorityClass, as Kueue reads it.
+    assert_eq!(workload.spec.priority_class_name.as_deref(), Some("high"));
+    assert_eq!(
+        workload.spec.priority_class_source,
+        PriorityClassSource::PriorityClass
+    );
+    assert_eq!(
+        workload.spec.maximum_execution_time,
+        Some(Duration::from_secs(600))
+    );
+    assert_eq!(workload.spec.run.command, ["python", "driver.py"]);
+    // Fields fleetq does not read pass through to the executor.
+    let template = workload.spec.run.job_template.as_ref().expect("kept");
+    assert_eq!(template["spec"]["network"]["enableDNSHostnames"], true);
+    assert_eq!(
+        fleetq_model::kueue::job_template_problem(&workload.spec),
+        None
+    );
+}
+
+#[test]
+fn jobset_errors_name_the_replicated_job_field() {
+    let bad = TRAINING_JOBSET
+        .replace("  labels: {kueue.x-k8s.io/queue-name: team-a, ", "  labels: {")
+        .replace("    replicas: 2\n", "    replicas: -1\n")
+        .replace(
+            "            priorityClassName: high\n",
+            "            priorityClassName: high\n            containers: []\n            initContainers: []\n",
+        )
+        .replace("            containers:\n            - name: worker\n              image: trainer:1\n              resources: {limits: {nvidia.com/gpu: \"2\"}}\n", "");
+    let errors = lines(&import_err(&bad));
+    for expected in [
+        r#"document 1: JobSet/team-a/train: metadata.labels["kueue.x-k8s.io/queue-name"]: is required: it names the LocalQueue the JobSet is submitted to"#,
+        "document 1: JobSet/team-a/train: spec.replicatedJobs[1].replicas: replicas x min(parallelism, completions) must be a count of pods",
+        "document 1: JobSet/team-a/train: spec.replicatedJobs[1].template.spec.template.spec.containers: must have at least one container",
+    ] {
+        assert!(errors.contains(expected), "{expected}\nnot in:\n{errors}");
+    }
+
+    // Topology annotations on the replicated Job's own metadata (Kueue
+    // reads the pod template's), and on the JobSet.
+    let misplaced = TRAINING_JOBSET
+        .replace(
+            "  - name: driver\n    template:\n      spec:\n",
+            "  - name: driver\n    template:\n      metadata:\n        annotations: {kueue.x-k8s.io/podset-required-topology: rack}\n      spec:\n",
+        )
+        .replace(
+            "  name: train\n",
+            "  name: train\n  annotations: {kueue.x-k8s.io/podset-preferred-topology: rack, kueue.x-k8s.io/job-min-parallelism: \"1\"}\n",
+        );
+    let errors = lines(&import_err(&misplaced));
+    for expected in [
+        r#"spec.replicatedJobs[0].template.metadata.annotations["kueue.x-k8s.io/podset-required-topology"]: Kueue reads pod-set topology annotations from the pod template"#,
+        r#"metadata.annotations["kueue.x-k8s.io/podset-preferred-topology"]: Kueue reads pod-set topology annotations from each replicated Job's pod template"#,
+        r#"metadata.annotations["kueue.x-k8s.io/job-min-parallelism"]: not supported by fleetq"#,
+    ] {
+        assert!(errors.contains(expected), "{expected}\nnot in:\n{errors}");
+    }
+
+    // A pod set name Kueue refuses is reported at the replicated Job.
+    let set = set_of(&[TRAINING_JOBSET.replace("- name: workers", "- name: Workers_1")]);
+    let docs = import_ok(&TRAINING_JOBSET.replace("- name: workers", "- name: Workers_1"));
+    let errors: Vec<String> = set
+        .config
+        .bind_workload(&set.workloads[0])
+        .unwrap_err()
+        .into_iter()
+        .map(|e| docs[0].locate(e).to_string())
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("JobSet/team-a/train: spec.replicatedJobs[1].name:")),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn a_jobset_template_asks_for_no_more_than_its_charge() {
+    let workload = imported_workload(TRAINING_JOBSET);
+    // Three Jobs of the workers where two are charged.
+    let mut more_jobs = workload.clone();
+    let template = more_jobs.spec.run.job_template.as_mut().expect("kept");
+    template["spec"]["replicatedJobs"][1]["replicas"] = 3.into();
+    let (path, message) =
+        fleetq_model::kueue::job_template_problem(&more_jobs.spec).expect("refused");
+    assert_eq!(
+        path,
+        "run.jobTemplate.spec.replicatedJobs[1].template.spec.parallelism"
+    );
+    assert!(message.contains("runs 6 pods at once"), "{message}");
+
+    // A replicated Job's pods asking for more GPUs than charged.
+    let mut greedy = workload.clone();
+    let template = greedy.spec.run.job_template.as_mut().expect("kept");
+    template["spec"]["replicatedJobs"][1]["template"]["spec"]["template"]["spec"]["containers"]
+        [0]["resources"]["limits"]["nvidia.com/gpu"] = "8".into();
+    let (path, _) = fleetq_model::kueue::job_template_problem(&greedy.spec).expect("refused");
+    assert_eq!(
+        path,
+        "run.jobTemplate.spec.replicatedJobs[1].template.spec.template.spec"
+    );
+
+    // Replicated Jobs renamed, dropped or added.
+    let mut renamed = workload.clone();
+    let template = renamed.spec.run.job_template.as_mut().expect("kept");
+    template["spec"]["replicatedJobs"][0]["name"] = "boss".into();
+    assert!(
+        fleetq_model::kueue::job_template_problem(&renamed.spec)
+            .is_some_and(|(p, m)| p == "run.jobTemplate.spec.replicatedJobs[0].name"
+                && m.contains("\"driver\""))
+    );
+    let mut fewer = workload;
+    fewer.spec.pod_sets.pop();
+    assert!(fleetq_model::kueue::job_template_problem(&fewer.spec)
+        .is_some_and(|(_, m)| m.contains("2 replicated Jobs and the workload 1 pod sets")));
+}
+
+// ---------------------------------------------------------------------------
 // Devices are whole
 
 const FRACTIONAL_QUEUES: &str = r#"
@@ -1853,10 +2095,10 @@ fn unsupported_kueue_kinds_say_why() {
     }
     // Not Kueue's: the list of what fleetq imports.
     let text = lines(&import_err(
-        "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: x}\n",
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: x}\n",
     ));
     assert!(
-        text.contains("JobSet is not supported: fleetq imports"),
+        text.contains("PyTorchJob is not supported: fleetq imports"),
         "{text}"
     );
 }
@@ -1876,7 +2118,7 @@ fn unsupported_workload_fields_say_why() {
         "count: 1, topologyRequest: {podSetGroupName: g},",
     )));
     assert!(
-        text.contains("spec.podSets[0].topologyRequest.podSetGroupName: not supported by fleetq: spec.podSets[0].topologyRequest.podSetGroupName (it pairs the pod sets"),
+        text.contains("spec.podSets[0].topologyRequest.podSetGroupName: not supported by fleetq: spec.podSets[0].topologyRequest.podSetGroupName (it pairs pod sets of one workload"),
         "{text}"
     );
     assert!(import_ok(&format!("{base}  active: true\n  preemptionGates: []\n")).len() == 1);

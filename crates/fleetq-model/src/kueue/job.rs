@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::meta::{annotation_path, decode, label_path, Location, ObjectMeta};
-use super::pod::PodTemplate;
+use super::pod::{PodSpec, PodTemplate};
 use super::topology::{job_request, job_rewrites as topology_rewrites};
 use super::workload::{pod_requests, workload_name, NamedWorkload};
 use super::{
@@ -145,36 +145,9 @@ pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldErr
         .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
     let mut errors = Vec::new();
 
-    let queue_name = match metadata.labels.get(QUEUE_NAME_LABEL) {
-        Some(queue) if !queue.is_empty() => queue.clone(),
-        _ => {
-            let hint = if metadata.annotations.contains_key(QUEUE_NAME_LABEL) {
-                " (it is set as an annotation; Kueue and fleetq read the label)"
-            } else {
-                ""
-            };
-            errors.push(at.error(
-                label_path(QUEUE_NAME_LABEL),
-                format!("is required: it names the LocalQueue the Job is submitted to{hint}"),
-            ));
-            String::new()
-        }
-    };
-    // Kueue's order: the WorkloadPriorityClass label, else the pod
-    // template's PriorityClass (else the global default, at binding).
+    let queue_name = queue_of(&metadata, "Job", at, &mut errors);
     let (priority_class_name, priority_class_source) =
-        match metadata.labels.get(PRIORITY_CLASS_LABEL) {
-            Some(class) => (
-                Some(class.clone()),
-                PriorityClassSource::WorkloadPriorityClass,
-            ),
-            None => match &spec.template.spec.priority_class_name {
-                Some(name) if !name.is_empty() => {
-                    (Some(name.clone()), PriorityClassSource::PriorityClass)
-                }
-                _ => (None, PriorityClassSource::default()),
-            },
-        };
+        priority_of(&metadata, [&spec.template.spec]);
 
     // Kueue counts min(parallelism, completions) pods; Kubernetes defaults
     // parallelism to 1.
@@ -269,6 +242,51 @@ pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldErr
     let mut rewrites = topology_rewrites();
     rewrites.extend(job_rewrites(priority_class_source));
     Ok(workload.into_converted(generated_name, rewrites))
+}
+
+/// The LocalQueue a Job or JobSet names in its `kueue.x-k8s.io/queue-name`
+/// label (`kind` is for the message).
+pub(super) fn queue_of(
+    metadata: &ObjectMeta,
+    kind: &str,
+    at: &Location,
+    errors: &mut Vec<FieldError>,
+) -> String {
+    match metadata.labels.get(QUEUE_NAME_LABEL) {
+        Some(queue) if !queue.is_empty() => queue.clone(),
+        _ => {
+            let hint = if metadata.annotations.contains_key(QUEUE_NAME_LABEL) {
+                " (it is set as an annotation; Kueue and fleetq read the label)"
+            } else {
+                ""
+            };
+            errors.push(at.error(
+                label_path(QUEUE_NAME_LABEL),
+                format!("is required: it names the LocalQueue the {kind} is submitted to{hint}"),
+            ));
+            String::new()
+        }
+    }
+}
+
+/// Kueue's order: the WorkloadPriorityClass label, else the first pod
+/// template that names a PriorityClass (else the global default, at
+/// binding).
+pub(super) fn priority_of<'a>(
+    metadata: &ObjectMeta,
+    pods: impl IntoIterator<Item = &'a PodSpec>,
+) -> (Option<String>, PriorityClassSource) {
+    if let Some(class) = metadata.labels.get(PRIORITY_CLASS_LABEL) {
+        return (
+            Some(class.clone()),
+            PriorityClassSource::WorkloadPriorityClass,
+        );
+    }
+    pods.into_iter()
+        .find_map(|pod| pod.priority_class_name.clone().filter(|n| !n.is_empty()))
+        .map_or((None, PriorityClassSource::default()), |name| {
+            (Some(name), PriorityClassSource::PriorityClass)
+        })
 }
 
 /// The shorter of `spec.activeDeadlineSeconds` (Kubernetes kills the Job
@@ -374,6 +392,10 @@ pub fn job_template_problem(spec: &WorkloadSpec) -> Option<(String, String)> {
             format!("is {size} bytes as JSON; at most {MAX_JOB_TEMPLATE_BYTES}"),
         );
     }
+    if template.get("kind").and_then(Value::as_str) == Some("JobSet") {
+        return super::jobset::template_problem(spec, template)
+            .map(|(path, message)| (format!("run.jobTemplate{path}"), message));
+    }
     let [pod_set] = spec.pod_sets.as_slice() else {
         return problem(
             "",
@@ -383,16 +405,31 @@ pub fn job_template_problem(spec: &WorkloadSpec) -> Option<(String, String)> {
             ),
         );
     };
-    let pod: PodTemplate = match template.pointer("/spec/template") {
+    job_spec_problem(template.get("spec"), ".spec", pod_set, 1)
+        .map(|(path, message)| (format!("run.jobTemplate{path}"), message))
+}
+
+/// Whether a Job spec (`job`, at `path` in the template), run `replicas`
+/// times, asks for what `pod_set` is charged and no more: each pod's
+/// effective requests exactly the pod set's, and `replicas` times the
+/// pods it runs at once at most the pod set's count.
+pub(super) fn job_spec_problem(
+    job: Option<&Value>,
+    path: &str,
+    pod_set: &PodSet,
+    replicas: u64,
+) -> Option<(String, String)> {
+    let problem = |at: &str, message: String| Some((format!("{path}{at}"), message));
+    let pod: PodTemplate = match job.and_then(|j| j.get("template")) {
         Some(t) => match serde_json::from_value(t.clone()) {
             Ok(pod) => pod,
-            Err(e) => return problem(".spec.template", format!("is not a pod template: {e}")),
+            Err(e) => return problem(".template", format!("is not a pod template: {e}")),
         },
-        None => return problem(".spec.template", "is required".into()),
+        None => return problem(".template", "is required".into()),
     };
     let Some(requests) = pod.spec.effective_requests() else {
         return problem(
-            ".spec.template.spec",
+            ".template.spec",
             "the containers' requests add up past the largest quantity fleetq can count".into(),
         );
     };
@@ -404,7 +441,7 @@ pub fn job_template_problem(spec: &WorkloadSpec) -> Option<(String, String)> {
                 .join(",")
         };
         return problem(
-            ".spec.template.spec",
+            ".template.spec",
             format!(
                 "each pod requests {{{}}}, but pod set {:?} is charged {{{}}} per pod; they must be equal",
                 show(&requests),
@@ -415,7 +452,7 @@ pub fn job_template_problem(spec: &WorkloadSpec) -> Option<(String, String)> {
     }
     // Kubernetes runs min(parallelism, completions) pods at once.
     let count_at = |field: &str| -> Result<Option<u64>, String> {
-        match template.pointer(&format!("/spec/{field}")) {
+        match job.and_then(|j| j.get(field)) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => v
                 .as_u64()
@@ -425,13 +462,15 @@ pub fn job_template_problem(spec: &WorkloadSpec) -> Option<(String, String)> {
     };
     let (parallelism, completions) = match (count_at("parallelism"), count_at("completions")) {
         (Ok(p), Ok(c)) => (p.unwrap_or(1), c),
-        (Err(e), _) => return problem(".spec.parallelism", e),
-        (_, Err(e)) => return problem(".spec.completions", e),
+        (Err(e), _) => return problem(".parallelism", e),
+        (_, Err(e)) => return problem(".completions", e),
     };
-    let at_once = completions.map_or(parallelism, |c| parallelism.min(c));
+    let at_once = completions
+        .map_or(parallelism, |c| parallelism.min(c))
+        .saturating_mul(replicas);
     if at_once > u64::from(pod_set.count) {
         return problem(
-            ".spec.parallelism",
+            ".parallelism",
             format!(
                 "runs {at_once} pods at once, but pod set {:?} is charged for {}",
                 pod_set.name, pod_set.count

@@ -11,6 +11,7 @@
 //! | `kueue.x-k8s.io/v1beta1`, `v1beta2` | ResourceFlavor, ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload, Cohort, Topology |
 //! | `kueue.x-k8s.io/v1alpha1` | Cohort |
 //! | `batch/v1` | Job (becomes a Workload, as Kueue's job integration does) |
+//! | `jobset.x-k8s.io/v1alpha2` | JobSet (becomes a Workload of a pod set per replicated Job, as Kueue's JobSet integration does) |
 //!
 //! Kueue kinds are decoded strictly: an unknown field anywhere in `spec` is
 //! an error with its path, because a misspelt `lendingLimit` that is silently
@@ -27,6 +28,7 @@ mod documents;
 pub mod export;
 pub mod guard;
 mod job;
+mod jobset;
 mod meta;
 mod pod;
 pub(crate) mod rules;
@@ -130,6 +132,7 @@ enum Kind {
     PriorityClass,
     Workload,
     Job,
+    JobSet,
     Configuration,
     Namespace,
     Topology,
@@ -142,6 +145,7 @@ const KUEUE_COHORT: &[&str] = &[
     "kueue.x-k8s.io/v1beta2",
 ];
 const BATCH_V1: &[&str] = &["batch/v1"];
+const JOBSET_V1ALPHA2: &[&str] = &["jobset.x-k8s.io/v1alpha2"];
 const SCHEDULING_V1: &[&str] = &["scheduling.k8s.io/v1"];
 const CORE_V1: &[&str] = &["v1"];
 const KUEUE_CONFIG: &[&str] = &[
@@ -151,7 +155,7 @@ const KUEUE_CONFIG: &[&str] = &[
 
 const SUPPORTED: &str = "fleetq imports kueue.x-k8s.io/v1beta1 and v1beta2 ResourceFlavor, \
     ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload and Topology; Cohort in \
-    kueue.x-k8s.io/v1alpha1, v1beta1 and v1beta2; batch/v1 Job; \
+    kueue.x-k8s.io/v1alpha1, v1beta1 and v1beta2; batch/v1 Job; jobset.x-k8s.io/v1alpha2 JobSet; \
     config.kueue.x-k8s.io/v1beta1 and v1beta2 Configuration; scheduling.k8s.io/v1 PriorityClass; \
     v1 Namespace; and v1 List of those";
 
@@ -166,6 +170,7 @@ impl Kind {
             "PriorityClass" => Kind::PriorityClass,
             "Workload" => Kind::Workload,
             "Job" => Kind::Job,
+            "JobSet" => Kind::JobSet,
             "Configuration" => Kind::Configuration,
             "Namespace" => Kind::Namespace,
             "Topology" => Kind::Topology,
@@ -177,6 +182,7 @@ impl Kind {
         match self {
             Kind::Cohort => KUEUE_COHORT,
             Kind::Job => BATCH_V1,
+            Kind::JobSet => JOBSET_V1ALPHA2,
             Kind::PriorityClass => SCHEDULING_V1,
             Kind::Configuration => KUEUE_CONFIG,
             Kind::Namespace => CORE_V1,
@@ -185,7 +191,10 @@ impl Kind {
     }
 
     fn is_namespaced(self) -> bool {
-        matches!(self, Kind::LocalQueue | Kind::Workload | Kind::Job)
+        matches!(
+            self,
+            Kind::LocalQueue | Kind::Workload | Kind::Job | Kind::JobSet
+        )
     }
 }
 
@@ -299,6 +308,7 @@ fn import_value(
         Kind::PriorityClass => config_kinds::pod_priority_class(value, &at),
         Kind::Workload => workload::kueue_workload(value, &at),
         Kind::Job => job::job(value, &at),
+        Kind::JobSet => jobset::jobset(value, &at),
         Kind::Configuration => config_kinds::configuration(value, &at),
         Kind::Namespace => config_kinds::namespace(value, &at),
         Kind::Topology => topology::topology(value, &at),

@@ -30,8 +30,8 @@ pub const PREFERRED_ANNOTATION: &str = "kueue.x-k8s.io/podset-preferred-topology
 pub const UNCONSTRAINED_ANNOTATION: &str = "kueue.x-k8s.io/podset-unconstrained-topology";
 pub const SLICE_REQUIRED_ANNOTATION: &str = "kueue.x-k8s.io/podset-slice-required-topology";
 pub const SLICE_SIZE_ANNOTATION: &str = "kueue.x-k8s.io/podset-slice-size";
-/// Pairs pod sets of multi-pod-set jobs (JobSet, LeaderWorkerSet); fleetq
-/// has no such jobs.
+/// Pairs pod sets of multi-pod-set jobs (JobSet, LeaderWorkerSet) in one
+/// domain; fleetq places each pod set on its own.
 const GROUP_NAME_ANNOTATION: &str = "kueue.x-k8s.io/podset-group-name";
 /// Kueue's multi-layer slices, behind its TASMultiLayerTopology gate.
 const SLICE_CONSTRAINTS_ANNOTATION: &str =
@@ -39,7 +39,7 @@ const SLICE_CONSTRAINTS_ANNOTATION: &str =
 /// What Kueue's Job integration puts in `podIndexLabel`.
 pub const JOB_COMPLETION_INDEX_LABEL: &str = "batch.kubernetes.io/job-completion-index";
 
-const ALL_ANNOTATIONS: [&str; 7] = [
+pub(super) const ALL_ANNOTATIONS: [&str; 7] = [
     REQUIRED_ANNOTATION,
     PREFERRED_ANNOTATION,
     UNCONSTRAINED_ANNOTATION,
@@ -107,7 +107,7 @@ pub(super) fn workload_request(
             &path,
             unsupported::message(
                 &path,
-                "it pairs the pod sets of multi-pod-set jobs, which fleetq does not run",
+                "it pairs pod sets of one workload in one topology domain, and fleetq places each pod set on its own",
             ),
         ));
     }
@@ -220,7 +220,7 @@ pub(super) fn job_request(
     for key in [GROUP_NAME_ANNOTATION, SLICE_CONSTRAINTS_ANNOTATION] {
         if get(key).is_some() {
             let why = if key == GROUP_NAME_ANNOTATION {
-                "it pairs the pod sets of multi-pod-set jobs, which fleetq does not run"
+                "it pairs pod sets of one workload in one topology domain, and fleetq places each pod set on its own"
             } else {
                 "Kueue's TASMultiLayerTopology feature; use the podset-slice-required-topology and podset-slice-size annotations"
             };
@@ -346,31 +346,27 @@ fn parse_bool(text: &str) -> Option<bool> {
 /// Where a Job's pod-set request fields come from: more specific than the
 /// Job's other rewrites, so they go first.
 pub(super) fn job_rewrites() -> Vec<(String, String)> {
-    let field = |name: &str| format!("spec.podSets[0].topologyRequest.{name}");
+    pod_set_rewrites(0, "")
+}
+
+/// The same for pod set `index` whose Job template sits at `prefix`
+/// (`spec.replicatedJobs[1].template.` in a JobSet, empty in a Job).
+pub(super) fn pod_set_rewrites(index: usize, prefix: &str) -> Vec<(String, String)> {
+    let field = |name: &str| format!("spec.podSets[{index}].topologyRequest.{name}");
+    let annotations = format!("{prefix}{TEMPLATE_ANNOTATIONS}");
+    let annotation = |key: &str| join(&annotations, key);
     vec![
-        (
-            field("required"),
-            join(TEMPLATE_ANNOTATIONS, REQUIRED_ANNOTATION),
-        ),
-        (
-            field("preferred"),
-            join(TEMPLATE_ANNOTATIONS, PREFERRED_ANNOTATION),
-        ),
-        (
-            field("unconstrained"),
-            join(TEMPLATE_ANNOTATIONS, UNCONSTRAINED_ANNOTATION),
-        ),
+        (field("required"), annotation(REQUIRED_ANNOTATION)),
+        (field("preferred"), annotation(PREFERRED_ANNOTATION)),
+        (field("unconstrained"), annotation(UNCONSTRAINED_ANNOTATION)),
         (
             field("podSetSliceRequiredTopology"),
-            join(TEMPLATE_ANNOTATIONS, SLICE_REQUIRED_ANNOTATION),
+            annotation(SLICE_REQUIRED_ANNOTATION),
         ),
+        (field("podSetSliceSize"), annotation(SLICE_SIZE_ANNOTATION)),
         (
-            field("podSetSliceSize"),
-            join(TEMPLATE_ANNOTATIONS, SLICE_SIZE_ANNOTATION),
-        ),
-        (
-            "spec.podSets[0].topologyRequest".to_string(),
-            TEMPLATE_ANNOTATIONS.to_string(),
+            format!("spec.podSets[{index}].topologyRequest"),
+            annotations.clone(),
         ),
     ]
 }

@@ -1,0 +1,353 @@
+//! `jobset.x-k8s.io/v1alpha2` JobSet -> fleetq Workload, the way Kueue's
+//! JobSet integration builds one: a pod set per replicated Job, named after
+//! it, of `replicas` times `min(parallelism, completions)` pods; the queue
+//! and priority class from the JobSet's labels (the priority class else
+//! from the first pod template that names one); topology requests from
+//! each replicated Job's pod template.
+//!
+//! As with a Job, only the fields fleetq interprets are checked; the whole
+//! JobSet is kept verbatim in `spec.run.jobTemplate` for the Kubernetes
+//! executor, which creates it in the assigned cluster, where the JobSet
+//! controller runs it.
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::job::{job_spec_problem, priority_of, queue_of};
+use super::meta::{annotation_path, decode, Location, ObjectMeta};
+use super::pod::PodTemplate;
+use super::topology::{job_request, pod_set_rewrites, ALL_ANNOTATIONS};
+use super::workload::{pod_requests, workload_name, NamedWorkload};
+use super::{
+    Converted, DEFAULT_NAMESPACE, MAX_EXEC_TIME_LABEL, MIN_PARALLELISM_ANNOTATION,
+    PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL,
+};
+use crate::config::MAX_POD_SETS;
+use crate::workload::{RunSpec, WorkloadSpec};
+use crate::{FieldError, PodSet, PriorityClassSource, ResourceList};
+
+/// The label the JobSet controller puts on each of its Jobs' pods: the
+/// index of the Job within its replicated Job (Kueue's sub-group index).
+const JOB_INDEX_LABEL: &str = "jobset.sigs.k8s.io/job-index";
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobSetManifest {
+    #[serde(rename = "apiVersion")]
+    _api_version: IgnoredAny,
+    #[serde(rename = "kind")]
+    _kind: IgnoredAny,
+    #[serde(default)]
+    metadata: ObjectMeta,
+    spec: JobSetSpec,
+    #[serde(default, rename = "status")]
+    _status: IgnoredAny,
+}
+
+/// The JobSet fields fleetq reads; others (network, success and failure
+/// policies, ...) are allowed and kept verbatim.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JobSetSpec {
+    replicated_jobs: Vec<ReplicatedJob>,
+}
+
+#[derive(Deserialize)]
+struct ReplicatedJob {
+    name: String,
+    /// The JobSet API's default.
+    #[serde(default = "one")]
+    replicas: i32,
+    template: JobTemplate,
+}
+
+fn one() -> i32 {
+    1
+}
+
+#[derive(Deserialize)]
+struct JobTemplate {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    spec: ReplicatedJobSpec,
+}
+
+#[derive(Deserialize)]
+struct ReplicatedJobSpec {
+    #[serde(default)]
+    parallelism: Option<i32>,
+    #[serde(default)]
+    completions: Option<i32>,
+    template: PodTemplate,
+}
+
+/// Where replicated Job `i` sits in the manifest.
+fn replicated_job_path(i: usize) -> String {
+    format!("spec.replicatedJobs[{i}]")
+}
+
+pub(super) fn jobset(value: Value, at: &Location) -> Result<Converted, Vec<FieldError>> {
+    let template = value.clone();
+    let manifest: JobSetManifest = decode(value, at).map_err(|e| vec![e])?;
+    let (name, generated_name) = workload_name(&manifest.metadata, &template, at)?;
+    let metadata = manifest.metadata;
+    let replicated = manifest.spec.replicated_jobs;
+    let namespace = metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+    let mut errors = Vec::new();
+
+    let queue_name = queue_of(&metadata, "JobSet", at, &mut errors);
+    let (priority_class_name, priority_class_source) = priority_of(
+        &metadata,
+        replicated.iter().map(|r| &r.template.spec.template.spec),
+    );
+    if replicated.is_empty() {
+        errors.push(at.error(
+            "spec.replicatedJobs",
+            "must have at least one replicated Job",
+        ));
+    }
+    if replicated.len() > MAX_POD_SETS {
+        errors.push(at.error(
+            "spec.replicatedJobs",
+            format!(
+                "has {} replicated Jobs; each is a pod set, and Kueue allows at most {MAX_POD_SETS}",
+                replicated.len()
+            ),
+        ));
+    }
+    // Kueue's partial admission is the Job integration's alone.
+    if metadata
+        .annotations
+        .contains_key(MIN_PARALLELISM_ANNOTATION)
+    {
+        errors.push(at.error(
+            annotation_path(MIN_PARALLELISM_ANNOTATION),
+            super::unsupported::message(
+                &annotation_path(MIN_PARALLELISM_ANNOTATION),
+                "Kueue admits a JobSet whole; partial admission is for batch/v1 Jobs",
+            ),
+        ));
+    }
+    for key in ALL_ANNOTATIONS {
+        if metadata.annotations.contains_key(key) {
+            errors.push(at.error(
+                annotation_path(key),
+                "Kueue reads pod-set topology annotations from each replicated Job's pod template (spec.replicatedJobs[*].template.spec.template.metadata.annotations), not the JobSet",
+            ));
+        }
+    }
+    let maximum_execution_time = max_exec_time(&metadata, at, &mut errors);
+    super::annotations::check_kueue_keys(&metadata.labels, &metadata.annotations, at, &mut errors);
+
+    let pod_sets: Vec<PodSet> = replicated
+        .iter()
+        .enumerate()
+        .map(|(i, job)| pod_set(i, job, at, &mut errors))
+        .collect();
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+
+    let first = replicated.first().map(|r| &r.template.spec.template.spec);
+    let run = RunSpec {
+        command: first.map(|p| p.first_command()).unwrap_or_default(),
+        image: first.and_then(|p| p.first_image()),
+        env: first.map(|p| p.first_env()).unwrap_or_default(),
+        job_template: Some(template),
+        ..RunSpec::default()
+    };
+    let workload = NamedWorkload {
+        source_name: format!("JobSet/{namespace}/{name}"),
+        namespace,
+        name,
+        labels: metadata.labels,
+        spec: WorkloadSpec {
+            queue_name,
+            priority_class_name,
+            priority_class_source,
+            pod_sets,
+            run,
+            maximum_execution_time,
+            ..WorkloadSpec::default()
+        },
+    };
+    Ok(workload.into_converted(
+        generated_name,
+        rewrites(replicated.len(), priority_class_source),
+    ))
+}
+
+/// Replicated Job `i` as a pod set; errors at the manifest's paths.
+fn pod_set(i: usize, job: &ReplicatedJob, at: &Location, errors: &mut Vec<FieldError>) -> PodSet {
+    let path = replicated_job_path(i);
+    let spec = &job.template.spec;
+    let parallelism = spec.parallelism.unwrap_or(1);
+    let per_replica = spec.completions.map_or(parallelism, |c| c.min(parallelism));
+    let pods = i64::from(job.replicas) * i64::from(per_replica);
+    let count = u32::try_from(pods).unwrap_or_else(|_| {
+        let field = if job.replicas < 0 {
+            "replicas"
+        } else if parallelism < 0 {
+            "template.spec.parallelism"
+        } else {
+            "template.spec.completions"
+        };
+        errors.push(at.error(
+            format!("{path}.{field}"),
+            format!("replicas x min(parallelism, completions) must be a count of pods from 0 to {}, got {pods}", u32::MAX),
+        ));
+        0
+    });
+    // The replicated Job's template plays the Job's part for the topology
+    // annotations: its own metadata must not carry them, its pod
+    // template's may.
+    let inner = Location {
+        document: at.document,
+        object: at.object.clone(),
+        path_prefix: format!("{}{path}.template.", at.path_prefix),
+    };
+    let topology_request = job_request(
+        &job.template.metadata.annotations,
+        &spec.template.metadata,
+        &inner,
+        errors,
+    )
+    .map(|mut request| {
+        // Kueue: each Job of the replicated Job is a sub-group.
+        request.sub_group_index_label = Some(JOB_INDEX_LABEL.to_string());
+        request.sub_group_count = u32::try_from(job.replicas).ok();
+        request
+    });
+    let requests = pod_requests(
+        &spec.template.spec,
+        &format!("{path}.template.spec.template.spec"),
+        at,
+    )
+    .unwrap_or_else(|mut more| {
+        errors.append(&mut more);
+        ResourceList::new()
+    });
+    PodSet {
+        name: job.name.clone(),
+        count,
+        min_count: None,
+        requests,
+        topology_request,
+    }
+}
+
+/// Kueue's `kueue.x-k8s.io/max-exec-time-seconds` label.
+fn max_exec_time(
+    metadata: &ObjectMeta,
+    at: &Location,
+    errors: &mut Vec<FieldError>,
+) -> Option<std::time::Duration> {
+    let text = metadata.labels.get(MAX_EXEC_TIME_LABEL)?;
+    match text.trim().parse::<u32>() {
+        Ok(seconds) if seconds > 0 => Some(std::time::Duration::from_secs(seconds.into())),
+        _ => {
+            errors.push(at.error(
+                super::meta::label_path(MAX_EXEC_TIME_LABEL),
+                format!("{text:?} must be a whole number of seconds > 0"),
+            ));
+            None
+        }
+    }
+}
+
+/// Where a JobSet's Workload fields come from, most specific first.
+fn rewrites(replicated_jobs: usize, class: PriorityClassSource) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for i in 0..replicated_jobs {
+        let path = replicated_job_path(i);
+        out.extend(pod_set_rewrites(i, &format!("{path}.template.")));
+        out.push((
+            format!("spec.podSets[{i}].requests"),
+            format!("{path}.template.spec.template.spec.containers[*].resources.requests"),
+        ));
+        out.push((
+            format!("spec.podSets[{i}].count"),
+            format!("{path}.replicas"),
+        ));
+        out.push((format!("spec.podSets[{i}]"), path));
+    }
+    let class_path = match class {
+        PriorityClassSource::WorkloadPriorityClass => super::meta::label_path(PRIORITY_CLASS_LABEL),
+        PriorityClassSource::PriorityClass => {
+            "spec.replicatedJobs[*].template.spec.template.spec.priorityClassName".to_string()
+        }
+    };
+    out.extend([
+        (
+            "spec.queueName".to_string(),
+            super::meta::label_path(QUEUE_NAME_LABEL),
+        ),
+        ("spec.priorityClassName".to_string(), class_path),
+        (
+            "spec.podSets".to_string(),
+            "spec.replicatedJobs".to_string(),
+        ),
+        (
+            "spec.maximumExecutionTime".to_string(),
+            super::meta::label_path(MAX_EXEC_TIME_LABEL),
+        ),
+    ]);
+    out
+}
+
+/// [`super::job_template_problem`] for a JobSet template: one replicated
+/// Job per pod set, in order and by name, each asking for what its pod
+/// set is charged and no more. The path is within the template.
+pub(super) fn template_problem(spec: &WorkloadSpec, template: &Value) -> Option<(String, String)> {
+    let Some(replicated) = template
+        .pointer("/spec/replicatedJobs")
+        .and_then(Value::as_array)
+    else {
+        return Some((".spec.replicatedJobs".into(), "is required".into()));
+    };
+    if replicated.len() != spec.pod_sets.len() {
+        return Some((
+            ".spec.replicatedJobs".into(),
+            format!(
+                "a JobSet has a pod set per replicated Job, but it has {} replicated Jobs and the workload {} pod sets",
+                replicated.len(),
+                spec.pod_sets.len()
+            ),
+        ));
+    }
+    for (i, (job, pod_set)) in replicated.iter().zip(&spec.pod_sets).enumerate() {
+        let path = format!(".spec.replicatedJobs[{i}]");
+        if job.get("name").and_then(Value::as_str) != Some(pod_set.name.as_str()) {
+            return Some((
+                format!("{path}.name"),
+                format!("must be {:?}, the name of pod set {i}", pod_set.name),
+            ));
+        }
+        let replicas = match job.get("replicas") {
+            None | Some(Value::Null) => 1,
+            Some(v) => match v.as_u64() {
+                Some(n) => n,
+                None => {
+                    return Some((
+                        format!("{path}.replicas"),
+                        format!("{v} is not a count of Jobs"),
+                    ))
+                }
+            },
+        };
+        let problem = job_spec_problem(
+            job.pointer("/template/spec"),
+            &format!("{path}.template.spec"),
+            pod_set,
+            replicas,
+        );
+        if problem.is_some() {
+            return problem;
+        }
+    }
+    None
+}
