@@ -41,16 +41,21 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
-use fleetq_model::assignment::Assignment;
+use fleetq_model::assignment::{Assignment, PodSetAssignment};
 use fleetq_model::resources::{is_mig, ResourceList, GPU, GPU_MEMORY};
 use fleetq_model::workload::MULTIKUEUE_MANAGED_BY;
 use fleetq_model::Workload;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{
+    DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, PropagationPolicy,
+};
+use kube::discovery::ApiResource;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
@@ -59,6 +64,9 @@ use crate::inventory::FlavorMapping;
 use crate::kubernetes::{
     label_value, LABEL_CLUSTER, LABEL_EPOCH, LABEL_WORKLOAD, LABEL_WORKLOAD_ID, PRODUCT_LABEL,
 };
+
+mod jobset;
+pub use jobset::{jobset_manifest, jobset_name};
 
 /// Kueue's queue label: a Job carrying it would be held by a Kueue running
 /// in the target cluster, so fleetq's copy drops it.
@@ -145,48 +153,89 @@ pub fn job_manifest(
     if !job.is_object() {
         return Err("run.jobTemplate: not an object".into());
     }
-    let ours = [
+    let ours = admission_labels(id, epoch, cluster, workload);
+    take_metadata(
+        &mut job,
+        job_name(&workload.name, id, epoch),
+        workload,
+        &ours,
+    );
+    job["apiVersion"] = json!("batch/v1");
+    job["kind"] = json!("Job");
+    let spec = object_at(&mut job, "spec");
+    run_now(spec, finished_job_ttl);
+    if spec.get("manualSelector") != Some(&json!(true)) {
+        spec.remove("selector");
+    }
+    set_admitted_count(spec, workload, assignment);
+    let template = object_at_map(spec, "template");
+    label_pods(template, &ours);
+    pin_pods(
+        object_at_map(template, "spec"),
+        &assignment.pod_sets,
+        mapping,
+    )?;
+    serde_json::from_value(job)
+        .map_err(|e| format!("run.jobTemplate: not a valid batch/v1 Job: {e}"))
+}
+
+/// The labels that tie an object and its pods to one admission.
+fn admission_labels(
+    id: u64,
+    epoch: u64,
+    cluster: &str,
+    workload: &Workload,
+) -> [(&'static str, String); 4] {
+    [
         (LABEL_CLUSTER, label_value(cluster)),
         (LABEL_WORKLOAD_ID, id.to_string()),
         (LABEL_EPOCH, epoch.to_string()),
         (LABEL_WORKLOAD, label_value(&workload.name)),
-    ];
-    // Only the user's labels and annotations survive from the metadata.
-    let old = job.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    ]
+}
+
+/// Replaces the object's metadata with `name` in the workload's namespace:
+/// only the user's labels (but Kueue's queue label, which a Kueue in the
+/// target cluster would act on) and annotations survive, and `ours` are
+/// added. The status goes too.
+fn take_metadata(object: &mut Value, name: String, workload: &Workload, ours: &[(&str, String)]) {
+    let old = object.get("metadata").cloned().unwrap_or_else(|| json!({}));
     let mut labels = old
         .get("labels")
         .and_then(Value::as_object)
         .cloned()
         .unwrap_or_default();
     labels.remove(KUEUE_QUEUE_LABEL);
-    for (k, v) in &ours {
+    for (k, v) in ours {
         labels.insert(k.to_string(), json!(v));
     }
     let mut metadata = json!({
-        "name": job_name(&workload.name, id, epoch),
+        "name": name,
         "namespace": workload.namespace,
         "labels": labels,
     });
     if let Some(a) = old.get("annotations") {
         metadata["annotations"] = a.clone();
     }
-    job["metadata"] = metadata;
-    job["apiVersion"] = json!("batch/v1");
-    job["kind"] = json!("Job");
-    if let Some(o) = job.as_object_mut() {
+    object["metadata"] = metadata;
+    if let Some(o) = object.as_object_mut() {
         o.remove("status");
     }
-    let spec = object_at(&mut job, "spec");
+}
+
+/// Unsuspends a Job or JobSet spec for its admission: MultiKueue's
+/// `managedBy` dropped (the copy runs under the cluster's own
+/// controller, as MultiKueue's worker copies do) and the agent's
+/// `ttlSecondsAfterFinished` set.
+fn run_now(spec: &mut Map<String, Value>, finished_job_ttl: Option<Duration>) {
     spec.insert("suspend".into(), json!(false));
-    // A copy of a Job handed to MultiKueue runs under Kubernetes' own Job
-    // controller, as MultiKueue's worker copies do.
     if spec.get("managedBy").and_then(Value::as_str) == Some(MULTIKUEUE_MANAGED_BY) {
         spec.remove("managedBy");
     }
     if let Some(ttl) = finished_job_ttl {
-        // The agent must see the Job finish before it goes, so a shorter
-        // TTL in the template gives way to the agent's; a longer one (the
-        // user keeps the Job around longer) stays.
+        // The agent must see the object finish before it goes, so a
+        // shorter TTL in the template gives way to the agent's; a longer
+        // one (the user keeps it around longer) stays.
         let ours = i64::try_from(ttl.as_secs())
             .unwrap_or(i64::MAX)
             .min(i64::from(i32::MAX));
@@ -196,28 +245,37 @@ pub fn job_manifest(
             json!(theirs.map_or(ours, |t| t.max(ours))),
         );
     }
-    if spec.get("manualSelector") != Some(&json!(true)) {
-        spec.remove("selector");
-    }
-    set_admitted_count(spec, workload, assignment);
-    let template = object_at_map(spec, "template");
+}
+
+/// Labels a pod template with `ours`, without the Job controller's labels
+/// (copied from an exported Job they would tie it to the old one's uid)
+/// or Kueue's queue label.
+fn label_pods(template: &mut Map<String, Value>, ours: &[(&str, String)]) {
     let pod_labels = object_at_map(object_at_map(template, "metadata"), "labels");
     for l in CONTROLLER_LABELS.iter().chain([&KUEUE_QUEUE_LABEL]) {
         pod_labels.remove(*l);
     }
-    for (k, v) in &ours {
+    for (k, v) in ours {
         pod_labels.insert(k.to_string(), json!(v));
     }
-    let products = products_for(assignment, mapping)?;
+}
+
+/// Pins a pod spec to the GPUs (products) and nodes its pod sets were
+/// charged for.
+fn pin_pods(
+    pod_spec: &mut Map<String, Value>,
+    pod_sets: &[PodSetAssignment],
+    mapping: &FlavorMapping,
+) -> Result<(), String> {
+    let products = products_for(pod_sets, mapping)?;
     if !products.is_empty() {
-        require_products(object_at_map(template, "spec"), &products);
+        require_products(pod_spec, &products);
     }
-    let nodes = placed_nodes(assignment);
+    let nodes = placed_nodes(pod_sets);
     if !nodes.is_empty() {
-        require_nodes(object_at_map(template, "spec"), &nodes);
+        require_nodes(pod_spec, &nodes);
     }
-    serde_json::from_value(job)
-        .map_err(|e| format!("run.jobTemplate: not a valid batch/v1 Job: {e}"))
+    Ok(())
 }
 
 /// The merge patch that unsuspends an adopted Job (`current`, as the API
@@ -250,8 +308,8 @@ pub fn adoption_patch(
         labels.insert(k.to_string(), json!(v));
     }
     let mut pod_spec = Map::new();
-    let products = products_for(assignment, mapping)?;
-    let nodes = placed_nodes(assignment);
+    let products = products_for(&assignment.pod_sets, mapping)?;
+    let nodes = placed_nodes(&assignment.pod_sets);
     if let [one] = products.as_slice() {
         pod_spec.insert("nodeSelector".into(), json!({ PRODUCT_LABEL: one }));
     }
@@ -426,9 +484,11 @@ fn set_admitted_count(spec: &mut Map<String, Value>, workload: &Workload, assign
 /// server would refuse it in a node affinity); a flavor with products but
 /// none of them a label value cannot be pinned to its GPUs, which is an
 /// error rather than pods landing on any GPU.
-fn products_for(assignment: &Assignment, mapping: &FlavorMapping) -> Result<Vec<String>, String> {
-    let flavors: Vec<&String> = assignment
-        .pod_sets
+fn products_for(
+    pod_sets: &[PodSetAssignment],
+    mapping: &FlavorMapping,
+) -> Result<Vec<String>, String> {
+    let flavors: Vec<&String> = pod_sets
         .iter()
         .flat_map(|p| p.flavors.iter())
         .filter(|(r, _)| *r == GPU || is_mig(r))
@@ -469,9 +529,9 @@ fn require_products(pod_spec: &mut Map<String, Value>, products: &[String]) {
 
 /// The nodes the assignment placed pods on (issue 26, item 5), in order,
 /// each once.
-fn placed_nodes(assignment: &Assignment) -> Vec<String> {
+fn placed_nodes(pod_sets: &[PodSetAssignment]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for placed in assignment.pod_sets.iter().flat_map(|p| &p.nodes) {
+    for placed in pod_sets.iter().flat_map(|p| &p.nodes) {
         if !out.contains(&placed.node) {
             out.push(placed.node.clone());
         }
@@ -599,9 +659,51 @@ pub fn phase_of(job: &Job) -> Option<(Event, String)> {
     (ready >= needed).then(|| (Event::Running, String::new()))
 }
 
-/// The admission a Job belongs to, from its labels.
-fn admission_of(job: &Job) -> Option<(u64, u64)> {
-    let labels = job.metadata.labels.as_ref()?;
+/// What the executor runs an admission as: a batch/v1 Job, or a JobSet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RunKind {
+    Job,
+    JobSet,
+}
+
+impl RunKind {
+    fn name(self) -> &'static str {
+        match self {
+            RunKind::Job => "Job",
+            RunKind::JobSet => "JobSet",
+        }
+    }
+}
+
+/// What the executor reads of the object it runs an admission as.
+trait RunObject:
+    kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug + Send + Sync + 'static
+{
+    const KIND: RunKind;
+    fn phase(&self) -> Option<(Event, String)>;
+}
+
+impl RunObject for Job {
+    const KIND: RunKind = RunKind::Job;
+    fn phase(&self) -> Option<(Event, String)> {
+        phase_of(self)
+    }
+}
+
+/// A JobSet, through the dynamic API (the only dynamic kind watched).
+impl RunObject for DynamicObject {
+    const KIND: RunKind = RunKind::JobSet;
+    fn phase(&self) -> Option<(Event, String)> {
+        if self.metadata.deletion_timestamp.is_some() {
+            return None;
+        }
+        jobset::phase_of(&self.data)
+    }
+}
+
+/// The admission an object belongs to, from its labels.
+fn admission_of(meta: &kube::api::ObjectMeta) -> Option<(u64, u64)> {
+    let labels = meta.labels.as_ref()?;
     Some((
         labels.get(LABEL_WORKLOAD_ID)?.parse().ok()?,
         labels.get(LABEL_EPOCH)?.parse().ok()?,
@@ -611,6 +713,7 @@ fn admission_of(job: &Job) -> Option<(u64, u64)> {
 /// One admission's Job as the executor knows it.
 #[derive(Clone, Debug)]
 struct Tracked {
+    kind: RunKind,
     namespace: String,
     name: String,
     reported: Option<Event>,
@@ -642,6 +745,8 @@ fn lock(jobs: &Jobs) -> MutexGuard<'_, HashMap<(u64, u64), Tracked>> {
 
 pub struct KubernetesExecutor {
     client: kube::Client,
+    /// The cluster's JobSet API, where it has one (a custom resource).
+    jobsets: Option<ApiResource>,
     cluster: String,
     mapping: FlavorMapping,
     finished_job_ttl: Option<Duration>,
@@ -667,15 +772,16 @@ impl KubernetesExecutor {
             .map_err(|e| format!("kubernetes: cannot list this cluster's Jobs: {e}"))?;
         let jobs: Jobs = Arc::default();
         for job in &existing.items {
-            on_job(&jobs, &events, job);
+            on_object(&jobs, &events, job);
         }
-        tokio::spawn(watch_jobs(
+        tokio::spawn(watch_objects(
             all,
             client.clone(),
             selector.clone(),
             Arc::downgrade(&jobs),
             events.clone(),
         ));
+        let jobsets = watch_jobsets(&client, cluster, &selector, &jobs, &events).await?;
         // An admission is waiting while the executor tracks it and has
         // reported nothing for it yet.
         let tracked = Arc::downgrade(&jobs);
@@ -694,6 +800,7 @@ impl KubernetesExecutor {
         ));
         Ok(KubernetesExecutor {
             client,
+            jobsets,
             cluster: cluster.to_string(),
             mapping,
             finished_job_ttl: Some(DEFAULT_FINISHED_JOB_TTL),
@@ -740,6 +847,9 @@ impl KubernetesExecutor {
         {
             return self.adopt(id, epoch, workload, assignment, namespace, name, uid);
         }
+        if jobset::runs_as_jobset(workload) {
+            return self.start_jobset(id, epoch, workload, assignment);
+        }
         let job = match job_manifest(
             id,
             epoch,
@@ -752,23 +862,8 @@ impl KubernetesExecutor {
             Ok(j) => j,
             Err(e) => return report(&self.events, id, epoch, Event::Failed, e),
         };
-        {
-            let mut jobs = lock(&self.jobs);
-            if jobs.contains_key(&(id, epoch)) {
-                return;
-            }
-            jobs.insert(
-                (id, epoch),
-                Tracked {
-                    namespace: workload.namespace.clone(),
-                    name: job.metadata.name.clone().unwrap_or_default(),
-                    reported: None,
-                    stopping: false,
-                    seen: false,
-                    adopted: false,
-                    stop_asked: false,
-                },
-            );
+        if !self.track(id, epoch, RunKind::Job, workload, &job.metadata) {
+            return;
         }
         let api: Api<Job> = Api::namespaced(self.client.clone(), &workload.namespace);
         let jobs = self.jobs.clone();
@@ -780,6 +875,75 @@ impl KubernetesExecutor {
                 }
             }
         });
+    }
+
+    /// Creates the admission's JobSet (a repeat is ignored); Failed where
+    /// the cluster has no JobSet API or the JobSet is refused.
+    fn start_jobset(&mut self, id: u64, epoch: u64, workload: &Workload, assignment: &Assignment) {
+        let Some(resource) = self.jobsets.clone() else {
+            let why = format!(
+                "cluster {} has no JobSet API ({}): install the JobSet controller there, then \
+                 restart its agent",
+                self.cluster,
+                jobset::API_VERSION
+            );
+            return report(&self.events, id, epoch, Event::Failed, why);
+        };
+        let object = match jobset_manifest(
+            id,
+            epoch,
+            &self.cluster,
+            workload,
+            assignment,
+            &self.mapping,
+            self.finished_job_ttl,
+        ) {
+            Ok(o) => o,
+            Err(e) => return report(&self.events, id, epoch, Event::Failed, e),
+        };
+        if !self.track(id, epoch, RunKind::JobSet, workload, &object.metadata) {
+            return;
+        }
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &workload.namespace, &resource);
+        let (jobs, events) = (self.jobs.clone(), self.events.clone());
+        tokio::spawn(async move {
+            if let Err(e) = create(&api, &object).await {
+                if lock(&jobs).remove(&(id, epoch)).is_some() {
+                    report(&events, id, epoch, Event::Failed, e);
+                }
+            }
+        });
+    }
+
+    /// Starts tracking an admission about to be created; false if it is
+    /// tracked already (a repeated start).
+    fn track(
+        &self,
+        id: u64,
+        epoch: u64,
+        kind: RunKind,
+        workload: &Workload,
+        meta: &kube::api::ObjectMeta,
+    ) -> bool {
+        let mut jobs = lock(&self.jobs);
+        if jobs.contains_key(&(id, epoch)) {
+            return false;
+        }
+        jobs.insert(
+            (id, epoch),
+            Tracked {
+                kind,
+                namespace: workload.namespace.clone(),
+                name: meta.name.clone().unwrap_or_default(),
+                reported: None,
+                stopping: false,
+                seen: false,
+                adopted: false,
+                stop_asked: false,
+            },
+        );
+        true
     }
 
     /// Unsuspends the user's Job `namespace/name` in place for this
@@ -803,6 +967,7 @@ impl KubernetesExecutor {
             jobs.insert(
                 (id, epoch),
                 Tracked {
+                    kind: RunKind::Job,
                     namespace: namespace.clone(),
                     name: name.clone(),
                     reported: None,
@@ -898,17 +1063,22 @@ impl KubernetesExecutor {
                 let again = t.stopping;
                 t.stopping = true;
                 t.stop_asked = true;
-                (t.namespace.clone(), t.name.clone(), t.adopted, again)
+                (
+                    t.namespace.clone(),
+                    t.name.clone(),
+                    t.adopted,
+                    again,
+                    t.kind,
+                )
             })
         };
-        if let Some((namespace, name, true, again)) = target {
+        if let Some((namespace, name, true, again, _)) = target {
             if !again {
                 self.suspend_adopted(id, epoch, namespace, name);
             }
             return;
         }
-        let target = target.map(|(namespace, name, ..)| (namespace, name));
-        let Some((namespace, name)) = target else {
+        let Some((namespace, name, _, _, kind)) = target else {
             return report(
                 &self.events,
                 id,
@@ -917,11 +1087,21 @@ impl KubernetesExecutor {
                 "not running here".into(),
             );
         };
-        let api: Api<Job> = Api::namespaced(self.client.clone(), &namespace);
-        let jobs = self.jobs.clone();
-        let events = self.events.clone();
+        let (jobs, events) = (self.jobs.clone(), self.events.clone());
+        let client = self.client.clone();
+        let jobsets = self.jobsets.clone();
         tokio::spawn(async move {
-            delete_until_gone(&api, &name, grace).await;
+            match (kind, jobsets) {
+                (RunKind::JobSet, Some(resource)) => {
+                    let api: Api<DynamicObject> =
+                        Api::namespaced_with(client, &namespace, &resource);
+                    delete_until_gone(&api, &name, grace).await;
+                }
+                _ => {
+                    let api: Api<Job> = Api::namespaced(client, &namespace);
+                    delete_until_gone(&api, &name, grace).await;
+                }
+            }
             if lock(&jobs).remove(&(id, epoch)).is_some() {
                 report(&events, id, epoch, Event::Stopped, String::new());
             }
@@ -992,30 +1172,31 @@ fn report(
     });
 }
 
-/// Creates a Job; an existing one of the same name is the one an earlier
-/// try made. Transient failures are retried; a refusal (4xx) is final and
-/// its message is the user's to read.
-async fn create(api: &Api<Job>, job: &Job) -> Result<(), String> {
+/// Creates a Job or JobSet; an existing one of the same name is the one
+/// an earlier try made. Transient failures are retried; a refusal (4xx)
+/// is final and its message is the user's to read.
+async fn create<K: RunObject>(api: &Api<K>, object: &K) -> Result<(), String> {
+    let kind = K::KIND.name();
     let mut wait = Duration::from_millis(500);
     for attempt in 1..=6 {
-        match api.create(&PostParams::default(), job).await {
+        match api.create(&PostParams::default(), object).await {
             Ok(_) => return Ok(()),
             Err(kube::Error::Api(e)) if e.code == 409 => return Ok(()),
             Err(kube::Error::Api(e)) if (400..500).contains(&e.code) && e.code != 429 => {
-                return Err(format!("the API server refused the Job: {}", e.message))
+                return Err(format!("the API server refused the {kind}: {}", e.message))
             }
-            Err(e) if attempt == 6 => return Err(format!("cannot create the Job: {e}")),
-            Err(e) => tracing::warn!(error = %e, attempt, "creating a Job failed; retrying"),
+            Err(e) if attempt == 6 => return Err(format!("cannot create the {kind}: {e}")),
+            Err(e) => tracing::warn!(error = %e, attempt, kind, "creating failed; retrying"),
         }
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(Duration::from_secs(8));
     }
-    Err("cannot create the Job".into())
+    Err(format!("cannot create the {kind}"))
 }
 
-/// Deletes with foreground propagation and waits until the Job is gone
-/// (retrying the API as long as it takes: a stop must finish).
-async fn delete_until_gone(api: &Api<Job>, name: &str, grace: Duration) {
+/// Deletes with foreground propagation and waits until the Job or JobSet
+/// is gone (retrying the API as long as it takes: a stop must finish).
+async fn delete_until_gone<K: RunObject>(api: &Api<K>, name: &str, grace: Duration) {
     let params = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Foreground),
         grace_period_seconds: Some(grace.as_secs().min(u64::from(u32::MAX)) as u32),
@@ -1027,13 +1208,15 @@ async fn delete_until_gone(api: &Api<Job>, name: &str, grace: Duration) {
             match api.delete(name, &params).await {
                 Ok(_) => asked = true,
                 Err(kube::Error::Api(e)) if e.code == 404 => return,
-                Err(e) => tracing::warn!(job = name, error = %e, "deleting a Job failed; retrying"),
+                Err(e) => tracing::warn!(object = name, error = %e, "deleting failed; retrying"),
             }
         } else {
             match api.get_opt(name).await {
                 Ok(None) => return,
                 Ok(Some(_)) => {}
-                Err(e) => tracing::warn!(job = name, error = %e, "cannot read a Job being deleted"),
+                Err(e) => {
+                    tracing::warn!(object = name, error = %e, "cannot read an object being deleted")
+                }
             }
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -1064,20 +1247,21 @@ async fn wait_pods_gone(
     }
 }
 
-/// Reports what a Job's status newly says.
-fn on_job(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, job: &Job) {
-    let Some(key) = admission_of(job) else {
+/// Reports what a Job's or JobSet's status newly says.
+fn on_object<K: RunObject>(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, object: &K) {
+    let meta = object.meta();
+    let Some(key) = admission_of(meta) else {
         return;
     };
     let mut jobs = lock(jobs);
     let tracked = jobs.entry(key).or_insert_with(|| Tracked {
-        namespace: job.metadata.namespace.clone().unwrap_or_default(),
-        name: job.metadata.name.clone().unwrap_or_default(),
+        kind: K::KIND,
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
         reported: None,
-        stopping: job.metadata.deletion_timestamp.is_some(),
+        stopping: meta.deletion_timestamp.is_some(),
         seen: true,
-        adopted: job
-            .metadata
+        adopted: meta
             .labels
             .as_ref()
             .is_some_and(|l| l.contains_key(LABEL_ADOPTED)),
@@ -1087,7 +1271,7 @@ fn on_job(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, job: &Job) {
     if tracked.stopping {
         return;
     }
-    if let Some((event, message)) = phase_of(job) {
+    if let Some((event, message)) = object.phase() {
         if tracked.reported != Some(event) && !tracked.finished() {
             tracked.reported = Some(event);
             report(events, key.0, key.1, event, message);
@@ -1095,15 +1279,16 @@ fn on_job(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, job: &Job) {
     }
 }
 
-/// A Job that vanished: Stopped if we were stopping it, otherwise someone
-/// deleted it behind fleetq's back and the admission failed.
-fn on_deleted(
+/// A Job or JobSet that vanished: Stopped if we were stopping it,
+/// otherwise someone deleted it behind fleetq's back and the admission
+/// failed.
+fn on_deleted<K: RunObject>(
     jobs: &Jobs,
     events: &mpsc::UnboundedSender<Report>,
-    job: &Job,
+    object: &K,
     client: Option<&kube::Client>,
 ) {
-    let Some(key) = admission_of(job) else {
+    let Some(key) = admission_of(object.meta()) else {
         return;
     };
     let Some(tracked) = lock(jobs).remove(&key) else {
@@ -1118,6 +1303,7 @@ fn on_deleted(
 fn on_relisted(
     jobs: &Jobs,
     events: &mpsc::UnboundedSender<Report>,
+    kind: RunKind,
     listed: &std::collections::HashSet<(u64, u64)>,
     client: Option<&kube::Client>,
 ) {
@@ -1125,7 +1311,7 @@ fn on_relisted(
         let mut jobs = lock(jobs);
         let keys: Vec<(u64, u64)> = jobs
             .iter()
-            .filter(|(k, t)| t.seen && !listed.contains(k))
+            .filter(|(k, t)| t.kind == kind && t.seen && !listed.contains(k))
             .map(|(k, _)| *k)
             .collect();
         keys.into_iter()
@@ -1189,16 +1375,58 @@ fn report_gone(
             key.1,
             Event::Failed,
             format!(
-                "Job {} was deleted outside fleetq (or by Kubernetes while the agent was \
+                "{} {} was deleted outside fleetq (or by Kubernetes while the agent was \
                  away longer than finished_job_ttl)",
+                tracked.kind.name(),
                 tracked.name
             ),
         );
     }
 }
 
-async fn watch_jobs(
-    api: Api<Job>,
+/// Lists this cluster's JobSets and watches them, where the cluster has a
+/// JobSet API; `None` where it has none (404) or the agent may not read
+/// it (403), so JobSet admissions fail there with the reason.
+async fn watch_jobsets(
+    client: &kube::Client,
+    cluster: &str,
+    selector: &str,
+    jobs: &Jobs,
+    events: &mpsc::UnboundedSender<Report>,
+) -> Result<Option<ApiResource>, String> {
+    let resource = jobset::api_resource();
+    let all: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let existing = match all.list(&ListParams::default().labels(selector)).await {
+        Ok(list) => list,
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 403 => {
+            tracing::info!(
+                cluster,
+                code = e.code,
+                "no JobSet API to use: JobSet workloads fail on this cluster"
+            );
+            return Ok(None);
+        }
+        Err(e) => {
+            return Err(format!(
+                "kubernetes: cannot list this cluster's JobSets: {e}"
+            ))
+        }
+    };
+    for object in &existing.items {
+        on_object(jobs, events, object);
+    }
+    tokio::spawn(watch_objects(
+        all,
+        client.clone(),
+        selector.to_string(),
+        Arc::downgrade(jobs),
+        events.clone(),
+    ));
+    Ok(Some(resource))
+}
+
+async fn watch_objects<K: RunObject>(
+    api: Api<K>,
     client: kube::Client,
     selector: String,
     jobs: std::sync::Weak<Mutex<HashMap<(u64, u64), Tracked>>>,
@@ -1207,21 +1435,27 @@ async fn watch_jobs(
     let mut stream = watcher(api, watcher::Config::default().labels(&selector))
         .default_backoff()
         .boxed();
-    // The admissions of the Jobs a (re-)list has shown so far.
+    // The admissions of the objects a (re-)list has shown so far.
     let mut listed = std::collections::HashSet::new();
     while let Some(event) = stream.next().await {
         // The executor is gone: so is the reason to watch.
         let Some(jobs) = jobs.upgrade() else { return };
         match event {
-            Ok(watcher::Event::Apply(job)) => on_job(&jobs, &events, &job),
-            Ok(watcher::Event::InitApply(job)) => {
-                listed.extend(admission_of(&job));
-                on_job(&jobs, &events, &job);
+            Ok(watcher::Event::Apply(object)) => on_object(&jobs, &events, &object),
+            Ok(watcher::Event::InitApply(object)) => {
+                listed.extend(admission_of(object.meta()));
+                on_object(&jobs, &events, &object);
             }
-            Ok(watcher::Event::Delete(job)) => on_deleted(&jobs, &events, &job, Some(&client)),
+            Ok(watcher::Event::Delete(object)) => {
+                on_deleted(&jobs, &events, &object, Some(&client))
+            }
             Ok(watcher::Event::Init) => listed.clear(),
-            Ok(watcher::Event::InitDone) => on_relisted(&jobs, &events, &listed, Some(&client)),
-            Err(e) => tracing::warn!(error = %e, "Job watch interrupted; retrying"),
+            Ok(watcher::Event::InitDone) => {
+                on_relisted(&jobs, &events, K::KIND, &listed, Some(&client))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, kind = K::KIND.name(), "watch interrupted; retrying")
+            }
         }
     }
 }
@@ -1586,6 +1820,7 @@ mod tests {
     fn a_relist_reports_the_jobs_deleted_while_the_watch_was_away() {
         let jobs: Jobs = Arc::default();
         let tracked = |seen: bool, stopping: bool, reported: Option<Event>| Tracked {
+            kind: RunKind::Job,
             namespace: "ml".into(),
             name: "j".into(),
             reported,
@@ -1601,9 +1836,13 @@ mod tests {
             j.insert((3, 1), tracked(true, true, Some(Event::Running)));
             j.insert((4, 1), tracked(true, false, Some(Event::Succeeded)));
             j.insert((5, 1), tracked(true, false, Some(Event::Running)));
+            // A JobSet: the Jobs' re-list does not list it.
+            let mut jobset = tracked(true, false, Some(Event::Running));
+            jobset.kind = RunKind::JobSet;
+            j.insert((6, 1), jobset);
         }
         let (tx, mut rx) = mpsc::unbounded_channel();
-        on_relisted(&jobs, &tx, &[(5, 1)].into(), None);
+        on_relisted(&jobs, &tx, RunKind::Job, &[(5, 1)].into(), None);
         let mut reports = Vec::new();
         while let Ok(r) = rx.try_recv() {
             reports.push((r.workload, r.event));
@@ -1612,7 +1851,7 @@ mod tests {
         assert_eq!(reports, [(1, Event::Failed), (3, Event::Stopped)]);
         let mut left: Vec<u64> = lock(&jobs).keys().map(|k| k.0).collect();
         left.sort();
-        assert_eq!(left, [2, 5]);
+        assert_eq!(left, [2, 5, 6]);
     }
 
     /// An adopted Job is unsuspended by one patch, preconditioned on its
