@@ -1041,6 +1041,10 @@ fn check_agents(objects: &[Object], values: &Json) {
         assert!(allows("batch", "jobs", verb), "batch jobs {verb}");
     }
     assert!(allows("batch", "jobs/status", "patch"), "jobs/status patch");
+    // JobSet workloads run as JobSets.
+    for verb in ["create", "get", "list", "watch", "delete"] {
+        assert!(allows("jobset.x-k8s.io", "jobsets", verb), "jobsets {verb}");
+    }
     assert!(allows("", "pods/log", "get"), "pods/log get");
     for verb in ["create", "patch"] {
         assert!(allows("events.k8s.io", "events", verb), "events {verb}");

@@ -643,3 +643,212 @@ fn a_pod_that_cannot_start_on_its_node_is_reported() {
     kube.set_job_status("default", &name, json!({"active": 1, "ready": 1}));
     wait_state(&group, "stuck", "Running");
 }
+
+/// A Kueue JobSet: a driver without devices and two Jobs of one 2-GPU
+/// worker each.
+const JOBSET: &str = r#"apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: llama
+  namespace: default
+  labels:
+    kueue.x-k8s.io/queue-name: team-a
+spec:
+  suspend: true
+  replicatedJobs:
+  - name: driver
+    template:
+      spec:
+        template:
+          spec:
+            restartPolicy: Never
+            containers:
+            - name: driver
+              image: trainer:1
+  - name: workers
+    replicas: 2
+    template:
+      spec:
+        template:
+          spec:
+            restartPolicy: Never
+            containers:
+            - name: worker
+              image: trainer:1
+              resources:
+                limits:
+                  nvidia.com/gpu: 2
+"#;
+
+fn jobset_of(kube: &FakeKube, workload: &str) -> Option<Value> {
+    kube.jobsets()
+        .into_iter()
+        .find(|j| j["metadata"]["labels"]["fleetq.dev/workload"] == workload)
+}
+
+/// `fleetq apply` of a Kueue JobSet: one workload of a pod set per
+/// replicated Job (4 GPUs charged), created in the cluster as a JobSet the
+/// API server accepts, its workers pinned to the flavor's GPUs; its status
+/// maps to Running and Succeeded; the agent restarted finds it again; a
+/// cancel deletes it (foreground) and frees the quota once it is gone.
+#[test]
+fn a_kueue_jobset_runs_as_a_jobset_and_its_status_maps_back() {
+    let kube = FakeKube::start();
+    kube.put_node(node(
+        "gpu-a",
+        &[("nvidia.com/gpu.product", H100)],
+        &[("nvidia.com/gpu", "8")],
+    ));
+    let group = Group::start(3, &["--lease-ttl", "5s"]);
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    let agent = start_agent(&group, &kube);
+    wait_for(Duration::from_secs(20), || {
+        (gpu_capacity(&group) == Some(8)).then_some(())
+    })
+    .unwrap_or_else(|| panic!("inventory: {:?}\n{}", capacity(&group), agent_log(&group)));
+
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], JOBSET);
+    assert!(out.status.success(), "{}", text(&out));
+    let jobset =
+        wait_for(Duration::from_secs(20), || jobset_of(&kube, "llama")).unwrap_or_else(|| {
+            panic!(
+                "no JobSet: {:?}\nrefused: {:#?}\nagent log:\n{}",
+                state(&group, "llama"),
+                kube.refusals(),
+                agent_log(&group)
+            )
+        });
+    assert!(kube.refusals().is_empty(), "{:#?}", kube.refusals());
+    // A pod set per replicated Job: 4 GPUs charged (2 Jobs x 1 pod x 2).
+    let w = state(&group, "llama").expect("the workload");
+    assert_eq!(
+        w["requests"], "no requests x 1; nvidia.com/gpu: 2 x 2",
+        "{w}"
+    );
+    assert_eq!(
+        w["flavors"],
+        json!({"driver": {}, "workers": {"nvidia.com/gpu": "h100-80gb"}}),
+        "{w}"
+    );
+    let name = jobset["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    assert!(name.starts_with("llama-"), "{name}");
+    assert_eq!(jobset["spec"]["suspend"], false);
+    let workers = &jobset["spec"]["replicatedJobs"][1]["template"]["spec"]["template"];
+    assert_eq!(
+        workers["metadata"]["labels"]["fleetq.dev/workload"],
+        "llama"
+    );
+    let affinity = workers["spec"]["affinity"].to_string();
+    assert!(affinity.contains(H100), "{affinity}");
+    let driver = &jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"];
+    assert!(
+        !driver["spec"]["affinity"].to_string().contains(H100),
+        "the driver has no GPUs to pin: {driver}"
+    );
+    // Pods ready -> Running; the agent restarted finds its JobSet.
+    let pods = kube.start_jobset_pods("default", &name, "gpu-a");
+    assert_eq!(pods.len(), 3);
+    kube.set_jobset_status(
+        "default",
+        &name,
+        json!({"replicatedJobsStatus": [
+            {"name": "driver", "ready": 1, "active": 1},
+            {"name": "workers", "ready": 2, "active": 2},
+        ]}),
+    );
+    let running = wait_state(&group, "llama", "Running");
+    drop(agent);
+    let agent = start_agent(&group, &kube);
+    std::thread::sleep(Duration::from_secs(2));
+    let w = wait_state(&group, "llama", "Running");
+    assert_eq!(w["epoch"], running["epoch"], "the same admission: {w}");
+    assert_eq!(kube.jobsets().len(), 1, "no second JobSet");
+    kube.set_jobset_status(
+        "default",
+        &name,
+        json!({"conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsCompleted"}]}),
+    );
+    wait_state(&group, "llama", "Succeeded");
+
+    // A second one, cancelled while it runs.
+    let out = cli_stdin(
+        group.addr(1),
+        &["apply", "-f", "-"],
+        &JOBSET.replace("name: llama", "name: doomed"),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let doomed =
+        wait_for(Duration::from_secs(20), || jobset_of(&kube, "doomed")).expect("doomed's JobSet");
+    let doomed = doomed["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    kube.start_jobset_pods("default", &doomed, "gpu-a");
+    let out = group.cli(1, &["cancel", "doomed"]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_state(&group, "doomed", "Cancelled");
+    let deletes = kube.deletes();
+    let (_, _, options) = deletes
+        .iter()
+        .find(|(ns, n, _)| ns == "default" && *n == doomed)
+        .unwrap_or_else(|| panic!("no delete of {doomed}: {deletes:?}"));
+    assert_eq!(options["propagationPolicy"], "Foreground", "{options}");
+    assert!(jobset_of(&kube, "doomed").is_none(), "the JobSet is gone");
+    assert!(
+        !kube
+            .pods()
+            .iter()
+            .any(|p| p["metadata"]["labels"]["fleetq.dev/workload"] == "doomed"),
+        "and its pods"
+    );
+    assert!(kube.refusals().is_empty(), "{:#?}", kube.refusals());
+    drop(agent);
+}
+
+/// A cluster without the JobSet API: a JobSet admitted there fails with
+/// the reason, and the agent keeps running Jobs.
+#[test]
+fn a_jobset_on_a_cluster_without_the_jobset_api_fails_saying_so() {
+    let kube = FakeKube::start_with(fake_kube::Options {
+        jobset_api: false,
+        ..fake_kube::Options::default()
+    });
+    kube.put_node(node(
+        "gpu-a",
+        &[("nvidia.com/gpu.product", H100)],
+        &[("nvidia.com/gpu", "8")],
+    ));
+    let group = Group::start(3, &["--lease-ttl", "5s"]);
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    let _agent = start_agent(&group, &kube);
+    wait_for(Duration::from_secs(20), || {
+        (gpu_capacity(&group) == Some(8)).then_some(())
+    })
+    .unwrap_or_else(|| panic!("inventory: {:?}\n{}", capacity(&group), agent_log(&group)));
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], JOBSET);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_state(&group, "llama", "Failed");
+    let described = text(&group.cli(1, &["describe", "workload", "llama"]));
+    assert!(
+        described.contains("has no JobSet API"),
+        "the reason is shown:\n{described}"
+    );
+    let out = cli_stdin(
+        group.addr(1),
+        &["apply", "-f", "-"],
+        &kueue_job_gpus("plain", 2),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    wait_for(Duration::from_secs(20), || job_of(&kube, "plain")).expect("Jobs still run");
+}

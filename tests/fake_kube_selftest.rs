@@ -992,7 +992,10 @@ fn a_jobs_selector_and_template_are_immutable() {
 /// old is 410 too. Within the history an exact list is the state then.
 #[test]
 fn old_resource_versions_are_gone() {
-    let fake = &FakeKube::start_with(Options { event_window: 3 });
+    let fake = &FakeKube::start_with(Options {
+        event_window: 3,
+        ..Options::default()
+    });
     fake.put_node(node("n1", &[], &[]));
     fake.put_node(node("n2", &[], &[]));
     with_client(fake, |client| async move {
@@ -1073,7 +1076,10 @@ fn old_resource_versions_are_gone() {
 /// agent takes after an API server restart when history has moved on.
 #[test]
 fn a_watcher_relists_after_410_and_its_store_drops_what_went() {
-    let fake = &FakeKube::start_with(Options { event_window: 4 });
+    let fake = &FakeKube::start_with(Options {
+        event_window: 4,
+        ..Options::default()
+    });
     with_client(fake, |client| async move {
         let jobs: Api<Job> = Api::default_namespaced(client);
         for name in ["a", "b"] {
@@ -1515,4 +1521,141 @@ fn events_are_created_patched_and_validated() {
             .expect_err("no such namespace");
         assert_eq!(api_error(e).code, 404);
     });
+}
+
+fn jobset(name: &str, replicated_job: &str, gpus: &str) -> Value {
+    json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "labels": {"fleetq.dev/cluster": "east"}},
+        "spec": {"replicatedJobs": [{
+            "name": replicated_job,
+            "replicas": 2,
+            "template": {"spec": {
+                "parallelism": 2,
+                "completions": 2,
+                "completionMode": "Indexed",
+                "template": {"spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "w", "image": "trainer", "resources": {
+                        "requests": {"nvidia.com/gpu": gpus}, "limits": {"nvidia.com/gpu": gpus}
+                    }}],
+                }},
+            }},
+        }]},
+    })
+}
+
+/// JobSets, a custom resource: served where the cluster has the API (404
+/// where not, as without the CRD), created under the JobSet webhook's
+/// name rules and the Job rules for their pod templates, deleted in the
+/// foreground with the pods the JobSet owns.
+#[test]
+fn jobsets_are_served_validated_and_deleted_like_the_api_server_does() {
+    use kube::api::DynamicObject;
+    use kube::discovery::ApiResource;
+    let resource = ApiResource {
+        group: "jobset.x-k8s.io".into(),
+        version: "v1alpha2".into(),
+        api_version: "jobset.x-k8s.io/v1alpha2".into(),
+        kind: "JobSet".into(),
+        plural: "jobsets".into(),
+    };
+    let as_object = |v: Value| -> DynamicObject { serde_json::from_value(v).expect("an object") };
+
+    let without = FakeKube::start_with(Options {
+        jobset_api: false,
+        ..Options::default()
+    });
+    with_client(&without, |client| {
+        let resource = resource.clone();
+        async move {
+            let api: Api<DynamicObject> = Api::all_with(client, &resource);
+            let status = api_error(api.list(&ListParams::default()).await.unwrap_err());
+            assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
+        }
+    });
+
+    let fake = FakeKube::start();
+    with_client(&fake, |client| {
+        let resource = resource.clone();
+        async move {
+            let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
+            let created = api
+                .create(
+                    &PostParams::default(),
+                    &as_object(jobset("train", "workers", "2")),
+                )
+                .await
+                .expect("created");
+            assert!(created.metadata.uid.is_some());
+            assert_eq!(created.data["spec"]["suspend"], false, "defaulted");
+
+            // `train-workers-1-1-abcde` is fine; a name that makes the
+            // derived pod names longer than 63 characters is not.
+            let long = "l".repeat(50);
+            let status = api_error(
+                api.create(
+                    &PostParams::default(),
+                    &as_object(jobset(&long, "workers", "2")),
+                )
+                .await
+                .unwrap_err(),
+            );
+            assert_invalid(
+                &status,
+                "metadata.name",
+                "must be no more than 63 characters",
+            );
+            // A replicated Job named like no DNS-1035 label.
+            let status = api_error(
+                api.create(
+                    &PostParams::default(),
+                    &as_object(jobset("t2", "1workers", "2")),
+                )
+                .await
+                .unwrap_err(),
+            );
+            assert_invalid(&status, "spec.replicatedJobs[0].name", "DNS-1035");
+            // The pod template under the Job rules: a device request
+            // without an equal limit.
+            let mut bad = jobset("t3", "workers", "2");
+            bad["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+                ["containers"][0]["resources"]["limits"] = json!({});
+            let status = api_error(
+                api.create(&PostParams::default(), &as_object(bad))
+                    .await
+                    .unwrap_err(),
+            );
+            assert_invalid(
+                &status,
+                "spec.replicatedJobs[0].template.spec.template.spec.containers[0].resources.limits",
+                "Limit must be set",
+            );
+        }
+    });
+    let pods = fake.start_jobset_pods("default", "train", "gpu-1");
+    assert_eq!(pods.len(), 4, "2 Jobs x 2 pods");
+    assert_eq!(
+        fake.pods()[0]["metadata"]["labels"]["jobset.sigs.k8s.io/job-index"],
+        "0"
+    );
+    with_client(&fake, |client| {
+        let resource = resource.clone();
+        async move {
+            let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
+            let foreground = DeleteParams::foreground();
+            api.delete("train", &foreground).await.expect("deleted");
+            let terminating = api.get("train").await.expect("still there, terminating");
+            assert!(terminating.metadata.deletion_timestamp.is_some());
+            for _ in 0..100 {
+                if api.get_opt("train").await.expect("read").is_none() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            panic!("the JobSet was never removed");
+        }
+    });
+    assert!(fake.pods().is_empty(), "its pods went first");
 }

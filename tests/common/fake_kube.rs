@@ -110,12 +110,17 @@ pub struct Options {
     /// etcd's compaction): a watch or exact list from a resourceVersion
     /// older than the oldest kept event gets 410 Expired.
     pub event_window: usize,
+    /// Whether the cluster has the JobSet API (`jobset.x-k8s.io/v1alpha2`,
+    /// a custom resource the JobSet controller installs); without it
+    /// every JobSet path is 404, as on a real server without the CRD.
+    pub jobset_api: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
         Options {
             event_window: DEFAULT_EVENT_WINDOW,
+            jobset_api: true,
         }
     }
 }
@@ -155,6 +160,7 @@ impl FakeKube {
         let (paused, _) = watch::channel(false);
         let store = Store {
             window: options.event_window.max(1),
+            jobset_api: options.jobset_api,
             namespaces: INITIAL_NAMESPACES.iter().map(|n| n.to_string()).collect(),
             ..Store::default()
         };
@@ -420,6 +426,93 @@ impl FakeKube {
         }
     }
 
+    /// Plays the JobSet, Job and kube-scheduler controllers for JobSet
+    /// ns/name: for every replicated Job, `replicas` times `parallelism`
+    /// pods from its pod template (its labels and the JobSet controller's
+    /// `jobset.sigs.k8s.io/*` labels), owned by the JobSet (the fake skips
+    /// the Jobs in between: nothing fleetq reads is on them), bound to
+    /// `node_name` and Running. Returns their names; panics if there is
+    /// no such JobSet.
+    pub fn start_jobset_pods(&self, namespace: &str, name: &str, node_name: &str) -> Vec<String> {
+        let jobset = {
+            let store = self.shared.lock();
+            let i = store
+                .position(Kind::JobSet, Some(namespace), name)
+                .unwrap_or_else(|| panic!("start_jobset_pods: no JobSet {namespace}/{name}"));
+            store.jobsets[i].object.clone()
+        };
+        let mut names = Vec::new();
+        for job in jobset["spec"]["replicatedJobs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let job_name = job["name"].as_str().unwrap_or_default();
+            let template = &job["template"]["spec"]["template"];
+            let pods = job["template"]["spec"]["parallelism"].as_u64().unwrap_or(1);
+            for index in 0..job["replicas"].as_u64().unwrap_or(1) {
+                for pod in 0..pods {
+                    let pod_name = format!("{name}-{job_name}-{index}-{pod}");
+                    let mut metadata = template["metadata"].clone();
+                    if !metadata.is_object() {
+                        metadata = json!({});
+                    }
+                    metadata["name"] = json!(pod_name);
+                    metadata["namespace"] = json!(namespace);
+                    if !metadata["labels"].is_object() {
+                        metadata["labels"] = json!({});
+                    }
+                    metadata["labels"]["jobset.sigs.k8s.io/jobset-name"] = json!(name);
+                    metadata["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] = json!(job_name);
+                    metadata["labels"]["jobset.sigs.k8s.io/job-index"] = json!(index.to_string());
+                    metadata["ownerReferences"] = json!([{
+                        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+                        "kind": "JobSet",
+                        "name": name,
+                        "uid": jobset["metadata"]["uid"],
+                        "controller": true,
+                        "blockOwnerDeletion": true,
+                    }]);
+                    let mut spec = template["spec"].clone();
+                    spec["nodeName"] = json!(node_name);
+                    self.put_pod(json!({
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": metadata,
+                        "spec": spec,
+                        "status": { "phase": "Running" },
+                    }));
+                    names.push(pod_name);
+                }
+            }
+        }
+        names
+    }
+
+    /// Replaces the `status` of JobSet ns/name, as its controller does
+    /// (emits MODIFIED); panics if there is no such JobSet.
+    pub fn set_jobset_status(&self, namespace: &str, name: &str, status: Value) {
+        self.shared.commit(|store| {
+            let i = store
+                .position(Kind::JobSet, Some(namespace), name)
+                .unwrap_or_else(|| panic!("set_jobset_status: no JobSet {namespace}/{name}"));
+            let previous = store.jobsets[i].object.clone();
+            let rv = store.next_rv();
+            let entry = &mut store.jobsets[i];
+            let seq = entry.seq;
+            entry.object["status"] = status;
+            entry.object["metadata"]["resourceVersion"] = json!(rv.to_string());
+            let object = entry.object.clone();
+            store.log_event(rv, Kind::JobSet, seq, Some(object), Some(previous));
+        });
+    }
+
+    /// Every JobSet currently stored, in creation order.
+    pub fn jobsets(&self) -> Vec<Value> {
+        let store = self.shared.lock();
+        store.jobsets.iter().map(|e| e.object.clone()).collect()
+    }
+
     /// Every Job currently stored (with server-set fields), in creation order.
     pub fn jobs(&self) -> Vec<Value> {
         let store = self.shared.lock();
@@ -586,6 +679,8 @@ enum Kind {
     Node,
     Pod,
     Job,
+    /// jobset.x-k8s.io/v1alpha2 JobSet, where [`Options::jobset_api`].
+    JobSet,
     /// events.k8s.io/v1 Event (what kube's event `Recorder` writes).
     Event,
 }
@@ -595,6 +690,7 @@ impl Kind {
         match self {
             Kind::Node | Kind::Pod => "v1",
             Kind::Job => "batch/v1",
+            Kind::JobSet => "jobset.x-k8s.io/v1alpha2",
             Kind::Event => "events.k8s.io/v1",
         }
     }
@@ -604,6 +700,7 @@ impl Kind {
             Kind::Node => "Node",
             Kind::Pod => "Pod",
             Kind::Job => "Job",
+            Kind::JobSet => "JobSet",
             Kind::Event => "Event",
         }
     }
@@ -613,6 +710,7 @@ impl Kind {
             Kind::Node => "NodeList",
             Kind::Pod => "PodList",
             Kind::Job => "JobList",
+            Kind::JobSet => "JobSetList",
             Kind::Event => "EventList",
         }
     }
@@ -623,6 +721,7 @@ impl Kind {
             Kind::Node => "nodes",
             Kind::Pod => "pods",
             Kind::Job => "jobs",
+            Kind::JobSet => "jobsets",
             Kind::Event => "events",
         }
     }
@@ -631,6 +730,7 @@ impl Kind {
         match self {
             Kind::Node | Kind::Pod => "",
             Kind::Job => "batch",
+            Kind::JobSet => "jobset.x-k8s.io",
             Kind::Event => "events.k8s.io",
         }
     }
@@ -712,8 +812,11 @@ struct Store {
     nodes: Vec<Entry>,
     pods: Vec<Entry>,
     jobs: Vec<Entry>,
+    jobsets: Vec<Entry>,
     events: Vec<Entry>,
     namespaces: BTreeSet<String>,
+    /// [`Options::jobset_api`].
+    jobset_api: bool,
     log: VecDeque<LoggedEvent>,
     /// How many events `log` keeps.
     window: usize,
@@ -744,6 +847,7 @@ impl Store {
             Kind::Node => &self.nodes,
             Kind::Pod => &self.pods,
             Kind::Job => &self.jobs,
+            Kind::JobSet => &self.jobsets,
             Kind::Event => &self.events,
         }
     }
@@ -753,6 +857,7 @@ impl Store {
             Kind::Node => &mut self.nodes,
             Kind::Pod => &mut self.pods,
             Kind::Job => &mut self.jobs,
+            Kind::JobSet => &mut self.jobsets,
             Kind::Event => &mut self.events,
         }
     }
@@ -1255,6 +1360,15 @@ fn route(path: &str) -> Result<Route, ApiError> {
             })
         }
         ["apis", "batch", "v1", "jobs"] => collection(Kind::Job, None),
+        ["apis", "jobset.x-k8s.io", "v1alpha2", "jobsets"] => collection(Kind::JobSet, None),
+        ["apis", "jobset.x-k8s.io", "v1alpha2", "namespaces", ns, "jobsets"] if !ns.is_empty() => {
+            collection(Kind::JobSet, Some(ns))
+        }
+        ["apis", "jobset.x-k8s.io", "v1alpha2", "namespaces", ns, "jobsets", name]
+            if !ns.is_empty() && !name.is_empty() =>
+        {
+            item(Kind::JobSet, Some(ns), name)
+        }
         ["apis", "events.k8s.io", "v1", "namespaces", ns, "events"] if !ns.is_empty() => {
             collection(Kind::Event, Some(ns))
         }
@@ -1302,6 +1416,19 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
 
 async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, ApiError> {
     let route = route(req.uri().path())?;
+    let jobset_path = matches!(
+        route,
+        Route::Collection {
+            kind: Kind::JobSet,
+            ..
+        } | Route::Item {
+            kind: Kind::JobSet,
+            ..
+        }
+    );
+    if jobset_path && !shared.lock().jobset_api {
+        return Err(ApiError::unknown_path(req.uri().path()));
+    }
     let query = parse_query(req.uri().query().unwrap_or("")).map_err(ApiError::bad_request)?;
     let method = req.method().clone();
     let content_type = req
@@ -1337,7 +1464,7 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
         }
         (
             Route::Collection {
-                kind: kind @ (Kind::Job | Kind::Pod | Kind::Event),
+                kind: kind @ (Kind::Job | Kind::JobSet | Kind::Pod | Kind::Event),
                 namespace: Some(namespace),
             },
             Method::POST,
@@ -1376,7 +1503,7 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
         ) => patch_event(&shared, &namespace, &name, &content_type, &body),
         (
             Route::Item {
-                kind: kind @ (Kind::Job | Kind::Pod),
+                kind: kind @ (Kind::Job | Kind::JobSet | Kind::Pod),
                 namespace: Some(namespace),
                 name,
             },
@@ -1612,6 +1739,7 @@ fn decode(kind: Kind, mut value: Value) -> Result<Value, ApiError> {
     use k8s_openapi::api::core::v1::{Node, Pod};
     use k8s_openapi::api::events::v1::Event;
     let typed = match kind {
+        Kind::JobSet => decode_jobset(value),
         Kind::Event => serde_json::from_value::<Event>(value).and_then(serde_json::to_value),
         Kind::Job => serde_json::from_value::<Job>(value).and_then(serde_json::to_value),
         Kind::Pod => serde_json::from_value::<Pod>(value).and_then(serde_json::to_value),
@@ -1626,17 +1754,32 @@ fn decode(kind: Kind, mut value: Value) -> Result<Value, ApiError> {
     })?;
     // Quantities are parsed while decoding, so a malformed one is a 400
     // too.
-    let pod_spec = match kind {
-        Kind::Job => &decoded["spec"]["template"]["spec"],
-        Kind::Event => &Value::Null,
-        _ => &decoded["spec"],
+    let pod_specs: Vec<&Value> = match kind {
+        Kind::Job => vec![&decoded["spec"]["template"]["spec"]],
+        Kind::JobSet => decoded["spec"]["replicatedJobs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|job| &job["template"]["spec"]["template"]["spec"])
+            .collect(),
+        Kind::Event => Vec::new(),
+        _ => vec![&decoded["spec"]],
     };
-    for key in ["containers", "initContainers"] {
+    for (pod_spec, key) in pod_specs
+        .iter()
+        .flat_map(|spec| [(spec, "containers"), (spec, "initContainers")])
+    {
         for container in pod_spec[key].as_array().into_iter().flatten() {
             for section in ["requests", "limits"] {
                 let amounts = container["resources"][section].as_object();
                 for (name, q) in amounts.into_iter().flatten() {
-                    let text = q.as_str().unwrap_or_default();
+                    // A JSON number is a quantity too (the int-or-string of
+                    // resource.Quantity's JSON form).
+                    let text = match q {
+                        Value::Number(n) => n.to_string(),
+                        other => other.as_str().unwrap_or_default().to_string(),
+                    };
+                    let text = text.as_str();
                     if milli(text).is_none() {
                         return Err(ApiError::bad_request(format!(
                             "{} in version \"v1\" cannot be handled as a {}: quantities must \
@@ -1729,6 +1872,11 @@ fn create(
                 // controller (here: set_job_status) writes it.
                 object["status"] = json!({});
             }
+            Kind::JobSet => {
+                meta["generation"] = json!(1);
+                default_jobset(&mut object);
+                object["status"] = json!({});
+            }
             Kind::Event => {}
             _ => {
                 default_pod(&mut object);
@@ -1737,6 +1885,7 @@ fn create(
         }
         let errors = match kind {
             Kind::Job => validate_job(&object),
+            Kind::JobSet => validate_jobset(&object),
             Kind::Event => validate_event(&object),
             _ => validate_pod(&object),
         };
@@ -2178,7 +2327,7 @@ fn delete(
             _ => {}
         }
     }
-    if kind == Kind::Job {
+    if matches!(kind, Kind::Job | Kind::JobSet) {
         shared
             .lock()
             .deletes
@@ -2257,8 +2406,8 @@ fn delete(
         if dry_run || !current["metadata"]["deletionTimestamp"].is_null() {
             return Ok(Deleted::Pending(current.clone()));
         }
-        if kind == Kind::Job && policy == "Foreground" {
-            Ok(Deleted::Foreground(store.mark_foreground(i)))
+        if matches!(kind, Kind::Job | Kind::JobSet) && policy == "Foreground" {
+            Ok(Deleted::Foreground(store.mark_foreground(kind, i)))
         } else {
             let object = store.remove_at(kind, i);
             if policy != "Orphan" {
@@ -2270,9 +2419,9 @@ fn delete(
 
     match outcome {
         Deleted::Pending(object) => Ok(json_response(StatusCode::OK, &object)),
-        Deleted::Foreground(job) => {
-            spawn_garbage_collection(shared, &job);
-            Ok(json_response(StatusCode::OK, &job))
+        Deleted::Foreground(object) => {
+            spawn_garbage_collection(shared, kind, &object);
+            Ok(json_response(StatusCode::OK, &object))
         }
         Deleted::Now(object) => {
             // The Job registry does not set ReturnDeletedObject, so an
@@ -2302,11 +2451,12 @@ enum Deleted {
 }
 
 impl Store {
-    /// Marks the Job at `i` for foreground deletion (deletionTimestamp and
-    /// the foregroundDeletion finalizer; emits MODIFIED) and returns it.
-    fn mark_foreground(&mut self, i: usize) -> Value {
+    /// Marks the Job or JobSet at `i` for foreground deletion
+    /// (deletionTimestamp and the foregroundDeletion finalizer; emits
+    /// MODIFIED) and returns it.
+    fn mark_foreground(&mut self, kind: Kind, i: usize) -> Value {
         let rv = self.next_rv();
-        let entry = &mut self.jobs[i];
+        let entry = &mut self.entries_mut(kind)[i];
         let previous = entry.object.clone();
         let seq = entry.seq;
         let meta = &mut entry.object["metadata"];
@@ -2318,9 +2468,9 @@ impl Store {
             finalizers.push(json!("foregroundDeletion"));
         }
         meta["finalizers"] = Value::Array(finalizers);
-        let job = entry.object.clone();
-        self.log_event(rv, Kind::Job, seq, Some(job.clone()), Some(previous));
-        job
+        let object = entry.object.clone();
+        self.log_event(rv, kind, seq, Some(object.clone()), Some(previous));
+        object
     }
 }
 
@@ -2328,7 +2478,7 @@ impl Store {
 /// the Job's pods go, then (its finalizer removed) the Job. The uid check
 /// keeps a Job recreated under the same name in the meantime from being
 /// removed in its place.
-fn spawn_garbage_collection(shared: &Arc<Shared>, job: &Value) {
+fn spawn_garbage_collection(shared: &Arc<Shared>, kind: Kind, job: &Value) {
     let uid = job["metadata"]["uid"].clone();
     let namespace = job["metadata"]["namespace"]
         .as_str()
@@ -2343,14 +2493,14 @@ fn spawn_garbage_collection(shared: &Arc<Shared>, job: &Value) {
         tokio::time::sleep(FOREGROUND_GC_DELAY).await;
         shared.commit(|store| {
             store.remove_dependents(&uid);
-            let Some(i) = store.position(Kind::Job, Some(&namespace), &name) else {
+            let Some(i) = store.position(kind, Some(&namespace), &name) else {
                 return;
             };
-            if store.jobs[i].object["metadata"]["uid"] != uid {
+            if store.entries(kind)[i].object["metadata"]["uid"] != uid {
                 return;
             }
-            store.jobs[i].object["metadata"]["finalizers"] = json!([]);
-            store.remove_at(Kind::Job, i);
+            store.entries_mut(kind)[i].object["metadata"]["finalizers"] = json!([]);
+            store.remove_at(kind, i);
         });
     });
 }
@@ -2389,10 +2539,10 @@ async fn ttl_after_finished(shared: Arc<Shared>) {
             for (i, uid) in expired {
                 let job = shared.commit(|store| {
                     (store.jobs.get(i)?.object["metadata"]["uid"] == uid)
-                        .then(|| store.mark_foreground(i))
+                        .then(|| store.mark_foreground(Kind::Job, i))
                 });
                 if let Some(job) = job {
-                    spawn_garbage_collection(&shared, &job);
+                    spawn_garbage_collection(&shared, Kind::Job, &job);
                 }
             }
             continue;
@@ -3124,6 +3274,139 @@ fn non_negative(value: &Value, field: String) -> Option<FieldError> {
     }
 }
 
+/// A JobSet as the API server decodes a custom resource: any object, its
+/// replicated Jobs' templates decoded as Job templates (so a malformed
+/// quantity is a 400, as the structural schema of the CRD makes it).
+fn decode_jobset(value: Value) -> Result<Value, serde_json::Error> {
+    use k8s_openapi::api::batch::v1::JobTemplateSpec;
+    for job in value["spec"]["replicatedJobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        serde_json::from_value::<JobTemplateSpec>(job["template"].clone())?;
+    }
+    Ok(value)
+}
+
+/// The JobSet CRD's defaults: one replica per replicated Job, not
+/// suspended.
+fn default_jobset(jobset: &mut Value) {
+    if !jobset["spec"].is_object() {
+        jobset["spec"] = json!({});
+    }
+    if jobset["spec"]["suspend"].is_null() {
+        jobset["spec"]["suspend"] = json!(false);
+    }
+    for job in jobset["spec"]["replicatedJobs"]
+        .as_array_mut()
+        .into_iter()
+        .flatten()
+    {
+        if job["replicas"].is_null() {
+            job["replicas"] = json!(1);
+        }
+    }
+}
+
+/// `IsDNS1035Label`: a DNS label that starts with a letter.
+fn dns1035_label(s: &str) -> Vec<String> {
+    let mut errors = Vec::new();
+    if s.len() > 63 {
+        errors.push("must be no more than 63 characters".to_string());
+    }
+    if !is_dns_label_shaped(s) || !s.starts_with(|c: char| c.is_ascii_lowercase()) {
+        errors.push(DNS1035_LABEL_MSG.to_string());
+    }
+    errors
+}
+
+const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric \
+    characters or '-', start with an alphabetic character, and end with an alphanumeric \
+    character (e.g. 'my-name',  or 'abc-123', regex used for validation is \
+    '[a-z]([-a-z0-9]*[a-z0-9])?')";
+
+/// The JobSet webhook's checks on create, for the fields fleetq writes:
+/// metadata; replicated Jobs present, uniquely named by DNS-1035 labels;
+/// every Job name the controller derives (`<jobset>-<replicated job>-<index>`)
+/// and, for Indexed Jobs, every pod name (`...-<pod index>-<5 random>`) a
+/// DNS-1035 label. The real chain refuses a bad pod template when the
+/// JobSet controller creates the Job; the fake refuses it at once, with the
+/// Job's own rules, so a test sees it where fleetq made it.
+fn validate_jobset(jobset: &Value) -> Vec<FieldError> {
+    let mut errors = validate_object_meta(&jobset["metadata"], "metadata");
+    let name = jobset["metadata"]["name"].as_str().unwrap_or_default();
+    let Some(replicated) = jobset["spec"]["replicatedJobs"].as_array() else {
+        errors.push(FieldError::required("spec.replicatedJobs", ""));
+        return errors;
+    };
+    let mut names = BTreeSet::new();
+    for (i, job) in replicated.iter().enumerate() {
+        let path = format!("spec.replicatedJobs[{i}]");
+        let job_name = job["name"].as_str().unwrap_or_default();
+        for problem in dns1035_label(job_name) {
+            errors.push(FieldError::new(
+                format!("{path}.name"),
+                ErrorType::Invalid,
+                Some(&job["name"]),
+                problem,
+            ));
+        }
+        if !names.insert(job_name) {
+            errors.push(FieldError::new(
+                format!("{path}.name"),
+                ErrorType::Duplicate,
+                Some(&job["name"]),
+                "",
+            ));
+        }
+        errors.extend(non_negative(&job["replicas"], format!("{path}.replicas")));
+        let replicas = job["replicas"].as_u64().unwrap_or(1);
+        let longest_job = format!("{name}-{job_name}-{}", replicas.saturating_sub(1));
+        let spec = &job["template"]["spec"];
+        let mut longest = vec![longest_job.clone()];
+        if spec["completionMode"] == "Indexed" {
+            if let Some(completions) = spec["completions"].as_u64() {
+                longest.push(format!(
+                    "{longest_job}-{}-abcde",
+                    completions.saturating_sub(1)
+                ));
+            }
+        }
+        for derived in longest {
+            for problem in dns1035_label(&derived) {
+                errors.push(FieldError::new(
+                    "metadata.name",
+                    ErrorType::Invalid,
+                    Some(&json!(derived)),
+                    problem,
+                ));
+            }
+        }
+        for field in ["parallelism", "completions", "backoffLimit"] {
+            errors.extend(non_negative(
+                &spec[field],
+                format!("{path}.template.spec.{field}"),
+            ));
+        }
+        let template = &spec["template"];
+        errors.extend(validate_labels(
+            &template["metadata"]["labels"],
+            &format!("{path}.template.spec.template.metadata.labels"),
+        ));
+        errors.extend(validate_annotations(
+            &template["metadata"]["annotations"],
+            &format!("{path}.template.spec.template.metadata.annotations"),
+        ));
+        errors.extend(validate_pod_spec(
+            &template["spec"],
+            &format!("{path}.template.spec.template.spec"),
+            true,
+        ));
+    }
+    errors
+}
+
 /// `ValidateJob`: metadata, the generated (or manual) selector and the
 /// labels it selects, counts, and the pod template.
 fn validate_job(job: &Value) -> Vec<FieldError> {
@@ -3748,7 +4031,7 @@ fn parse_field_selector(kind: Kind, selector: &str) -> Result<Vec<FieldTerm>, St
             "status.nominatedNodeName",
         ],
         Kind::Job => &["metadata.name", "metadata.namespace", "status.successful"],
-        Kind::Event => &["metadata.name", "metadata.namespace"],
+        Kind::JobSet | Kind::Event => &["metadata.name", "metadata.namespace"],
     };
     selector
         .split(',')

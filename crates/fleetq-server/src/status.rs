@@ -43,7 +43,13 @@ fn requests_summary(record: &WorkloadRecord) -> String {
                 .iter()
                 .map(|(r, q)| format!("{r}: {q}"))
                 .collect();
-            format!("{} x {}", reqs.join(", "), ps.count)
+            if reqs.is_empty() {
+                // A pod set without requests (a JobSet's driver): said, not
+                // an empty field before the count.
+                format!("no requests x {}", ps.count)
+            } else {
+                format!("{} x {}", reqs.join(", "), ps.count)
+            }
         })
         .collect::<Vec<_>>()
         .join("; ")

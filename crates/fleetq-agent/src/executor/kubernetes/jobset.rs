@@ -14,6 +14,7 @@
 
 use fleetq_model::assignment::Assignment;
 use fleetq_model::Workload;
+use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use kube::api::DynamicObject;
 use kube::discovery::ApiResource;
 use serde_json::{json, Value};
@@ -146,6 +147,13 @@ pub fn jobset_manifest(
                     "run.jobTemplate.spec.replicatedJobs[{i}]: no pod set {name:?} in the assignment"
                 )
             })?;
+        // Through the Job template's own type, as the Job path does: a
+        // template the API could not take fails here, and quantities
+        // written as numbers go out in their canonical form.
+        let typed: JobTemplateSpec = serde_json::from_value(job["template"].take()).map_err(|e| {
+            format!("run.jobTemplate.spec.replicatedJobs[{i}].template: not a valid Job template: {e}")
+        })?;
+        job["template"] = serde_json::to_value(typed).map_err(|e| e.to_string())?;
         let job_spec = object_at_map(object_at(job, "template"), "spec");
         if job_spec.get("manualSelector") != Some(&json!(true)) {
             job_spec.remove("selector");
