@@ -1717,9 +1717,41 @@ fn jobset_errors_name_the_replicated_job_field() {
         assert!(errors.contains(expected), "{expected}\nnot in:\n{errors}");
     }
 
+    // Names the JobSet API refuses: not a DNS-1035 label, or too long
+    // for the Job and pod names derived from them.
+    let errors = lines(&import_err(
+        &TRAINING_JOBSET.replace("- name: workers", "- name: 2workers"),
+    ));
+    assert!(
+        errors.contains(
+            "spec.replicatedJobs[1].name: \"2workers\" must start with a lowercase letter"
+        ),
+        "{errors}"
+    );
+    let long = "w".repeat(40);
+    let errors = lines(&import_err(
+        &TRAINING_JOBSET.replace("- name: workers", &format!("- name: {long}")),
+    ));
+    assert!(
+        errors.contains(&format!(
+            "spec.replicatedJobs[1].name: \"{long}\" is too long"
+        )),
+        "{errors}"
+    );
+    // Overflowing counts name the multiplier.
+    let errors = lines(&import_err(
+        &TRAINING_JOBSET
+            .replace("replicas: 2", "replicas: 2147483647")
+            .replace("completions: 2", "completions: 3"),
+    ));
+    assert!(
+        errors.contains("spec.replicatedJobs[1].replicas: replicas x min"),
+        "{errors}"
+    );
+
     // A pod set name Kueue refuses is reported at the replicated Job.
-    let set = set_of(&[TRAINING_JOBSET.replace("- name: workers", "- name: Workers_1")]);
-    let docs = import_ok(&TRAINING_JOBSET.replace("- name: workers", "- name: Workers_1"));
+    let set = set_of(&[TRAINING_JOBSET.replace("- name: workers", "- name: workers_1")]);
+    let docs = import_ok(&TRAINING_JOBSET.replace("- name: workers", "- name: workers_1"));
     let errors: Vec<String> = set
         .config
         .bind_workload(&set.workloads[0])

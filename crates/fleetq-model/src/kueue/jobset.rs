@@ -74,11 +74,14 @@ struct JobTemplate {
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct ReplicatedJobSpec {
     #[serde(default)]
     parallelism: Option<i32>,
     #[serde(default)]
     completions: Option<i32>,
+    #[serde(default)]
+    completion_mode: Option<String>,
     template: PodTemplate,
 }
 
@@ -189,12 +192,12 @@ fn pod_set(i: usize, job: &ReplicatedJob, at: &Location, errors: &mut Vec<FieldE
     let per_replica = spec.completions.map_or(parallelism, |c| c.min(parallelism));
     let pods = i64::from(job.replicas) * i64::from(per_replica);
     let count = u32::try_from(pods).unwrap_or_else(|_| {
-        let field = if job.replicas < 0 {
-            "replicas"
-        } else if parallelism < 0 {
+        let field = if parallelism < 0 {
             "template.spec.parallelism"
-        } else {
+        } else if spec.completions.is_some_and(|c| c < 0) {
             "template.spec.completions"
+        } else {
+            "replicas"
         };
         errors.push(at.error(
             format!("{path}.{field}"),
@@ -202,6 +205,7 @@ fn pod_set(i: usize, job: &ReplicatedJob, at: &Location, errors: &mut Vec<FieldE
         ));
         0
     });
+    check_derived_names(&path, job, at, errors);
     // The replicated Job's template plays the Job's part for the topology
     // annotations: its own metadata must not carry them, its pod
     // template's may.
@@ -237,6 +241,47 @@ fn pod_set(i: usize, job: &ReplicatedJob, at: &Location, errors: &mut Vec<FieldE
         min_count: None,
         requests,
         topology_request,
+    }
+}
+
+/// How much of the 63 characters of a DNS-1035 label fleetq keeps for the
+/// JobSet's own name when it creates it (`<workload>-<id>-<epoch>`).
+const NAME_ROOM: usize = 24;
+
+/// The JobSet webhook's rule, checked here rather than found out when
+/// the executor creates the JobSet: a replicated Job's name is a DNS-1035
+/// label, and the names the JobSet controller derives from it (Jobs
+/// `<jobset>-<name>-<index>`, an Indexed Job's pods
+/// `...-<pod index>-<5 random>`) stay within 63 characters, leaving
+/// [`NAME_ROOM`] for the JobSet's own name.
+fn check_derived_names(
+    path: &str,
+    job: &ReplicatedJob,
+    at: &Location,
+    errors: &mut Vec<FieldError>,
+) {
+    if !job.name.starts_with(|c: char| c.is_ascii_lowercase()) {
+        errors.push(at.error(
+            format!("{path}.name"),
+            format!("{:?} must start with a lowercase letter: the JobSet API names replicated Jobs with DNS-1035 labels", job.name),
+        ));
+    }
+    let mut longest = format!("-{}-{}", job.name, job.replicas.saturating_sub(1)).len();
+    let spec = &job.template.spec;
+    if spec.completion_mode.as_deref() == Some("Indexed") {
+        if let Some(completions) = spec.completions {
+            longest += format!("-{}-abcde", completions.saturating_sub(1)).len();
+        }
+    }
+    if longest + NAME_ROOM > 63 {
+        errors.push(at.error(
+            format!("{path}.name"),
+            format!(
+                "{:?} is too long: the JobSet controller names its Jobs and pods after it within 63 characters, and fleetq keeps {NAME_ROOM} of them for the JobSet's name ({} left here)",
+                job.name,
+                63usize.saturating_sub(longest + NAME_ROOM - job.name.len())
+            ),
+        ));
     }
 }
 
