@@ -407,3 +407,130 @@ fn a_job_admitted_to_another_cluster_runs_there_and_its_status_comes_back() {
     .unwrap_or_else(|| panic!("the copy outlived its original: {:#?}", west.jobs()));
     drop(east_agent);
 }
+
+/// A JobSet as a Kueue user writes it, suspended: two Jobs of one 2-GPU
+/// worker each.
+fn queued_jobset(name: &str) -> Value {
+    json!({
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"kueue.x-k8s.io/queue-name": "team-a"},
+        },
+        "spec": {
+            "suspend": true,
+            "replicatedJobs": [{
+                "name": "workers",
+                "replicas": 2,
+                "template": {"spec": {"template": {"spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{
+                        "name": "trainer",
+                        "image": "nvcr.io/nvidia/pytorch:24.08-py3",
+                        "resources": {
+                            "requests": {"nvidia.com/gpu": "2"},
+                            "limits": {"nvidia.com/gpu": "2"},
+                        },
+                    }],
+                }}}},
+            }],
+        },
+    })
+}
+
+fn user_jobset(kube: &FakeKube, name: &str) -> Option<Value> {
+    kube.jobsets()
+        .into_iter()
+        .find(|j| j["metadata"]["name"] == name)
+}
+
+/// A JobSet created with kubectl, suspended and queue-labelled: queued
+/// (`jobset-<name>-<uid prefix>`), run as a pinned copy on the cluster it
+/// is admitted to (this one: its pods cannot be pinned in place), the
+/// copy's status shown on it; deleting it cancels the workload and
+/// deletes the copy.
+#[test]
+fn a_kubectl_created_jobset_is_queued_run_as_a_copy_and_cancelled_on_delete() {
+    let kube = FakeKube::start();
+    let h100 = [("nvidia.com/gpu.product", H100)];
+    kube.put_node(node("gpu-a", &h100, &[("nvidia.com/gpu", "8")]));
+    let group = Group::configured(&["--lease-ttl", "5s"]);
+    let _agent = start_agent(&group, &kube);
+
+    let created = kube.kubectl_create_jobset(queued_jobset("llama"));
+    let workload = workload_of(&created).replacen("job-", "jobset-", 1);
+    let admitted = wait_state(&group, &workload, &["Admitted", "Running"]);
+    assert_eq!(admitted["cluster"], "kube-east", "{admitted:#}");
+    let id = admitted["id"].as_u64().expect("id").to_string();
+    let copy = wait_for(Duration::from_secs(30), || {
+        kube.jobsets()
+            .into_iter()
+            .find(|j| j["metadata"]["labels"]["fleetq.dev/workload-id"] == id.as_str())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no copy: {:#?}\nagent log:\n{}",
+            kube.jobsets(),
+            agent_log(&group)
+        )
+    });
+    let copy_name = copy["metadata"]["name"].as_str().expect("name").to_string();
+    assert_ne!(copy_name, "llama");
+    assert_eq!(copy["spec"]["suspend"], false);
+    let pods = &copy["spec"]["replicatedJobs"][0]["template"]["spec"]["template"];
+    assert!(
+        pods["spec"]["affinity"].to_string().contains(H100),
+        "the copy's pods are pinned: {pods}"
+    );
+    let original = user_jobset(&kube, "llama").expect("the user's JobSet");
+    assert_eq!(original["spec"]["suspend"], true, "the original waits");
+    assert_eq!(
+        original["metadata"]["annotations"]["fleetq.dev/workload"],
+        format!("default/{workload}")
+    );
+
+    // The copy's status comes back onto the user's JobSet.
+    kube.start_jobset_pods("default", &copy_name, "gpu-a");
+    kube.set_jobset_status(
+        "default",
+        &copy_name,
+        json!({"replicatedJobsStatus": [{"name": "workers", "ready": 2, "active": 2}]}),
+    );
+    wait_state(&group, &workload, &["Running"]);
+    wait_for(Duration::from_secs(30), || {
+        user_jobset(&kube, "llama").filter(|j| {
+            j["metadata"]["annotations"]["fleetq.dev/remote-status"]
+                .as_str()
+                .is_some_and(|s| s.contains("\"ready\":2"))
+        })
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "the copy's status never came back: {:#?}\nagent log:\n{}",
+            user_jobset(&kube, "llama"),
+            agent_log(&group)
+        )
+    });
+    assert!(
+        kube.events()
+            .iter()
+            .any(|e| e["regarding"]["kind"] == "JobSet" && e["reason"] == "CreatedWorkload"),
+        "Events are told on the JobSet: {:#?}",
+        kube.events()
+    );
+
+    // kubectl delete: the workload is cancelled and the copy deleted.
+    kube.kubectl_delete_jobset("default", "llama");
+    wait_state(&group, &workload, &["Cancelled"]);
+    wait_for(Duration::from_secs(30), || {
+        (!kube
+            .jobsets()
+            .iter()
+            .any(|j| j["metadata"]["name"] == copy_name.as_str()))
+        .then_some(())
+    })
+    .unwrap_or_else(|| panic!("the copy was not deleted: {:#?}", kube.jobsets()));
+    assert!(kube.refusals().is_empty(), "{:#?}", kube.refusals());
+}

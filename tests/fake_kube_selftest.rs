@@ -1659,3 +1659,69 @@ fn jobsets_are_served_validated_and_deleted_like_the_api_server_does() {
     });
     assert!(fake.pods().is_empty(), "its pods went first");
 }
+
+/// A JobSet's replicated Jobs are immutable but for their pod templates'
+/// scheduling directives while it is suspended (the JobSet webhook);
+/// metadata patches are fine; the status subresource writes status only.
+#[test]
+fn a_jobsets_replicated_jobs_are_immutable_but_for_scheduling_while_suspended() {
+    use kube::api::DynamicObject;
+    use kube::discovery::ApiResource;
+    let fake = FakeKube::start();
+    let mut suspended = jobset("train", "workers", "1");
+    suspended["spec"]["suspend"] = json!(true);
+    fake.kubectl_create_jobset(suspended);
+    with_client(&fake, |client| async move {
+        let resource = ApiResource {
+            group: "jobset.x-k8s.io".into(),
+            version: "v1alpha2".into(),
+            api_version: "jobset.x-k8s.io/v1alpha2".into(),
+            kind: "JobSet".into(),
+            plural: "jobsets".into(),
+        };
+        let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
+        let params = PatchParams::default();
+        let annotate = json!({"metadata": {"annotations": {"fleetq.dev/workload": "default/w"}}});
+        api.patch("train", &params, &Patch::Merge(&annotate))
+            .await
+            .expect("metadata patches");
+        let current = api.get("train").await.expect("read");
+        let mut jobs = current.data["spec"]["replicatedJobs"].clone();
+        jobs[0]["template"]["spec"]["template"]["spec"]["nodeSelector"] =
+            json!({"nvidia.com/gpu.product": "H100"});
+        api.patch(
+            "train",
+            &params,
+            &Patch::Merge(&json!({"spec": {"replicatedJobs": jobs.clone()}})),
+        )
+        .await
+        .expect("a suspended JobSet's pods may be steered");
+        jobs[0]["template"]["spec"]["template"]["spec"]["containers"][0]["image"] = json!("other");
+        let status = api_error(
+            api.patch(
+                "train",
+                &params,
+                &Patch::Merge(&json!({"spec": {"replicatedJobs": jobs}})),
+            )
+            .await
+            .unwrap_err(),
+        );
+        assert_invalid(&status, "spec.replicatedJobs", "field is immutable");
+        let written = api
+            .patch_status(
+                "train",
+                &params,
+                &Patch::Merge(&json!({"status": {"replicatedJobsStatus": [{"name": "workers", "ready": 2}]}, "spec": {"suspend": false}})),
+            )
+            .await
+            .expect("status patched");
+        assert_eq!(
+            written.data["status"]["replicatedJobsStatus"][0]["ready"],
+            2
+        );
+        assert_eq!(
+            written.data["spec"]["suspend"], true,
+            "status writes status only"
+        );
+    });
+}

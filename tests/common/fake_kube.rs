@@ -507,6 +507,49 @@ impl FakeKube {
         });
     }
 
+    /// `kubectl create -f jobset.yaml`: a JobSet through the API server's
+    /// create path; returns it as stored. Panics with the server's
+    /// message if it is refused.
+    pub fn kubectl_create_jobset(&self, jobset: Value) -> Value {
+        let namespace = jobset["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        let name = jobset["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let body = serde_json::to_vec(&jobset).unwrap_or_default();
+        if let Err(e) = create(
+            &self.shared,
+            Kind::JobSet,
+            &namespace,
+            &BTreeMap::new(),
+            &body,
+        ) {
+            panic!("kubectl create: {}", e.message);
+        }
+        self.jobsets()
+            .into_iter()
+            .find(|j| j["metadata"]["namespace"] == namespace && j["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("kubectl create: {namespace}/{name} not stored"))
+    }
+
+    /// `kubectl delete jobset`: background propagation, so the JobSet
+    /// goes at once and the garbage collector removes its pods.
+    pub fn kubectl_delete_jobset(&self, namespace: &str, name: &str) {
+        if let Err(e) = delete(
+            &self.shared,
+            Kind::JobSet,
+            namespace,
+            name,
+            &BTreeMap::new(),
+            b"",
+        ) {
+            panic!("kubectl delete: {}", e.message);
+        }
+    }
+
     /// Every JobSet currently stored, in creation order.
     pub fn jobsets(&self) -> Vec<Value> {
         let store = self.shared.lock();
@@ -1311,6 +1354,11 @@ enum Route {
         namespace: String,
         name: String,
     },
+    /// `jobsets/{name}/status`: the status subresource.
+    JobSetStatus {
+        namespace: String,
+        name: String,
+    },
     /// `jobs/{name}/status`: the status subresource.
     JobStatus {
         namespace: String,
@@ -1369,6 +1417,14 @@ fn route(path: &str) -> Result<Route, ApiError> {
         {
             item(Kind::JobSet, Some(ns), name)
         }
+        ["apis", "jobset.x-k8s.io", "v1alpha2", "namespaces", ns, "jobsets", name, "status"]
+            if !ns.is_empty() && !name.is_empty() =>
+        {
+            Ok(Route::JobSetStatus {
+                namespace: ns.to_string(),
+                name: name.to_string(),
+            })
+        }
         ["apis", "events.k8s.io", "v1", "namespaces", ns, "events"] if !ns.is_empty() => {
             collection(Kind::Event, Some(ns))
         }
@@ -1424,7 +1480,7 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
         } | Route::Item {
             kind: Kind::JobSet,
             ..
-        }
+        } | Route::JobSetStatus { .. }
     );
     if jobset_path && !shared.lock().jobset_api {
         return Err(ApiError::unknown_path(req.uri().path()));
@@ -1454,6 +1510,20 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
         (Route::JobStatus { namespace, name }, Method::PATCH) => {
             patch_job_status(&shared, &namespace, &name, &content_type, &query, &body)
         }
+        (Route::JobSetStatus { namespace, name }, Method::GET) => {
+            get(&shared, Kind::JobSet, Some(&namespace), &name)
+        }
+        (Route::JobSetStatus { namespace, name }, Method::PATCH) => {
+            patch_jobset_status(&shared, &namespace, &name, &content_type, &query, &body)
+        }
+        (
+            Route::Item {
+                kind: Kind::JobSet,
+                namespace: Some(namespace),
+                name,
+            },
+            Method::PATCH,
+        ) => patch_jobset(&shared, &namespace, &name, &content_type, &query, &body),
         (Route::Collection { kind, namespace }, Method::GET) => {
             let filter = Filter::from_query(kind, namespace, &query)?;
             if is_watch(&query)? {
@@ -2127,6 +2197,111 @@ fn patch_job_status(
             return Ok(new);
         }
         Ok(store.replace_at(Kind::Job, i, old, new))
+    })?;
+    Ok(json_response(StatusCode::OK, &updated))
+}
+
+/// PATCH of a JobSet: a JSON merge patch under the JobSet webhook's update
+/// rule (the replicated Jobs are immutable, but for their pod templates'
+/// labels, annotations, node selector, tolerations and scheduling gates
+/// while the JobSet is or becomes suspended); status stays the
+/// controller's.
+fn patch_jobset(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+    content_type: &str,
+    query: &BTreeMap<String, String>,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let patch = merge_patch_body(content_type, body)?;
+    let dry_run = query.contains_key("dryRun");
+    shared
+        .lock()
+        .patches
+        .push((namespace.to_string(), name.to_string(), patch.clone()));
+    let updated = shared.commit(|store| {
+        let (i, old, mut new) = store.patched(Kind::JobSet, namespace, name, &patch)?;
+        for key in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "generation",
+        ] {
+            new["metadata"][key] = old["metadata"][key].clone();
+        }
+        new["status"] = old["status"].clone();
+        default_jobset(&mut new);
+        let mut errors = validate_jobset(&new);
+        errors.extend(validate_jobset_update(&old, &new));
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(Kind::JobSet, name, errors));
+        }
+        if new == old || dry_run {
+            return Ok(new);
+        }
+        if new["spec"] != old["spec"] {
+            let generation = old["metadata"]["generation"].as_u64().unwrap_or(1);
+            new["metadata"]["generation"] = json!(generation + 1);
+        }
+        Ok(store.replace_at(Kind::JobSet, i, old, new))
+    })?;
+    Ok(json_response(StatusCode::OK, &updated))
+}
+
+/// The JobSet webhook's `ValidateUpdate` for the replicated Jobs.
+fn validate_jobset_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let suspended = old["spec"]["suspend"] == json!(true) || new["spec"]["suspend"] == json!(true);
+    let munge = |jobset: &Value| -> Value {
+        let mut jobs = jobset["spec"]["replicatedJobs"].clone();
+        if suspended {
+            for job in jobs.as_array_mut().into_iter().flatten() {
+                let template = &mut job["template"]["spec"]["template"];
+                if let Some(meta) = template["metadata"].as_object_mut() {
+                    meta.remove("labels");
+                    meta.remove("annotations");
+                }
+                if let Some(spec) = template["spec"].as_object_mut() {
+                    for key in ["nodeSelector", "tolerations", "schedulingGates"] {
+                        spec.remove(key);
+                    }
+                }
+            }
+        }
+        jobs
+    };
+    if munge(old) == munge(new) {
+        return Vec::new();
+    }
+    vec![FieldError::new(
+        "spec.replicatedJobs",
+        ErrorType::Invalid,
+        Some(&new["spec"]["replicatedJobs"]),
+        "field is immutable",
+    )]
+}
+
+/// PATCH of a JobSet's status subresource: only `status` changes.
+fn patch_jobset_status(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+    content_type: &str,
+    query: &BTreeMap<String, String>,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let patch = merge_patch_body(content_type, body)?;
+    let dry_run = query.contains_key("dryRun");
+    let updated = shared.commit(|store| {
+        let (i, old, decoded) = store.patched(Kind::JobSet, namespace, name, &patch)?;
+        let mut new = old.clone();
+        new["status"] = decoded["status"].clone();
+        if new == old || dry_run {
+            return Ok(new);
+        }
+        Ok(store.replace_at(Kind::JobSet, i, old, new))
     })?;
     Ok(json_response(StatusCode::OK, &updated))
 }

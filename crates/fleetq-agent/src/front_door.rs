@@ -36,6 +36,15 @@
 //! - a Job deleted by its user (a watch event, or missing from a re-list)
 //!   has its workload cancelled; the executor reports the admission
 //!   stopped, which frees the quota, only once the Job's pods are gone.
+//!
+//! JobSets (`jobset.x-k8s.io/v1alpha2`, where the cluster has the API)
+//! are queued the same way, named `jobset-<name>-<uid prefix>`, with one
+//! difference: a JobSet always runs as a copy, on whichever cluster it is
+//! admitted to (this one included), and the copy's status comes back
+//! onto it. The JobSet API lets a suspended JobSet's pod templates change
+//! only in labels, annotations, node selector, tolerations and scheduling
+//! gates, so its pods could not be pinned in place to the nodes the
+//! ledger charged; the copy is made pinned (docs/deploy.md, "JobSets").
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
@@ -49,7 +58,8 @@ use fleetq_proto::v1::fleet_q_client::FleetQClient;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Patch, PatchParams};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
+use kube::discovery::ApiResource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::Api;
@@ -105,18 +115,64 @@ const JOB_STATUS_FIELDS: [&str; 11] = [
     "uncountedTerminatedPods",
 ];
 
+/// What the front door queues: a batch/v1 Job, or a JobSet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QueuedKind {
+    Job,
+    JobSet,
+}
+
+impl QueuedKind {
+    fn resource(self) -> ApiResource {
+        match self {
+            QueuedKind::Job => ApiResource::erase::<Job>(&()),
+            QueuedKind::JobSet => crate::executor::kubernetes::jobset_resource(),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            QueuedKind::Job => "Job",
+            QueuedKind::JobSet => "JobSet",
+        }
+    }
+
+    /// Kueue's prefix of the Workload's name.
+    fn prefix(self) -> &'static str {
+        match self {
+            QueuedKind::Job => "job",
+            QueuedKind::JobSet => "jobset",
+        }
+    }
+
+    /// The conditions that say the object finished.
+    fn finished_conditions(self) -> [&'static str; 2] {
+        match self {
+            QueuedKind::Job => ["Complete", "Failed"],
+            QueuedKind::JobSet => ["Completed", "Failed"],
+        }
+    }
+}
+
 /// The Workload's name for a Job: `job-<name>-<first 8 hex digits of the
 /// uid>`, a DNS label of at most 63 characters (as Kueue's
 /// `job-<name>-<hash>`), stable for the Job and distinct from a later Job
 /// of the same name.
 pub fn workload_name(job_name: &str, uid: &str) -> String {
+    object_workload_name(QueuedKind::Job, job_name, uid)
+}
+
+/// [`workload_name`] for an object of `kind` (`jobset-<name>-<hash>` for a
+/// JobSet).
+pub fn object_workload_name(kind: QueuedKind, job_name: &str, uid: &str) -> String {
     let hash: String = uid
         .chars()
         .filter(char::is_ascii_alphanumeric)
         .take(8)
         .collect::<String>()
         .to_ascii_lowercase();
-    let room = 63 - "job-".len() - 1 - hash.len();
+    let prefix = kind.prefix();
+    let room = 63 - prefix.len() - 2 - hash.len();
     let base: String = job_name
         .to_ascii_lowercase()
         .chars()
@@ -124,7 +180,7 @@ pub fn workload_name(job_name: &str, uid: &str) -> String {
         .take(room)
         .collect();
     let base = base.trim_matches('-');
-    format!("job-{base}-{hash}")
+    format!("{prefix}-{base}-{hash}")
 }
 
 /// The Workload for a suspended, queue-labelled Job as the API server
@@ -133,9 +189,19 @@ pub fn workload_name(job_name: &str, uid: &str) -> String {
 /// however often it is read), with the adoption annotations, through the
 /// importer, renamed by [`workload_name`].
 pub fn workload_from_job(job: &Value, cluster: &str) -> Result<Workload, String> {
+    workload_from_object(QueuedKind::Job, job, cluster)
+}
+
+/// [`workload_from_job`] for an object of `kind`. A JobSet carries no
+/// adoption marks: it runs as a copy wherever it is admitted.
+pub fn workload_from_object(
+    kind: QueuedKind,
+    job: &Value,
+    cluster: &str,
+) -> Result<Workload, String> {
     let meta = &job["metadata"];
     let (Some(name), Some(uid)) = (meta["name"].as_str(), meta["uid"].as_str()) else {
-        return Err("the Job has no name or uid".into());
+        return Err(format!("the {} has no name or uid", kind.name()));
     };
     let namespace = meta["namespace"].as_str().unwrap_or("default");
     let mut annotations: serde_json::Map<String, Value> = meta["annotations"]
@@ -147,15 +213,17 @@ pub fn workload_from_job(job: &Value, cluster: &str) -> Result<Workload, String>
                 .collect()
         })
         .unwrap_or_default();
-    annotations.insert(ADOPT_CLUSTER.into(), json!(cluster));
-    annotations.insert(ADOPT_UID.into(), json!(uid));
+    if kind == QueuedKind::Job {
+        annotations.insert(ADOPT_CLUSTER.into(), json!(cluster));
+        annotations.insert(ADOPT_UID.into(), json!(uid));
+    }
     let mut metadata = json!({"name": name, "namespace": namespace, "annotations": annotations});
     if let Some(labels) = meta.get("labels").filter(|l| l.is_object()) {
         metadata["labels"] = labels.clone();
     }
     let manifest = json!({
-        "apiVersion": "batch/v1",
-        "kind": "Job",
+        "apiVersion": kind.resource().api_version,
+        "kind": kind.name(),
         "metadata": metadata,
         "spec": job["spec"],
     });
@@ -168,10 +236,10 @@ pub fn workload_from_job(job: &Value, cluster: &str) -> Result<Workload, String>
     })?;
     match documents.into_iter().next().map(|d| d.object) {
         Some(Object::Workload(mut w)) => {
-            w.name = workload_name(name, uid);
+            w.name = object_workload_name(kind, name, uid);
             Ok(w)
         }
-        _ => Err("the Job did not import as a Workload".into()),
+        _ => Err(format!("the {} did not import as a Workload", kind.name())),
     }
 }
 
@@ -278,26 +346,25 @@ fn note(text: &str) -> String {
 
 /// Whether a Job is finished (a true Complete or Failed condition) or is
 /// one fleetq's executor adopted: neither is suspended by the front door.
-fn finished_or_adopted(job: &Job) -> bool {
-    let adopted = job
+fn finished_or_adopted(kind: QueuedKind, object: &DynamicObject) -> bool {
+    let adopted = object
         .metadata
         .labels
         .as_ref()
         .is_some_and(|l| l.contains_key(crate::executor::kubernetes::LABEL_ADOPTED));
-    let finished = job
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-        });
+    let ends = kind.finished_conditions();
+    let finished = object.data["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["status"] == "True" && c["type"].as_str().is_some_and(|t| ends.contains(&t)));
     adopted || finished
 }
 
 /// One queue-labelled Job the front door looks after.
 #[derive(Debug)]
 struct Tracked {
+    kind: QueuedKind,
     namespace: String,
     job: String,
     workload: Workload,
@@ -347,8 +414,8 @@ pub struct FrontDoor {
     reporter: Reporter,
     /// Suspend queue-labelled Jobs created unsuspended (`suspend_queued_jobs`).
     suspend_unsuspended: bool,
-    /// Such Jobs, by uid: (namespace, name), to suspend next round.
-    to_suspend: HashMap<String, (String, String)>,
+    /// Such Jobs, by uid: (kind, namespace, name), to suspend next round.
+    to_suspend: HashMap<String, (QueuedKind, String, String)>,
 }
 
 impl FrontDoor {
@@ -385,40 +452,53 @@ impl FrontDoor {
         self
     }
 
-    /// Watches the cluster's queue-labelled Jobs until `shutdown`.
+    /// Watches the cluster's queue-labelled Jobs (and JobSets, where the
+    /// cluster has the API) until `shutdown`.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
-        let all: Api<Job> = Api::all(self.kube.clone());
-        let mut stream = watcher(all, watcher::Config::default().labels(QUEUE_NAME_LABEL))
-            .default_backoff()
-            .boxed();
+        let mut kinds = vec![QueuedKind::Job];
+        if self.has_jobsets().await {
+            kinds.push(QueuedKind::JobSet);
+        }
+        let streams = kinds.into_iter().map(|kind| {
+            let all: Api<DynamicObject> = Api::all_with(self.kube.clone(), &kind.resource());
+            watcher(all, watcher::Config::default().labels(QUEUE_NAME_LABEL))
+                .default_backoff()
+                .map(move |event| (kind, event))
+                .boxed()
+        });
+        let mut stream = futures::stream::select_all(streams);
         let mut tick = tokio::time::interval(TICK);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut listed: HashSet<String> = HashSet::new();
+        // What each kind's (re-)list has shown so far.
+        let mut listed: HashMap<QueuedKind, HashSet<String>> = HashMap::new();
         loop {
             tokio::select! {
                 event = stream.next() => match event {
-                    Some(Ok(watcher::Event::Apply(job))) => self.on_job(&job),
-                    Some(Ok(watcher::Event::InitApply(job))) => {
-                        listed.extend(job.metadata.uid.clone());
-                        self.on_job(&job);
+                    Some((kind, Ok(watcher::Event::Apply(object)))) => self.on_object(kind, &object),
+                    Some((kind, Ok(watcher::Event::InitApply(object)))) => {
+                        listed.entry(kind).or_default().extend(object.metadata.uid.clone());
+                        self.on_object(kind, &object);
                     }
-                    Some(Ok(watcher::Event::Delete(job))) => {
+                    Some((_, Ok(watcher::Event::Delete(object)))) => {
                         // Cancel at once: the executor waits for it.
-                        self.on_deleted(&job);
-                        if let Some(uid) = job.metadata.uid.as_deref() {
+                        self.on_deleted(&object);
+                        if let Some(uid) = object.metadata.uid.as_deref() {
                             let _ = self.work_on(uid).await;
                         }
                     }
-                    Some(Ok(watcher::Event::Init)) => listed.clear(),
-                    Some(Ok(watcher::Event::InitDone)) => {
+                    Some((kind, Ok(watcher::Event::Init))) => {
+                        listed.entry(kind).or_default().clear();
+                    }
+                    Some((kind, Ok(watcher::Event::InitDone))) => {
                         // Gone while the watch was away.
+                        let seen = listed.entry(kind).or_default();
                         for (uid, t) in self.jobs.iter_mut() {
-                            if !listed.contains(uid) {
+                            if t.kind == kind && !seen.contains(uid) {
                                 t.deleted = true;
                             }
                         }
                     }
-                    Some(Err(e)) => tracing::warn!(error = %e, "queued-Job watch interrupted; retrying"),
+                    Some((kind, Err(e))) => tracing::warn!(error = %e, kind = kind.name(), "queued-object watch interrupted; retrying"),
                     None => return,
                 },
                 _ = tick.tick() => self.work().await,
@@ -427,7 +507,25 @@ impl FrontDoor {
         }
     }
 
-    fn on_job(&mut self, job: &Job) {
+    /// Whether the cluster has a JobSet API this agent may read.
+    async fn has_jobsets(&self) -> bool {
+        let api: Api<DynamicObject> =
+            Api::all_with(self.kube.clone(), &QueuedKind::JobSet.resource());
+        match api.list(&ListParams::default().limit(1)).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::info!(error = %e, "front door: no JobSet API to watch; JobSets are not queued");
+                false
+            }
+        }
+    }
+
+    /// An API for the objects of `kind` in `namespace`.
+    fn objects(&self, kind: QueuedKind, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.kube.clone(), namespace, &kind.resource())
+    }
+
+    fn on_object(&mut self, kind: QueuedKind, job: &DynamicObject) {
         let Some(uid) = job.metadata.uid.clone() else {
             return;
         };
@@ -442,9 +540,9 @@ impl FrontDoor {
         }
         let value = match serde_json::to_value(job) {
             Ok(v) => v,
-            Err(e) => return tracing::warn!(error = %e, "cannot read a queued Job"),
+            Err(e) => return tracing::warn!(error = %e, "cannot read a queued object"),
         };
-        let suspended = job.spec.as_ref().and_then(|s| s.suspend) == Some(true);
+        let suspended = job.data["spec"]["suspend"] == json!(true);
         let annotation = job
             .metadata
             .annotations
@@ -453,7 +551,7 @@ impl FrontDoor {
             .cloned();
         let namespace = job.metadata.namespace.clone().unwrap_or_default();
         let name = job.metadata.name.clone().unwrap_or_default();
-        let expected = format!("{namespace}/{}", workload_name(&name, &uid));
+        let expected = format!("{namespace}/{}", object_workload_name(kind, &name, &uid));
         let ours = annotation.as_deref() == Some(expected.as_str());
         let elsewhere = ours
             && job
@@ -465,29 +563,30 @@ impl FrontDoor {
         // unless this front door suspends such Jobs (once: a finished or
         // adopted one is left alone).
         if !suspended && !ours {
-            if self.suspend_unsuspended && !finished_or_adopted(job) {
-                self.to_suspend.insert(uid, (namespace, name));
+            if self.suspend_unsuspended && !finished_or_adopted(kind, job) {
+                self.to_suspend.insert(uid, (kind, namespace, name));
             }
             return;
         }
         self.to_suspend.remove(&uid);
-        let (workload, refused) = match workload_from_job(&value, &self.cluster) {
+        let (workload, refused) = match workload_from_object(kind, &value, &self.cluster) {
             Ok(w) => (w, None),
             Err(e) => {
-                tracing::warn!(job = %format!("{namespace}/{name}"), error = %e, "cannot convert a queued Job");
+                tracing::warn!(object = %format!("{namespace}/{name}"), kind = kind.name(), error = %e, "cannot convert a queued object");
                 let placeholder = Workload {
                     namespace: namespace.clone(),
-                    name: workload_name(&name, &uid),
+                    name: object_workload_name(kind, &name, &uid),
                     labels: BTreeMap::new(),
                     spec: Default::default(),
                 };
                 (placeholder, Some(e))
             }
         };
-        tracing::info!(job = %format!("{namespace}/{name}"), workload = %workload.name, "queued Job found");
+        tracing::info!(object = %format!("{namespace}/{name}"), kind = kind.name(), workload = %workload.name, "queued object found");
         self.jobs.insert(
             uid,
             Tracked {
+                kind,
                 namespace,
                 job: name,
                 workload,
@@ -502,8 +601,8 @@ impl FrontDoor {
                 elsewhere,
                 final_tries: 0,
                 reference: ObjectReference {
-                    api_version: Some("batch/v1".into()),
-                    kind: Some("Job".into()),
+                    api_version: Some(kind.resource().api_version),
+                    kind: Some(kind.name().into()),
                     name: job.metadata.name.clone(),
                     namespace: job.metadata.namespace.clone(),
                     uid: job.metadata.uid.clone(),
@@ -515,7 +614,7 @@ impl FrontDoor {
         );
     }
 
-    fn on_deleted(&mut self, job: &Job) {
+    fn on_deleted(&mut self, job: &DynamicObject) {
         if let Some(t) = job.metadata.uid.as_ref().and_then(|u| self.jobs.get_mut(u)) {
             t.deleted = true;
         }
@@ -590,7 +689,12 @@ impl FrontDoor {
         let Some(t) = self.jobs.get(uid) else {
             return Ok(());
         };
-        let (namespace, job, name) = (t.namespace.clone(), t.job.clone(), t.workload.name.clone());
+        let (kind, namespace, job, name) = (
+            t.kind,
+            t.namespace.clone(),
+            t.job.clone(),
+            t.workload.name.clone(),
+        );
         if t.deleted {
             if t.submitted && !t.done {
                 let mut api = self.api().await.ok_or(())?;
@@ -618,7 +722,7 @@ impl FrontDoor {
                 self.tell(uid, EventType::Warning, "Refused", &why).await;
                 let mut shown = BTreeMap::new();
                 shown.insert(ANNOTATION_PENDING_REASON, Some(format!("Refused: {why}")));
-                if self.annotate(&namespace, &job, uid, &shown).await {
+                if self.annotate(kind, &namespace, &job, uid, &shown).await {
                     if let Some(t) = self.jobs.get_mut(uid) {
                         t.marked = true;
                     }
@@ -722,7 +826,7 @@ impl FrontDoor {
                 .jobs
                 .get(uid)
                 .is_some_and(|t| t.final_tries >= FINAL_MIRROR_TRIES);
-        if (wanted.is_empty() || self.annotate(&namespace, &job, uid, &wanted).await)
+        if (wanted.is_empty() || self.annotate(kind, &namespace, &job, uid, &wanted).await)
             && self.jobs.contains_key(uid)
         {
             if let Some(t) = self.jobs.get_mut(uid) {
@@ -747,12 +851,14 @@ impl FrontDoor {
         let Some(t) = self.jobs.get(uid) else {
             return true;
         };
+        let kind = t.kind;
         let multikueue = t.workload.managed_by_multikueue();
         let ran = matches!(
             status.state.as_str(),
             "Admitted" | "Running" | "Succeeded" | "Failed"
         );
         let copy = multikueue
+            || kind == QueuedKind::JobSet
             || t.elsewhere
             || (!status.cluster.is_empty() && status.cluster != self.cluster);
         let due = t
@@ -793,11 +899,18 @@ impl FrontDoor {
         if self.jobs.get(uid).and_then(|t| t.mirrored.as_ref()) == Some(&text) {
             return true;
         }
-        let api: Api<Job> = Api::namespaced(self.kube.clone(), &namespace);
+        let api = self.objects(kind, &namespace);
         let written = if multikueue {
             let mut patch = json!({"status": {}});
-            for field in JOB_STATUS_FIELDS {
-                patch["status"][field] = copy_status.get(field).cloned().unwrap_or(Value::Null);
+            match kind {
+                QueuedKind::Job => {
+                    for field in JOB_STATUS_FIELDS {
+                        patch["status"][field] =
+                            copy_status.get(field).cloned().unwrap_or(Value::Null);
+                    }
+                }
+                // A JobSet's status is written whole, as the copy has it.
+                QueuedKind::JobSet => patch["status"] = copy_status.clone(),
             }
             api.patch_status(&job, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
@@ -806,7 +919,7 @@ impl FrontDoor {
         } else {
             let mut shown = BTreeMap::new();
             shown.insert(ANNOTATION_REMOTE_STATUS, Some(text.clone()));
-            match self.annotate(&namespace, &job, uid, &shown).await {
+            match self.annotate(kind, &namespace, &job, uid, &shown).await {
                 true => Ok(()),
                 false => Err("annotation refused".to_string()),
             }
@@ -830,21 +943,22 @@ impl FrontDoor {
     /// then seen suspended and queued. A Job gone or replaced meanwhile
     /// (uid precondition) is dropped; another failure is tried again.
     async fn suspend_waiting(&mut self) {
-        let waiting: Vec<(String, (String, String))> = self.to_suspend.drain().collect();
-        for (uid, (namespace, name)) in waiting {
-            let api: Api<Job> = Api::namespaced(self.kube.clone(), &namespace);
+        let waiting: Vec<(String, (QueuedKind, String, String))> =
+            self.to_suspend.drain().collect();
+        for (uid, (kind, namespace, name)) in waiting {
+            let api = self.objects(kind, &namespace);
             let patch = json!({"metadata": {"uid": uid}, "spec": {"suspend": true}});
             match api
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
                 Ok(_) => {
-                    tracing::info!(job = %format!("{namespace}/{name}"), "a queue-labelled Job was created unsuspended: suspended, to be queued")
+                    tracing::info!(object = %format!("{namespace}/{name}"), kind = kind.name(), "a queue-labelled object was created unsuspended: suspended, to be queued")
                 }
                 Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
                 Err(e) => {
-                    tracing::warn!(job = %format!("{namespace}/{name}"), error = %e, "cannot suspend a queue-labelled Job; retrying");
-                    self.to_suspend.insert(uid, (namespace, name));
+                    tracing::warn!(object = %format!("{namespace}/{name}"), kind = kind.name(), error = %e, "cannot suspend a queue-labelled object; retrying");
+                    self.to_suspend.insert(uid, (kind, namespace, name));
                 }
             }
         }
@@ -880,12 +994,13 @@ impl FrontDoor {
     /// it is still the Job of `uid`.
     async fn annotate(
         &self,
+        kind: QueuedKind,
         namespace: &str,
         job: &str,
         uid: &str,
         annotations: &BTreeMap<&'static str, Option<String>>,
     ) -> bool {
-        let api: Api<Job> = Api::namespaced(self.kube.clone(), namespace);
+        let api = self.objects(kind, namespace);
         let patch = json!({"metadata": {"uid": uid, "annotations": annotations}});
         match api
             .patch(job, &PatchParams::default(), &Patch::Merge(&patch))
@@ -976,6 +1091,44 @@ mod tests {
         assert!(template["metadata"].get("managedFields").is_none());
         assert_eq!(template["metadata"]["annotations"]["team"], "ml");
         assert!(template.get("status").is_none());
+    }
+
+    /// A JobSet imports with a pod set per replicated Job, named as Kueue
+    /// names its Workload, and without adoption marks: it runs as a copy
+    /// wherever it is admitted, this cluster included.
+    #[test]
+    fn a_jobset_imports_as_kueue_would_and_is_never_adopted() {
+        let jobset = json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {
+                "name": "Train",
+                "namespace": "ml",
+                "uid": "ABCDEF12-0000",
+                "resourceVersion": "3",
+                "labels": {"kueue.x-k8s.io/queue-name": "team-a"},
+            },
+            "spec": {"suspend": true, "replicatedJobs": [{
+                "name": "workers",
+                "replicas": 3,
+                "template": {"spec": {"template": {"spec": {"containers": [{
+                    "name": "w",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                }]}}}},
+            }]},
+            "status": {"restarts": 0},
+        });
+        let w = workload_from_object(QueuedKind::JobSet, &jobset, "east").expect("imports");
+        assert_eq!(w.name, "jobset-train-abcdef12");
+        assert_eq!(
+            (w.spec.pod_sets[0].name.as_str(), w.spec.pod_sets[0].count),
+            ("workers", 3)
+        );
+        assert_eq!(adopted_by(&w, "east"), None);
+        let template = w.spec.run.job_template.expect("kept");
+        assert_eq!(template["kind"], "JobSet");
+        assert!(template.get("status").is_none());
+        assert!(template["metadata"].get("resourceVersion").is_none());
     }
 
     /// A Job handed to MultiKueue never runs in place, even here: its

@@ -1,12 +1,12 @@
-//! The status of the Job that runs an admission on this cluster, read
-//! from the API server when the leader asks (`WorkloadJobStatus`): the
-//! front door of the cluster where the user created the Job copies it
-//! back, as MultiKueue copies a worker's Job status to the manager.
-//! Jobs are found by the labels the executor puts on the Jobs it creates
-//! or adopts.
+//! The status of the Job (or JobSet) that runs an admission on this
+//! cluster, read from the API server when the leader asks
+//! (`WorkloadJobStatus`): the front door of the cluster where the user
+//! created the Job copies it back, as MultiKueue copies a worker's Job
+//! status to the manager. Jobs and JobSets are found by the labels the
+//! executor puts on the objects it creates or adopts.
 
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::ListParams;
+use kube::api::{DynamicObject, ListParams};
 use kube::Api;
 use serde_json::Value;
 
@@ -21,30 +21,60 @@ pub async fn read(
     epoch: u64,
 ) -> Result<(u64, Value), String> {
     let selector = workload_selector(cluster, workload);
-    let jobs = Api::<Job>::all(client)
+    let jobs = Api::<Job>::all(client.clone())
         .list(&ListParams::default().labels(&selector))
         .await
         .map_err(|e| format!("cannot list the Jobs of workload {workload}: {e}"))?;
-    let found = jobs.items.into_iter().filter_map(|job| {
-        let e = job
-            .metadata
-            .labels
-            .as_ref()?
-            .get(LABEL_EPOCH)?
-            .parse::<u64>()
-            .ok()?;
-        Some((e, job))
-    });
+    let found: Vec<(u64, Value)> = jobs
+        .items
+        .into_iter()
+        .filter_map(|job| {
+            let e = epoch_of(job.metadata.labels.as_ref()?)?;
+            Some((
+                e,
+                serde_json::to_value(job.status.unwrap_or_default()).ok()?,
+            ))
+        })
+        .collect();
+    let found = if found.is_empty() {
+        jobsets(client, &selector).await?
+    } else {
+        found
+    };
     let chosen = match epoch {
-        0 => found.max_by_key(|(e, _)| *e),
+        0 => found.into_iter().max_by_key(|(e, _)| *e),
         want => found.into_iter().find(|(e, _)| *e == want),
     };
-    let Some((epoch, job)) = chosen else {
-        return Err(format!(
-            "no Job of workload {workload} on this cluster (not created yet, or removed)"
-        ));
+    chosen.ok_or_else(|| {
+        format!("no Job of workload {workload} on this cluster (not created yet, or removed)")
+    })
+}
+
+fn epoch_of(labels: &std::collections::BTreeMap<String, String>) -> Option<u64> {
+    labels.get(LABEL_EPOCH)?.parse::<u64>().ok()
+}
+
+/// The (epoch, status) of the JobSets the selector finds; none where the
+/// cluster has no JobSet API.
+async fn jobsets(client: kube::Client, selector: &str) -> Result<Vec<(u64, Value)>, String> {
+    let api: Api<DynamicObject> = Api::all_with(client, &super::kubernetes::jobset_resource());
+    let list = match api.list(&ListParams::default().labels(selector)).await {
+        Ok(list) => list,
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 403 => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot list JobSets: {e}")),
     };
-    let status = serde_json::to_value(job.status.unwrap_or_default())
-        .map_err(|e| format!("cannot encode the Job's status: {e}"))?;
-    Ok((epoch, status))
+    Ok(list
+        .items
+        .into_iter()
+        .filter_map(|js| {
+            let e = epoch_of(js.metadata.labels.as_ref()?)?;
+            Some((
+                e,
+                js.data
+                    .get("status")
+                    .cloned()
+                    .unwrap_or_else(|| serde_json::json!({})),
+            ))
+        })
+        .collect())
 }

@@ -66,7 +66,7 @@ use crate::kubernetes::{
 };
 
 mod jobset;
-pub use jobset::{jobset_manifest, jobset_name};
+pub use jobset::{api_resource as jobset_resource, jobset_manifest, jobset_name};
 
 /// Kueue's queue label: a Job carrying it would be held by a Kueue running
 /// in the target cluster, so fleetq's copy drops it.
