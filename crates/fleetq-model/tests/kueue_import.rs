@@ -2262,3 +2262,28 @@ fn fair_sharing_weights_keep_nano_precision() {
         "{errors:?}"
     );
 }
+
+/// On `fleetq dev` the simulated executor runs a workload for its
+/// `run.duration`: a Job or JobSet says how long with `fleetq.dev/duration`
+/// (without it, it runs until stopped).
+#[test]
+fn jobs_and_jobsets_take_a_simulated_duration() {
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: j\n  labels: {kueue.x-k8s.io/queue-name: q}\n  annotations: {fleetq.dev/duration: 90s}\nspec:\n  template:\n    spec:\n      containers: [{name: c}]\n";
+    assert_eq!(
+        imported_workload(job).spec.run.duration,
+        Some(Duration::from_secs(90))
+    );
+    let jobset = TRAINING_JOBSET.replace(
+        "  name: train\n",
+        "  name: train\n  annotations: {fleetq.dev/duration: 2m}\n",
+    );
+    assert_eq!(
+        imported_workload(&jobset).spec.run.duration,
+        Some(Duration::from_secs(120))
+    );
+    let errors = lines(&import_err(&job.replace("90s", "soon")));
+    assert!(
+        errors.contains(r#"metadata.annotations["fleetq.dev/duration"]"#),
+        "{errors}"
+    );
+}

@@ -90,6 +90,19 @@ pub(crate) fn read(
     out
 }
 
+/// `fleetq.dev/duration` on a Job or JobSet: how long the simulated
+/// executor (`fleetq dev`) runs it; without it, until it is stopped. The
+/// object's other `fleetq.dev/` annotations are left alone (the front
+/// door writes its own onto the Jobs it queues).
+pub(crate) fn simulated_duration(
+    annotations: &BTreeMap<String, String>,
+    at: &Location,
+    errors: &mut Vec<FieldError>,
+) -> Option<Duration> {
+    let text = annotations.get(DURATION_ANNOTATION)?;
+    duration(text, &annotation_path(DURATION_ANNOTATION), at, errors)
+}
+
 fn duration(
     text: &str,
     path: &str,

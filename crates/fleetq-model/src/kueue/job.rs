@@ -186,6 +186,7 @@ pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldErr
             }
         });
     let maximum_execution_time = maximum_execution_time(&metadata, &spec, at, &mut errors);
+    let duration = super::annotations::simulated_duration(&metadata.annotations, at, &mut errors);
     super::annotations::check_kueue_keys(&metadata.labels, &metadata.annotations, at, &mut errors);
     check_completions_equal_parallelism(&metadata.annotations, &spec, at, &mut errors);
     check_elastic(
@@ -215,7 +216,7 @@ pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldErr
         image: pod.first_image(),
         env: pod.first_env(),
         job_template: Some(job_template),
-        ..RunSpec::default()
+        duration,
     };
     let workload = NamedWorkload {
         source_name: format!("Job/{namespace}/{name}"),

@@ -144,6 +144,7 @@ pub(super) fn jobset(value: Value, at: &Location) -> Result<Converted, Vec<Field
         }
     }
     let maximum_execution_time = max_exec_time(&metadata, at, &mut errors);
+    let duration = super::annotations::simulated_duration(&metadata.annotations, at, &mut errors);
     super::annotations::check_kueue_keys(&metadata.labels, &metadata.annotations, at, &mut errors);
 
     let pod_sets: Vec<PodSet> = replicated
@@ -161,7 +162,7 @@ pub(super) fn jobset(value: Value, at: &Location) -> Result<Converted, Vec<Field
         image: first.and_then(|p| p.first_image()),
         env: first.map(|p| p.first_env()).unwrap_or_default(),
         job_template: Some(template),
-        ..RunSpec::default()
+        duration,
     };
     let workload = NamedWorkload {
         source_name: format!("JobSet/{namespace}/{name}"),
