@@ -1045,6 +1045,10 @@ fn check_agents(objects: &[Object], values: &Json) {
     for verb in ["create", "get", "list", "watch", "delete"] {
         assert!(allows("jobset.x-k8s.io", "jobsets", verb), "jobsets {verb}");
     }
+    // Pod workloads (plain Pods, Kueue pod groups) run as pods.
+    for verb in ["create", "delete"] {
+        assert!(allows("", "pods", verb), "pods {verb}");
+    }
     assert!(allows("", "pods/log", "get"), "pods/log get");
     for verb in ["create", "patch"] {
         assert!(allows("events.k8s.io", "events", verb), "events {verb}");

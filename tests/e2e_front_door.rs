@@ -457,7 +457,7 @@ fn a_kubectl_created_jobset_is_queued_run_as_a_copy_and_cancelled_on_delete() {
     let h100 = [("nvidia.com/gpu.product", H100)];
     kube.put_node(node("gpu-a", &h100, &[("nvidia.com/gpu", "8")]));
     let group = Group::configured(&["--lease-ttl", "5s"]);
-    let _agent = start_agent(&group, &kube);
+    let agent = start_agent(&group, &kube);
 
     let created = kube.kubectl_create_jobset(queued_jobset("llama"));
     let workload = workload_of(&created).replacen("job-", "jobset-", 1);
@@ -484,12 +484,14 @@ fn a_kubectl_created_jobset_is_queued_run_as_a_copy_and_cancelled_on_delete() {
         pods["spec"]["affinity"].to_string().contains(H100),
         "the copy's pods are pinned: {pods}"
     );
-    let original = user_jobset(&kube, "llama").expect("the user's JobSet");
+    // The front door annotates the user's JobSet on its own time.
+    let original = wait_for(Duration::from_secs(30), || {
+        user_jobset(&kube, "llama").filter(|j| {
+            j["metadata"]["annotations"]["fleetq.dev/workload"] == format!("default/{workload}")
+        })
+    })
+    .unwrap_or_else(|| panic!("never annotated: {:#?}", user_jobset(&kube, "llama")));
     assert_eq!(original["spec"]["suspend"], true, "the original waits");
-    assert_eq!(
-        original["metadata"]["annotations"]["fleetq.dev/workload"],
-        format!("default/{workload}")
-    );
 
     // The copy's status comes back onto the user's JobSet.
     kube.start_jobset_pods("default", &copy_name, "gpu-a");
@@ -521,6 +523,45 @@ fn a_kubectl_created_jobset_is_queued_run_as_a_copy_and_cancelled_on_delete() {
         kube.events()
     );
 
+    // The agent restarts: the running copy is left alone, nothing is
+    // submitted or copied twice, and a JobSet created meanwhile is
+    // queued once.
+    let before = state(&group, &workload).expect("running");
+    drop(agent);
+    let late = kube.kubectl_create_jobset(queued_jobset("late"));
+    let late_wl = workload_of(&late).replacen("job-", "jobset-", 1);
+    let agent = start_agent(&group, &kube);
+    wait_state(&group, &late_wl, &["Admitted", "Running"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let after = wait_state(&group, &workload, &["Running"]);
+    assert_eq!(
+        after["epoch"], before["epoch"],
+        "the same admission: {after}"
+    );
+    let mut names: Vec<String> = workloads(&group, 1)
+        .iter()
+        .filter_map(|w| w["name"].as_str().map(String::from))
+        .collect();
+    names.sort();
+    let mut want = vec![workload.clone(), late_wl.clone()];
+    want.sort();
+    assert_eq!(names, want);
+    let copies_of = |id: &str| {
+        kube.jobsets()
+            .iter()
+            .filter(|j| j["metadata"]["labels"]["fleetq.dev/workload-id"] == id)
+            .count()
+    };
+    assert_eq!(copies_of(&id), 1, "one copy: {:#?}", kube.jobsets());
+    let late_id = state(&group, &late_wl).expect("late")["id"]
+        .as_u64()
+        .expect("id")
+        .to_string();
+    wait_for(Duration::from_secs(30), || {
+        (copies_of(&late_id) == 1).then_some(())
+    })
+    .unwrap_or_else(|| panic!("late's copy: {:#?}", kube.jobsets()));
+
     // kubectl delete: the workload is cancelled and the copy deleted.
     kube.kubectl_delete_jobset("default", "llama");
     wait_state(&group, &workload, &["Cancelled"]);
@@ -533,4 +574,5 @@ fn a_kubectl_created_jobset_is_queued_run_as_a_copy_and_cancelled_on_delete() {
     })
     .unwrap_or_else(|| panic!("the copy was not deleted: {:#?}", kube.jobsets()));
     assert!(kube.refusals().is_empty(), "{:#?}", kube.refusals());
+    drop(agent);
 }

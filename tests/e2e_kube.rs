@@ -644,6 +644,34 @@ fn a_pod_that_cannot_start_on_its_node_is_reported() {
     wait_state(&group, "stuck", "Running");
 }
 
+/// A fake cluster with one node of 8 H100s, a three-node group with
+/// [`CONFIG`] applied, and an agent whose inventory has come in.
+fn one_h100_node_cluster() -> (FakeKube, Group, Process) {
+    one_h100_node_cluster_with(fake_kube::Options::default())
+}
+
+/// [`one_h100_node_cluster`] with the test API server's `options`.
+fn one_h100_node_cluster_with(options: fake_kube::Options) -> (FakeKube, Group, Process) {
+    let kube = FakeKube::start_with(options);
+    kube.put_node(node(
+        "gpu-a",
+        &[("nvidia.com/gpu.product", H100)],
+        &[("nvidia.com/gpu", "8")],
+    ));
+    let group = Group::start(3, &["--lease-ttl", "5s"]);
+    group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
+    assert!(out.status.success(), "{}", text(&out));
+    let agent = start_agent(&group, &kube);
+    wait_for(Duration::from_secs(20), || {
+        (gpu_capacity(&group) == Some(8)).then_some(())
+    })
+    .unwrap_or_else(|| panic!("inventory: {:?}\n{}", capacity(&group), agent_log(&group)));
+    (kube, group, agent)
+}
+
 /// A Kueue JobSet: a driver without devices and two Jobs of one 2-GPU
 /// worker each.
 const JOBSET: &str = r#"apiVersion: jobset.x-k8s.io/v1alpha2
@@ -693,23 +721,7 @@ fn jobset_of(kube: &FakeKube, workload: &str) -> Option<Value> {
 /// cancel deletes it (foreground) and frees the quota once it is gone.
 #[test]
 fn a_kueue_jobset_runs_as_a_jobset_and_its_status_maps_back() {
-    let kube = FakeKube::start();
-    kube.put_node(node(
-        "gpu-a",
-        &[("nvidia.com/gpu.product", H100)],
-        &[("nvidia.com/gpu", "8")],
-    ));
-    let group = Group::start(3, &["--lease-ttl", "5s"]);
-    group
-        .wait_leader(Duration::from_secs(15))
-        .expect("a leader is elected");
-    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
-    assert!(out.status.success(), "{}", text(&out));
-    let agent = start_agent(&group, &kube);
-    wait_for(Duration::from_secs(20), || {
-        (gpu_capacity(&group) == Some(8)).then_some(())
-    })
-    .unwrap_or_else(|| panic!("inventory: {:?}\n{}", capacity(&group), agent_log(&group)));
+    let (kube, group, agent) = one_h100_node_cluster();
 
     let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], JOBSET);
     assert!(out.status.success(), "{}", text(&out));
@@ -812,30 +824,182 @@ fn a_kueue_jobset_runs_as_a_jobset_and_its_status_maps_back() {
     drop(agent);
 }
 
+/// A Kueue pod group (KEP-976): a driver and two GPU workers.
+fn pod_group(name: &str) -> String {
+    (0..3)
+        .map(|i| {
+            let (role, gpus) = if i == 0 { ("driver", 0) } else { ("worker", 2) };
+            format!(
+                r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}-{i}
+  namespace: default
+  labels:
+    kueue.x-k8s.io/queue-name: team-a
+    kueue.x-k8s.io/pod-group-name: {name}
+    role: {role}
+  annotations:
+    kueue.x-k8s.io/pod-group-total-count: "3"
+spec:
+  restartPolicy: Never
+  schedulingGates: [{{name: kueue.x-k8s.io/admission}}]
+  containers:
+  - name: main
+    image: ray:2
+    resources:
+      limits:
+        nvidia.com/gpu: {gpus}
+"#
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+fn pods_of(kube: &FakeKube, workload: &str) -> Vec<Value> {
+    kube.pods()
+        .into_iter()
+        .filter(|p| p["metadata"]["labels"]["fleetq.dev/workload"] == workload)
+        .collect()
+}
+
+fn pod_names(pods: &[Value]) -> Vec<String> {
+    let mut names: Vec<String> = pods
+        .iter()
+        .filter_map(|p| p["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
+}
+
+/// `fleetq apply` of a Kueue pod group: one workload of a pod set per role
+/// (4 GPUs charged), created in the cluster as its three pods, which the
+/// API server accepts, ungated, the workers pinned to the flavor's GPUs;
+/// Running once every pod runs, Succeeded once all have; the agent
+/// restarted finds the group again; a pod that fails takes the rest of
+/// its group down before the workload fails; a cancel deletes the pods.
+#[test]
+fn a_kueue_pod_group_runs_as_its_pods_and_their_phases_map_back() {
+    let (kube, group, agent) = one_h100_node_cluster();
+
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], &pod_group("ray"));
+    assert!(out.status.success(), "{}", text(&out));
+    let pods = wait_for(Duration::from_secs(20), || {
+        let pods = pods_of(&kube, "ray");
+        (pods.len() == 3).then_some(pods)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no pods: {:?}\nrefused: {:#?}\nagent log:\n{}",
+            state(&group, "ray"),
+            kube.refusals(),
+            agent_log(&group)
+        )
+    });
+    assert!(kube.refusals().is_empty(), "{:#?}", kube.refusals());
+    let w = state(&group, "ray").expect("the workload");
+    assert_eq!(
+        w["requests"]
+            .as_str()
+            .map(|r| r.contains("nvidia.com/gpu: 2 x 2")),
+        Some(true),
+        "{w}"
+    );
+    for pod in &pods {
+        assert!(pod["spec"]["schedulingGates"].is_null(), "ungated: {pod}");
+        assert!(pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"].is_null());
+        let pinned = pod["spec"]["affinity"].to_string().contains(H100);
+        let worker = pod["metadata"]["labels"]["role"] == "worker";
+        assert_eq!(pinned, worker, "only the workers hold GPUs: {pod}");
+    }
+    let names = pod_names(&pods);
+    for name in &names[..2] {
+        kube.set_pod_phase("default", name, "Running");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert_ne!(
+        state(&group, "ray").map(|w| w["state"].clone()),
+        Some(json!("Running")),
+        "not before every pod runs"
+    );
+    kube.set_pod_phase("default", &names[2], "Running");
+    let running = wait_state(&group, "ray", "Running");
+    drop(agent);
+    let agent = start_agent(&group, &kube);
+    std::thread::sleep(Duration::from_secs(2));
+    let w = wait_state(&group, "ray", "Running");
+    assert_eq!(w["epoch"], running["epoch"], "the same admission: {w}");
+    assert_eq!(pods_of(&kube, "ray").len(), 3, "no second set of pods");
+    for name in &names {
+        kube.set_pod_phase("default", name, "Succeeded");
+    }
+    wait_state(&group, "ray", "Succeeded");
+
+    // One pod fails: the others are deleted, then the workload fails.
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], &pod_group("flaky"));
+    assert!(out.status.success(), "{}", text(&out));
+    let flaky = wait_for(Duration::from_secs(20), || {
+        let pods = pods_of(&kube, "flaky");
+        (pods.len() == 3).then_some(pod_names(&pods))
+    })
+    .expect("flaky's pods");
+    for name in &flaky {
+        kube.set_pod_phase("default", name, "Running");
+    }
+    wait_state(&group, "flaky", "Running");
+    kube.set_pod_phase("default", &flaky[1], "Failed");
+    wait_state(&group, "flaky", "Failed");
+    let described = text(&group.cli(1, &["describe", "workload", "flaky"]));
+    assert!(
+        described.contains(&format!("pod {} failed", flaky[1])),
+        "{described}"
+    );
+    assert!(
+        pods_of(&kube, "flaky").is_empty(),
+        "its pods are gone first"
+    );
+
+    // The agent stops with a group short of pods (as if it stopped while
+    // creating them): once back, it deletes the rest, then Failed.
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], &pod_group("half"));
+    assert!(out.status.success(), "{}", text(&out));
+    let half = wait_for(Duration::from_secs(20), || {
+        let pods = pods_of(&kube, "half");
+        (pods.len() == 3).then_some(pod_names(&pods))
+    })
+    .expect("half's pods");
+    drop(agent);
+    kube.delete_pod("default", &half[2]);
+    let agent = start_agent(&group, &kube);
+    wait_state(&group, "half", "Failed");
+    let described = text(&group.cli(1, &["describe", "workload", "half"]));
+    assert!(described.contains("2 of 3"), "{described}");
+    assert!(pods_of(&kube, "half").is_empty(), "its pods are gone first");
+
+    // A cancel deletes the pods and frees the quota once they are gone.
+    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], &pod_group("doomed"));
+    assert!(out.status.success(), "{}", text(&out));
+    wait_for(Duration::from_secs(20), || {
+        (pods_of(&kube, "doomed").len() == 3).then_some(())
+    })
+    .expect("doomed's pods");
+    let out = group.cli(1, &["cancel", "doomed"]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_state(&group, "doomed", "Cancelled");
+    assert!(pods_of(&kube, "doomed").is_empty(), "the pods are gone");
+    assert!(kube.refusals().is_empty(), "{:#?}", kube.refusals());
+    drop(agent);
+}
+
 /// A cluster without the JobSet API: a JobSet admitted there fails with
 /// the reason, and the agent keeps running Jobs.
 #[test]
 fn a_jobset_on_a_cluster_without_the_jobset_api_fails_saying_so() {
-    let kube = FakeKube::start_with(fake_kube::Options {
+    let (kube, group, _agent) = one_h100_node_cluster_with(fake_kube::Options {
         jobset_api: false,
         ..fake_kube::Options::default()
     });
-    kube.put_node(node(
-        "gpu-a",
-        &[("nvidia.com/gpu.product", H100)],
-        &[("nvidia.com/gpu", "8")],
-    ));
-    let group = Group::start(3, &["--lease-ttl", "5s"]);
-    group
-        .wait_leader(Duration::from_secs(15))
-        .expect("a leader is elected");
-    let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], CONFIG);
-    assert!(out.status.success(), "{}", text(&out));
-    let _agent = start_agent(&group, &kube);
-    wait_for(Duration::from_secs(20), || {
-        (gpu_capacity(&group) == Some(8)).then_some(())
-    })
-    .unwrap_or_else(|| panic!("inventory: {:?}\n{}", capacity(&group), agent_log(&group)));
     let out = cli_stdin(group.addr(1), &["apply", "-f", "-"], JOBSET);
     assert!(out.status.success(), "{}", text(&out));
     wait_state(&group, "llama", "Failed");

@@ -52,7 +52,7 @@ impl Report {
 }
 
 /// Kinds in the order the summary lists them: what others depend on first.
-const KIND_ORDER: [&str; 10] = [
+const KIND_ORDER: [&str; 11] = [
     "Topology",
     "ResourceFlavor",
     "Cohort",
@@ -63,6 +63,7 @@ const KIND_ORDER: [&str; 10] = [
     "Workload",
     "Job",
     "JobSet",
+    "Pod",
 ];
 
 pub fn run(args: &ValidateArgs) -> ExitCode {

@@ -130,6 +130,8 @@ const IMPORTABLE_EXAMPLES: &[&str] = &[
     "cohort-quotas-v1alpha1.yaml",
     "cohort-quotas.yaml",
     "dedicated-and-fallback-flavors.yaml",
+    "kueue-pod-group.yaml",
+    "kueue-pod.yaml",
     "provisioning-sample-job.yaml",
     "quick-start-job.yaml",
     "quick-start-setup.yaml",
@@ -2286,4 +2288,261 @@ fn jobs_and_jobsets_take_a_simulated_duration() {
         errors.contains(r#"metadata.annotations["fleetq.dev/duration"]"#),
         "{errors}"
     );
+}
+
+/// A pod of Kueue's KEP-976 example: a group `ray` of one driver and
+/// workers that differ only in their command.
+fn group_pod(name: &str, role: &str, total: &str) -> String {
+    let (image, gpus) = if role == "driver" {
+        ("driver:1", "0")
+    } else {
+        ("worker:1", "1")
+    };
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: team-a
+  labels:
+    kueue.x-k8s.io/queue-name: team-a
+    kueue.x-k8s.io/pod-group-name: ray
+    app: {role}
+  annotations:
+    kueue.x-k8s.io/pod-group-total-count: "{total}"
+    fleetq.dev/duration: 30s
+spec:
+  restartPolicy: Never
+  schedulingGates: [{{name: kueue.x-k8s.io/admission}}]
+  containers:
+  - name: main
+    image: {image}
+    command: [run, {name}]
+    resources:
+      requests: {{cpu: "1", nvidia.com/gpu: "{gpus}"}}
+      limits: {{nvidia.com/gpu: "{gpus}"}}
+"#
+    )
+}
+
+fn ray_group(total: &str) -> String {
+    [
+        group_pod("ray-driver", "driver", total),
+        group_pod("ray-worker-0", "worker", total),
+        group_pod("ray-worker-1", "worker", total),
+    ]
+    .join("---\n")
+}
+
+#[test]
+fn a_plain_pod_is_a_workload_of_one_pod() {
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: notebook\n  namespace: team-a\n  labels: {kueue.x-k8s.io/queue-name: team-a}\nspec:\n  priorityClassName: high\n  containers:\n  - name: main\n    image: jupyter:1\n    resources: {limits: {nvidia.com/gpu: \"1\"}}\n";
+    let docs = import_ok(pod);
+    assert_eq!(
+        (docs[0].source.kind.as_str(), docs[0].source.name.as_str()),
+        ("Pod", "Pod/team-a/notebook")
+    );
+    let workload = imported_workload(pod);
+    assert_eq!(
+        (workload.namespace.as_str(), workload.name.as_str()),
+        ("team-a", "notebook")
+    );
+    let [pod_set] = workload.spec.pod_sets.as_slice() else {
+        panic!("{:?}", workload.spec.pod_sets)
+    };
+    assert_eq!((pod_set.name.as_str(), pod_set.count), ("main", 1));
+    assert_eq!(pod_set.requests["nvidia.com/gpu"], q("1"));
+    assert_eq!(workload.spec.priority_class_name.as_deref(), Some("high"));
+    let template = workload.spec.run.job_template.as_ref().expect("kept");
+    assert_eq!(template["kind"], "Pod");
+    assert_eq!(
+        fleetq_model::kueue::job_template_problem(&workload.spec),
+        None
+    );
+}
+
+#[test]
+fn a_pod_group_is_one_workload_with_a_pod_set_per_role() {
+    let workload = imported_workload(&ray_group("3"));
+    assert_eq!(
+        (workload.namespace.as_str(), workload.name.as_str()),
+        ("team-a", "ray")
+    );
+    let sets: Vec<(usize, u32, Option<Quantity>)> = workload
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| {
+            (
+                p.name.len(),
+                p.count,
+                p.requests.get("nvidia.com/gpu").copied(),
+            )
+        })
+        .collect();
+    // Roles hash to 8 hex digits; the command differs between the
+    // workers, but it does not make a role.
+    assert_eq!(sets, [(8, 1, None), (8, 2, Some(q("1")))]);
+    assert!(workload.spec.pod_sets[0]
+        .name
+        .chars()
+        .all(|c| c.is_ascii_hexdigit()));
+    assert_eq!(workload.spec.run.duration, Some(Duration::from_secs(30)));
+    let template = workload.spec.run.job_template.as_ref().expect("kept");
+    assert_eq!(template["kind"], "List");
+    assert_eq!(template["items"].as_array().map(Vec::len), Some(3));
+    assert_eq!(
+        fleetq_model::kueue::job_template_problem(&workload.spec),
+        None
+    );
+
+    // The same pods in a v1 List, as kubectl get -o yaml writes them.
+    let items: Vec<String> = ray_group("3")
+        .split("---\n")
+        .map(|doc| {
+            let indented: Vec<String> = doc.lines().map(|l| format!("  {l}")).collect();
+            format!("- {}", indented.join("\n").trim_start())
+        })
+        .collect();
+    let list = format!("apiVersion: v1\nkind: List\nitems:\n{}\n", items.join("\n"));
+    let from_list = imported_workload(&list);
+    assert_eq!(from_list.spec.pod_sets, workload.spec.pod_sets);
+}
+
+#[test]
+fn a_pod_group_is_refused_incomplete_or_inconsistent() {
+    let two_of_three = [
+        group_pod("ray-driver", "driver", "3"),
+        group_pod("ray-worker-0", "worker", "3"),
+    ]
+    .join("---\n");
+    let errors = lines(&import_err(&two_of_three));
+    assert!(
+        errors.contains(r#"document 2: Pod/team-a/ray-worker-0: metadata.annotations["kueue.x-k8s.io/pod-group-total-count"]: pod group team-a/ray has 2 pods in the manifest, but its total count is 3"#),
+        "{errors}"
+    );
+
+    let mixed = ray_group("3")
+        .replacen("pod-group-total-count: \"3\"", "pod-group-total-count: \"4\"", 1)
+        .replacen(
+            "kueue.x-k8s.io/queue-name: team-a\n    kueue.x-k8s.io/pod-group-name: ray\n    app: worker",
+            "kueue.x-k8s.io/queue-name: team-b\n    kueue.x-k8s.io/pod-group-name: ray\n    app: worker",
+            1,
+        )
+        .replacen("name: ray-worker-1", "name: ray-worker-0", 1);
+    let errors = lines(&import_err(&mixed));
+    for expected in [
+        "this pod says 3 pods, its first pod (ray-driver) says 4",
+        r#"metadata.labels["kueue.x-k8s.io/queue-name"]: pod group team-a/ray: this pod names LocalQueue "team-b""#,
+        r#"metadata.name: pod group team-a/ray has two pods named "ray-worker-0""#,
+    ] {
+        assert!(errors.contains(expected), "{expected}\nnot in:\n{errors}");
+    }
+
+    let one = group_pod("p", "worker", "1");
+    for (bad, expected) in [
+        (
+            one.replace("    kueue.x-k8s.io/pod-group-total-count: \"1\"\n", ""),
+            r#"metadata.annotations["kueue.x-k8s.io/pod-group-total-count"]: is required on a pod of a group"#,
+        ),
+        (
+            one.replace("    kueue.x-k8s.io/pod-group-name: ray\n", ""),
+            "is set, but the pod has no kueue.x-k8s.io/pod-group-name label",
+        ),
+        (
+            one.replace("total-count: \"1\"", "total-count: \"0\""),
+            r#""0" must be a whole number of pods, at least 1"#,
+        ),
+        (
+            one.replace("pod-group-name: ray", "pod-group-name: Ray_Group"),
+            r#"metadata.labels["kueue.x-k8s.io/pod-group-name"]: "Ray_Group" names the group's Workload"#,
+        ),
+        (
+            one.replace(
+                "    fleetq.dev/duration: 30s\n",
+                "    kueue.x-k8s.io/job-min-parallelism: \"1\"\n",
+            ),
+            "not supported by fleetq",
+        ),
+        (
+            one.replace(
+                "    fleetq.dev/duration: 30s\n",
+                "    kueue.x-k8s.io/podset-required-topology: rack\n",
+            ),
+            "a plain Pod or pod group is placed without one",
+        ),
+        (
+            one.replace("    kueue.x-k8s.io/queue-name: team-a\n", ""),
+            "is required: it names the LocalQueue the Pod is submitted to",
+        ),
+    ] {
+        let errors = lines(&import_err(&bad));
+        assert!(errors.contains(expected), "{expected}\nnot in:\n{errors}");
+    }
+
+    // More roles than a workload has pod sets.
+    let many: Vec<String> = (0..20)
+        .map(|i| {
+            group_pod(&format!("p{i}"), "worker", "20").replace("worker:1", &format!("worker:{i}"))
+        })
+        .collect();
+    let errors = lines(&import_err(&many.join("---\n")));
+    assert!(
+        errors.contains("pod group team-a/ray has 20 roles"),
+        "{errors}"
+    );
+}
+
+#[test]
+fn a_pod_group_template_asks_for_no_more_than_its_charge() {
+    let workload = imported_workload(&ray_group("3"));
+    let mut extra = workload.clone();
+    let template = extra.spec.run.job_template.as_mut().expect("kept");
+    let worker = template["items"][2].clone();
+    template["items"].as_array_mut().expect("list").push(worker);
+    let (path, message) = fleetq_model::kueue::job_template_problem(&extra.spec).expect("refused");
+    assert_eq!(path, "run.jobTemplate.items[3]");
+    assert!(message.contains("which is charged for 2"), "{message}");
+
+    let mut greedy = workload.clone();
+    let template = greedy.spec.run.job_template.as_mut().expect("kept");
+    template["items"][0]["spec"]["containers"][0]["image"] = "other:1".into();
+    let (path, message) = fleetq_model::kueue::job_template_problem(&greedy.spec).expect("refused");
+    assert_eq!(path, "run.jobTemplate.items[0]");
+    assert!(
+        message.contains("not a pod set of the workload"),
+        "{message}"
+    );
+}
+
+/// Kueue's own examples (site/static/examples/pods-kueue): a plain Pod,
+/// and a group of two identical pods made with generateName.
+#[test]
+fn kueue_pod_examples_import_as_kueue_builds_their_workloads() {
+    let pod = imported_workload(&fixture("kueue-pod.yaml"));
+    assert!(pod.name.starts_with("kueue-sleep-"), "{}", pod.name);
+    assert_eq!(pod.spec.queue_name, "user-queue");
+    assert_eq!(
+        pod.spec
+            .pod_sets
+            .iter()
+            .map(|p| (p.name.as_str(), p.count))
+            .collect::<Vec<_>>(),
+        [("main", 1)]
+    );
+    let group = imported_workload(&fixture("kueue-pod-group.yaml"));
+    assert_eq!(group.name, "sample-group");
+    let [pod_set] = group.spec.pod_sets.as_slice() else {
+        panic!("one role: {:?}", group.spec.pod_sets)
+    };
+    assert_eq!(pod_set.count, 2);
+    assert_eq!(pod_set.requests["cpu"], q("3"));
+    let template = group.spec.run.job_template.as_ref().expect("kept");
+    let names: Vec<&str> = template["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["metadata"]["generateName"].as_str())
+        .collect();
+    assert_eq!(names, ["sample-pod-", "sample-pod-"]);
 }

@@ -66,7 +66,9 @@ use crate::kubernetes::{
 };
 
 mod jobset;
+mod pods;
 pub use jobset::{api_resource as jobset_resource, jobset_manifest, jobset_name};
+pub use pods::{pod_manifests, LABEL_POD_COUNT};
 
 /// Kueue's queue label: a Job carrying it would be held by a Kueue running
 /// in the target cluster, so fleetq's copy drops it.
@@ -177,6 +179,17 @@ pub fn job_manifest(
     )?;
     serde_json::from_value(job)
         .map_err(|e| format!("run.jobTemplate: not a valid batch/v1 Job: {e}"))
+}
+
+/// The kind of the workload's `run.jobTemplate`, if it has one.
+fn template_kind(workload: &Workload) -> Option<&str> {
+    workload
+        .spec
+        .run
+        .job_template
+        .as_ref()?
+        .get("kind")?
+        .as_str()
 }
 
 /// The labels that tie an object and its pods to one admission.
@@ -659,11 +672,13 @@ pub fn phase_of(job: &Job) -> Option<(Event, String)> {
     (ready >= needed).then(|| (Event::Running, String::new()))
 }
 
-/// What the executor runs an admission as: a batch/v1 Job, or a JobSet.
+/// What the executor runs an admission as: a batch/v1 Job, a JobSet, or
+/// plain pods (a Pod, or the pods of a group).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum RunKind {
     Job,
     JobSet,
+    Pods,
 }
 
 impl RunKind {
@@ -671,6 +686,7 @@ impl RunKind {
         match self {
             RunKind::Job => "Job",
             RunKind::JobSet => "JobSet",
+            RunKind::Pods => "Pod",
         }
     }
 }
@@ -687,6 +703,15 @@ impl RunObject for Job {
     const KIND: RunKind = RunKind::Job;
     fn phase(&self) -> Option<(Event, String)> {
         phase_of(self)
+    }
+}
+
+/// One pod of a pod workload: created through [`create`]; the group's
+/// state comes from all of its pods ([`watch_pod_groups`]), not one.
+impl RunObject for Pod {
+    const KIND: RunKind = RunKind::Pods;
+    fn phase(&self) -> Option<(Event, String)> {
+        None
     }
 }
 
@@ -730,6 +755,24 @@ struct Tracked {
 }
 
 impl Tracked {
+    /// An admission first met in a list or watch event (a restarted
+    /// executor), from its object's metadata.
+    fn listed(kind: RunKind, meta: &kube::api::ObjectMeta) -> Tracked {
+        Tracked {
+            kind,
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            reported: None,
+            stopping: meta.deletion_timestamp.is_some(),
+            seen: true,
+            adopted: meta
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(LABEL_ADOPTED)),
+            stop_asked: false,
+        }
+    }
+
     fn finished(&self) -> bool {
         matches!(self.reported, Some(Event::Succeeded | Event::Failed))
     }
@@ -750,6 +793,9 @@ pub struct KubernetesExecutor {
     cluster: String,
     mapping: FlavorMapping,
     finished_job_ttl: Option<Duration>,
+    /// The same, for the pod watcher, which deletes a finished pod
+    /// admission's pods itself (no controller owns them).
+    finished_pods_ttl: Arc<Mutex<Option<Duration>>>,
     jobs: Jobs,
     events: mpsc::UnboundedSender<Report>,
 }
@@ -782,6 +828,34 @@ impl KubernetesExecutor {
             events.clone(),
         ));
         let jobsets = watch_jobsets(&client, cluster, &selector, &jobs, &events).await?;
+        // Pod admissions are tracked before the executor starts, as Jobs
+        // are, so what a restarted agent says it runs includes them; their
+        // state comes with the watch's first list.
+        let pod_selector = format!("{selector},{LABEL_POD_COUNT}");
+        let all_pods: Api<Pod> = Api::all(client.clone());
+        let existing = all_pods
+            .list(&ListParams::default().labels(&pod_selector))
+            .await
+            .map_err(|e| format!("kubernetes: cannot list this cluster's pods: {e}"))?;
+        for pod in &existing.items {
+            track_listed_pod(&jobs, pod);
+        }
+        for (key, namespace, found, expected) in pods::incomplete_groups(&existing.items) {
+            fail_incomplete_group(
+                &client, cluster, &jobs, &events, key, namespace, found, expected,
+            );
+        }
+        let finished_pods_ttl = Arc::new(Mutex::new(Some(DEFAULT_FINISHED_JOB_TTL)));
+        tokio::spawn(watch_pod_groups(
+            PodWatch {
+                client: client.clone(),
+                cluster: cluster.to_string(),
+                selector: pod_selector,
+                finished_ttl: finished_pods_ttl.clone(),
+            },
+            Arc::downgrade(&jobs),
+            events.clone(),
+        ));
         // An admission is waiting while the executor tracks it and has
         // reported nothing for it yet.
         let tracked = Arc::downgrade(&jobs);
@@ -804,6 +878,7 @@ impl KubernetesExecutor {
             cluster: cluster.to_string(),
             mapping,
             finished_job_ttl: Some(DEFAULT_FINISHED_JOB_TTL),
+            finished_pods_ttl,
             jobs,
             events,
         })
@@ -837,6 +912,10 @@ impl KubernetesExecutor {
 
     pub fn with_finished_job_ttl(mut self, ttl: Option<Duration>) -> KubernetesExecutor {
         self.finished_job_ttl = ttl;
+        *self
+            .finished_pods_ttl
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = ttl;
         self
     }
 
@@ -849,6 +928,9 @@ impl KubernetesExecutor {
         }
         if jobset::runs_as_jobset(workload) {
             return self.start_jobset(id, epoch, workload, assignment);
+        }
+        if pods::runs_as_pods(workload) {
+            return self.start_pods(id, epoch, workload, assignment);
         }
         let job = match job_manifest(
             id,
@@ -866,10 +948,15 @@ impl KubernetesExecutor {
             return;
         }
         let api: Api<Job> = Api::namespaced(self.client.clone(), &workload.namespace);
-        let jobs = self.jobs.clone();
-        let events = self.events.clone();
+        self.spawn_create(id, epoch, api, job);
+    }
+
+    /// Creates a tracked admission's object in the background; Failed
+    /// (and untracked) if the API server refuses it.
+    fn spawn_create<K: RunObject>(&self, id: u64, epoch: u64, api: Api<K>, object: K) {
+        let (jobs, events) = (self.jobs.clone(), self.events.clone());
         tokio::spawn(async move {
-            if let Err(e) = create(&api, &job).await {
+            if let Err(e) = create(&api, &object).await {
                 if lock(&jobs).remove(&(id, epoch)).is_some() {
                     report(&events, id, epoch, Event::Failed, e);
                 }
@@ -906,11 +993,59 @@ impl KubernetesExecutor {
         }
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &workload.namespace, &resource);
+        self.spawn_create(id, epoch, api, object);
+    }
+
+    /// Creates the admission's pods (a repeat is ignored); Failed if one
+    /// is refused, after deleting those made.
+    fn start_pods(&mut self, id: u64, epoch: u64, workload: &Workload, assignment: &Assignment) {
+        let pods = match pod_manifests(
+            id,
+            epoch,
+            &self.cluster,
+            workload,
+            assignment,
+            &self.mapping,
+        ) {
+            Ok(p) => p,
+            Err(e) => return report(&self.events, id, epoch, Event::Failed, e),
+        };
+        let Some(first) = pods.first() else {
+            return report(
+                &self.events,
+                id,
+                epoch,
+                Event::Failed,
+                "run.jobTemplate: no pods".into(),
+            );
+        };
+        if !self.track(id, epoch, RunKind::Pods, workload, &first.metadata) {
+            return;
+        }
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &workload.namespace);
         let (jobs, events) = (self.jobs.clone(), self.events.clone());
+        let (client, namespace, cluster) = (
+            self.client.clone(),
+            workload.namespace.clone(),
+            self.cluster.clone(),
+        );
         tokio::spawn(async move {
-            if let Err(e) = create(&api, &object).await {
-                if lock(&jobs).remove(&(id, epoch)).is_some() {
-                    report(&events, id, epoch, Event::Failed, e);
+            for pod in &pods {
+                if let Err(e) = create(&api, pod).await {
+                    // Half a group holds devices for nothing.
+                    delete_pods_until_gone(
+                        &client,
+                        &namespace,
+                        &cluster,
+                        id,
+                        epoch,
+                        Duration::ZERO,
+                    )
+                    .await;
+                    if lock(&jobs).remove(&(id, epoch)).is_some() {
+                        report(&events, id, epoch, Event::Failed, e);
+                    }
+                    return;
                 }
             }
         });
@@ -1090,12 +1225,16 @@ impl KubernetesExecutor {
         let (jobs, events) = (self.jobs.clone(), self.events.clone());
         let client = self.client.clone();
         let jobsets = self.jobsets.clone();
+        let cluster = self.cluster.clone();
         tokio::spawn(async move {
             match (kind, jobsets) {
                 (RunKind::JobSet, Some(resource)) => {
                     let api: Api<DynamicObject> =
                         Api::namespaced_with(client, &namespace, &resource);
                     delete_until_gone(&api, &name, grace).await;
+                }
+                (RunKind::Pods, _) => {
+                    delete_pods_until_gone(&client, &namespace, &cluster, id, epoch, grace).await;
                 }
                 _ => {
                     let api: Api<Job> = Api::namespaced(client, &namespace);
@@ -1223,6 +1362,49 @@ async fn delete_until_gone<K: RunObject>(api: &Api<K>, name: &str, grace: Durati
     }
 }
 
+/// Deletes the pods of a pod admission and waits until they are gone
+/// (retrying the API as long as it takes: a stop must finish).
+async fn delete_pods_until_gone(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    id: u64,
+    epoch: u64,
+    grace: Duration,
+) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let selector = format!(
+        "{LABEL_WORKLOAD_ID}={id},{LABEL_EPOCH}={epoch},{LABEL_CLUSTER}={},{LABEL_POD_COUNT}",
+        label_value(cluster)
+    );
+    let params = DeleteParams {
+        grace_period_seconds: Some(grace.as_secs().min(u64::from(u32::MAX)) as u32),
+        ..DeleteParams::default()
+    };
+    loop {
+        match api.list(&ListParams::default().labels(&selector)).await {
+            Ok(list) if list.items.is_empty() => return,
+            Ok(list) => {
+                for pod in list.items {
+                    if pod.metadata.deletion_timestamp.is_some() {
+                        continue;
+                    }
+                    let name = pod.metadata.name.unwrap_or_default();
+                    match api.delete(&name, &params).await {
+                        Ok(_) => {}
+                        Err(kube::Error::Api(e)) if e.code == 404 => {}
+                        Err(e) => {
+                            tracing::warn!(pod = %name, error = %e, "deleting a pod failed; retrying")
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot list a pod admission's pods; retrying"),
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// Waits until no pod of the admission is left in `namespace` (retrying
 /// the API as long as it takes).
 async fn wait_pods_gone(
@@ -1254,19 +1436,9 @@ fn on_object<K: RunObject>(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, 
         return;
     };
     let mut jobs = lock(jobs);
-    let tracked = jobs.entry(key).or_insert_with(|| Tracked {
-        kind: K::KIND,
-        namespace: meta.namespace.clone().unwrap_or_default(),
-        name: meta.name.clone().unwrap_or_default(),
-        reported: None,
-        stopping: meta.deletion_timestamp.is_some(),
-        seen: true,
-        adopted: meta
-            .labels
-            .as_ref()
-            .is_some_and(|l| l.contains_key(LABEL_ADOPTED)),
-        stop_asked: false,
-    });
+    let tracked = jobs
+        .entry(key)
+        .or_insert_with(|| Tracked::listed(K::KIND, meta));
     tracked.seen = true;
     if tracked.stopping {
         return;
@@ -1458,6 +1630,264 @@ async fn watch_objects<K: RunObject>(
             }
         }
     }
+}
+
+/// What the pod watcher needs besides the executor's table.
+struct PodWatch {
+    client: kube::Client,
+    cluster: String,
+    selector: String,
+    finished_ttl: Arc<Mutex<Option<Duration>>>,
+}
+
+/// Watches the pods fleetq started for pod admissions and reports each
+/// group's state as its pods change ([`pods::group_phase`]). No
+/// controller owns these pods, so the watcher also does a controller's
+/// part: when a pod fails (or is deleted behind fleetq's back) the
+/// group's other pods are deleted before Failed is reported, so its
+/// quota is freed only once nothing of it runs; a finished group's pods
+/// are deleted after the finished-job TTL. The first list also rebuilds
+/// what a restarted agent tracks.
+async fn watch_pod_groups(
+    watch: PodWatch,
+    jobs: std::sync::Weak<Mutex<HashMap<(u64, u64), Tracked>>>,
+    events: mpsc::UnboundedSender<Report>,
+) {
+    let api: Api<Pod> = Api::all(watch.client.clone());
+    let mut stream = watcher(api, watcher::Config::default().labels(&watch.selector))
+        .default_backoff()
+        .boxed();
+    let mut store = pods::PodGroupStore::new();
+    let mut relisted = pods::PodGroupStore::new();
+    // A pod of each admission the (re-)list showed, to read its labels.
+    let mut listed_pods: HashMap<(u64, u64), Pod> = HashMap::new();
+    while let Some(event) = stream.next().await {
+        let Some(jobs) = jobs.upgrade() else { return };
+        let (key, outcome, namespace) = match event {
+            Ok(watcher::Event::Apply(pod)) => {
+                let Some(key) = store_pod(&mut store, &pod) else {
+                    continue;
+                };
+                let outcome = on_pod_group(&jobs, key, &store, &pod);
+                (key, outcome, pod.metadata.namespace.unwrap_or_default())
+            }
+            Ok(watcher::Event::InitApply(pod)) => {
+                if let Some(key) = store_pod(&mut relisted, &pod) {
+                    listed_pods.insert(key, pod);
+                }
+                continue;
+            }
+            Ok(watcher::Event::Delete(pod)) => {
+                let Some(key) = admission_of(&pod.metadata) else {
+                    continue;
+                };
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                if let Some(group) = store.get_mut(&key) {
+                    group.remove(&name);
+                    if group.is_empty() {
+                        store.remove(&key);
+                    }
+                }
+                let outcome = on_pod_gone(&jobs, key, &name);
+                (key, outcome, pod.metadata.namespace.unwrap_or_default())
+            }
+            Ok(watcher::Event::Init) => {
+                relisted.clear();
+                listed_pods.clear();
+                continue;
+            }
+            Ok(watcher::Event::InitDone) => {
+                store = std::mem::take(&mut relisted);
+                // What the list shows, as if each pod had just changed
+                // (a restarted agent), then admissions whose pods all went
+                // while the watch was away (no event came for them).
+                for (key, pod) in listed_pods.drain() {
+                    let outcome = on_pod_group(&jobs, key, &store, &pod);
+                    let namespace = pod.metadata.namespace.unwrap_or_default();
+                    settle_pods(&watch, &jobs, &events, key, outcome, namespace);
+                }
+                let missing: Vec<((u64, u64), String)> = lock(&jobs)
+                    .iter()
+                    .filter(|(k, t)| t.kind == RunKind::Pods && t.seen && !store.contains_key(k))
+                    .map(|(k, t)| (*k, t.namespace.clone()))
+                    .collect();
+                for (key, namespace) in missing {
+                    let outcome = on_pod_gone(&jobs, key, "(every pod)");
+                    settle_pods(&watch, &jobs, &events, key, outcome, namespace);
+                }
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, kind = "Pod", "watch interrupted; retrying");
+                continue;
+            }
+        };
+        settle_pods(&watch, &jobs, &events, key, outcome, namespace);
+    }
+}
+
+/// What a pod event means for its admission.
+enum PodOutcome {
+    Nothing,
+    /// Report this now (Running).
+    Report(Event, String),
+    /// Succeeded: report now, delete the pods after the TTL.
+    Finished,
+    /// Failed: delete the group's pods, then report.
+    Failed(String),
+}
+
+fn settle_pods(
+    watch: &PodWatch,
+    jobs: &Arc<Mutex<HashMap<(u64, u64), Tracked>>>,
+    events: &mpsc::UnboundedSender<Report>,
+    key: (u64, u64),
+    outcome: PodOutcome,
+    namespace: String,
+) {
+    let (id, epoch) = key;
+    let (client, cluster) = (watch.client.clone(), watch.cluster.clone());
+    match outcome {
+        PodOutcome::Nothing => {}
+        PodOutcome::Report(event, message) => report(events, id, epoch, event, message),
+        PodOutcome::Finished => {
+            report(events, id, epoch, Event::Succeeded, String::new());
+            let ttl = *watch.finished_ttl.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(ttl) = ttl else { return };
+            let jobs = Arc::downgrade(jobs);
+            tokio::spawn(async move {
+                tokio::time::sleep(ttl).await;
+                delete_pods_until_gone(&client, &namespace, &cluster, id, epoch, Duration::ZERO)
+                    .await;
+                if let Some(jobs) = jobs.upgrade() {
+                    let mut jobs = lock(&jobs);
+                    if jobs.get(&key).is_some_and(Tracked::finished) {
+                        jobs.remove(&key);
+                    }
+                }
+            });
+        }
+        PodOutcome::Failed(message) => {
+            let (jobs, events) = (jobs.clone(), events.clone());
+            tokio::spawn(async move {
+                delete_pods_until_gone(&client, &namespace, &cluster, id, epoch, Duration::ZERO)
+                    .await;
+                if lock(&jobs).remove(&key).is_some() {
+                    report(&events, id, epoch, Event::Failed, message);
+                }
+            });
+        }
+    }
+}
+
+/// A group a restarted executor finds with pods missing (it stopped
+/// while creating them): its pods are deleted, then it is Failed, so its
+/// quota comes back once nothing of it runs.
+#[allow(clippy::too_many_arguments)]
+fn fail_incomplete_group(
+    client: &kube::Client,
+    cluster: &str,
+    jobs: &Jobs,
+    events: &mpsc::UnboundedSender<Report>,
+    key: (u64, u64),
+    namespace: String,
+    found: usize,
+    expected: usize,
+) {
+    if let Some(tracked) = lock(jobs).get_mut(&key) {
+        tracked.stopping = true;
+    }
+    let (client, cluster, jobs, events) = (
+        client.clone(),
+        cluster.to_string(),
+        jobs.clone(),
+        events.clone(),
+    );
+    tokio::spawn(async move {
+        delete_pods_until_gone(&client, &namespace, &cluster, key.0, key.1, Duration::ZERO).await;
+        if lock(&jobs).remove(&key).is_some() {
+            let why = format!(
+                "the agent stopped while creating this admission's pods ({found} of {expected} \
+                 existed); they were deleted"
+            );
+            report(&events, key.0, key.1, Event::Failed, why);
+        }
+    });
+}
+
+/// Tracks the admission of a pod a restarted executor finds.
+fn track_listed_pod(jobs: &Jobs, pod: &Pod) {
+    let Some(key) = admission_of(&pod.metadata) else {
+        return;
+    };
+    lock(jobs)
+        .entry(key)
+        .or_insert_with(|| Tracked::listed(RunKind::Pods, &pod.metadata));
+}
+
+/// Records a pod's state; its admission, if it carries one.
+fn store_pod(store: &mut pods::PodGroupStore, pod: &Pod) -> Option<(u64, u64)> {
+    let key = admission_of(&pod.metadata)?;
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    store
+        .entry(key)
+        .or_default()
+        .insert(name, pods::PodState::of(pod));
+    Some(key)
+}
+
+/// What a group's pods newly say (tracking the admission if a restarted
+/// agent does not yet).
+fn on_pod_group(
+    jobs: &Jobs,
+    key: (u64, u64),
+    store: &pods::PodGroupStore,
+    pod: &Pod,
+) -> PodOutcome {
+    let Some(group) = store.get(&key) else {
+        return PodOutcome::Nothing;
+    };
+    let mut jobs = lock(jobs);
+    let tracked = jobs
+        .entry(key)
+        .or_insert_with(|| Tracked::listed(RunKind::Pods, &pod.metadata));
+    tracked.seen = true;
+    if tracked.stopping || tracked.finished() {
+        return PodOutcome::Nothing;
+    }
+    let expected = pods::expected_pods(pod).unwrap_or(group.len());
+    match pods::group_phase(group, expected) {
+        Some((event, _)) if tracked.reported == Some(event) => PodOutcome::Nothing,
+        Some((Event::Succeeded, _)) => {
+            tracked.reported = Some(Event::Succeeded);
+            PodOutcome::Finished
+        }
+        Some((Event::Failed, message)) => {
+            // Stopping: later events of its pods change nothing.
+            tracked.stopping = true;
+            PodOutcome::Failed(message)
+        }
+        Some((event, message)) => {
+            tracked.reported = Some(event);
+            PodOutcome::Report(event, message)
+        }
+        None => PodOutcome::Nothing,
+    }
+}
+
+/// A pod of a running group deleted by someone else: the group failed.
+fn on_pod_gone(jobs: &Jobs, key: (u64, u64), name: &str) -> PodOutcome {
+    let mut jobs = lock(jobs);
+    let Some(tracked) = jobs.get_mut(&key) else {
+        return PodOutcome::Nothing;
+    };
+    if tracked.kind != RunKind::Pods || tracked.stopping || tracked.finished() {
+        return PodOutcome::Nothing;
+    }
+    tracked.stopping = true;
+    PodOutcome::Failed(format!(
+        "pod {name} was deleted by someone other than fleetq"
+    ))
 }
 
 #[cfg(test)]

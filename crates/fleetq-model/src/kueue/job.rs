@@ -270,6 +270,49 @@ pub(super) fn queue_of(
     }
 }
 
+/// Kueue's `kueue.x-k8s.io/max-exec-time-seconds` label (a Job also has
+/// `activeDeadlineSeconds`).
+pub(super) fn max_exec_time_label(
+    metadata: &ObjectMeta,
+    at: &Location,
+    errors: &mut Vec<FieldError>,
+) -> Option<Duration> {
+    let text = metadata.labels.get(MAX_EXEC_TIME_LABEL)?;
+    match text.trim().parse::<u32>() {
+        Ok(seconds) if seconds > 0 => Some(Duration::from_secs(seconds.into())),
+        _ => {
+            errors.push(at.error(
+                label_path(MAX_EXEC_TIME_LABEL),
+                format!("{text:?} must be a whole number of seconds > 0"),
+            ));
+            None
+        }
+    }
+}
+
+/// Kueue's partial admission is the Job integration's alone: a `whole`
+/// (JobSet, pod group) carrying its annotation is refused.
+pub(super) fn refuse_partial_admission(
+    metadata: &ObjectMeta,
+    whole: &str,
+    at: &Location,
+    errors: &mut Vec<FieldError>,
+) {
+    if metadata
+        .annotations
+        .contains_key(MIN_PARALLELISM_ANNOTATION)
+    {
+        let path = annotation_path(MIN_PARALLELISM_ANNOTATION);
+        errors.push(at.error(
+            &path,
+            super::unsupported::message(
+                &path,
+                &format!("Kueue admits a {whole} whole; partial admission is for batch/v1 Jobs"),
+            ),
+        ));
+    }
+}
+
 /// Kueue's order: the WorkloadPriorityClass label, else the first pod
 /// template that names a PriorityClass (else the global default, at
 /// binding).
@@ -322,18 +365,7 @@ fn maximum_execution_time(
             None
         }
     };
-    let label = metadata.labels.get(MAX_EXEC_TIME_LABEL).and_then(|text| {
-        match text.trim().parse::<u32>() {
-            Ok(seconds) if seconds > 0 => Some(Duration::from_secs(seconds.into())),
-            _ => {
-                errors.push(at.error(
-                    label_path(MAX_EXEC_TIME_LABEL),
-                    format!("{text:?} must be a whole number of seconds > 0"),
-                ));
-                None
-            }
-        }
-    });
+    let label = max_exec_time_label(metadata, at, errors);
     match (deadline, label) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -395,6 +427,13 @@ pub fn job_template_problem(spec: &WorkloadSpec) -> Option<(String, String)> {
     }
     if template.get("kind").and_then(Value::as_str) == Some("JobSet") {
         return super::jobset::template_problem(spec, template)
+            .map(|(path, message)| (format!("run.jobTemplate{path}"), message));
+    }
+    if matches!(
+        template.get("kind").and_then(Value::as_str),
+        Some("Pod" | "List")
+    ) {
+        return super::pod_group::template_problem(spec, template)
             .map(|(path, message)| (format!("run.jobTemplate{path}"), message));
     }
     let [pod_set] = spec.pod_sets.as_slice() else {

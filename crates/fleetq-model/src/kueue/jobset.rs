@@ -14,14 +14,15 @@ use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::job::{job_spec_problem, priority_of, queue_of};
+use super::job::{
+    job_spec_problem, max_exec_time_label, priority_of, queue_of, refuse_partial_admission,
+};
 use super::meta::{annotation_path, decode, Location, ObjectMeta};
 use super::pod::PodTemplate;
 use super::topology::{job_request, pod_set_rewrites, ALL_ANNOTATIONS};
 use super::workload::{pod_requests, workload_name, NamedWorkload};
 use super::{
-    Converted, DEFAULT_NAMESPACE, MAX_EXEC_TIME_LABEL, MIN_PARALLELISM_ANNOTATION,
-    PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL,
+    Converted, DEFAULT_NAMESPACE, MAX_EXEC_TIME_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL,
 };
 use crate::config::MAX_POD_SETS;
 use crate::workload::{RunSpec, WorkloadSpec};
@@ -122,19 +123,7 @@ pub(super) fn jobset(value: Value, at: &Location) -> Result<Converted, Vec<Field
             ),
         ));
     }
-    // Kueue's partial admission is the Job integration's alone.
-    if metadata
-        .annotations
-        .contains_key(MIN_PARALLELISM_ANNOTATION)
-    {
-        errors.push(at.error(
-            annotation_path(MIN_PARALLELISM_ANNOTATION),
-            super::unsupported::message(
-                &annotation_path(MIN_PARALLELISM_ANNOTATION),
-                "Kueue admits a JobSet whole; partial admission is for batch/v1 Jobs",
-            ),
-        ));
-    }
+    refuse_partial_admission(&metadata, "JobSet", at, &mut errors);
     for key in ALL_ANNOTATIONS {
         if metadata.annotations.contains_key(key) {
             errors.push(at.error(
@@ -143,7 +132,7 @@ pub(super) fn jobset(value: Value, at: &Location) -> Result<Converted, Vec<Field
             ));
         }
     }
-    let maximum_execution_time = max_exec_time(&metadata, at, &mut errors);
+    let maximum_execution_time = max_exec_time_label(&metadata, at, &mut errors);
     let duration = super::annotations::simulated_duration(&metadata.annotations, at, &mut errors);
     super::annotations::check_kueue_keys(&metadata.labels, &metadata.annotations, at, &mut errors);
 
@@ -283,25 +272,6 @@ fn check_derived_names(
                 63usize.saturating_sub(longest + NAME_ROOM - job.name.len())
             ),
         ));
-    }
-}
-
-/// Kueue's `kueue.x-k8s.io/max-exec-time-seconds` label.
-fn max_exec_time(
-    metadata: &ObjectMeta,
-    at: &Location,
-    errors: &mut Vec<FieldError>,
-) -> Option<std::time::Duration> {
-    let text = metadata.labels.get(MAX_EXEC_TIME_LABEL)?;
-    match text.trim().parse::<u32>() {
-        Ok(seconds) if seconds > 0 => Some(std::time::Duration::from_secs(seconds.into())),
-        _ => {
-            errors.push(at.error(
-                super::meta::label_path(MAX_EXEC_TIME_LABEL),
-                format!("{text:?} must be a whole number of seconds > 0"),
-            ));
-            None
-        }
     }
 }
 

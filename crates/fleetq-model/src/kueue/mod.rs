@@ -12,6 +12,7 @@
 //! | `kueue.x-k8s.io/v1alpha1` | Cohort |
 //! | `batch/v1` | Job (becomes a Workload, as Kueue's job integration does) |
 //! | `jobset.x-k8s.io/v1alpha2` | JobSet (becomes a Workload of a pod set per replicated Job, as Kueue's JobSet integration does) |
+//! | `v1` | Pod (a plain Pod becomes a Workload of one pod; the pods of a `kueue.x-k8s.io/pod-group-name` group become one Workload of a pod set per role, as Kueue's pod integration does) |
 //!
 //! Kueue kinds are decoded strictly: an unknown field anywhere in `spec` is
 //! an error with its path, because a misspelt `lendingLimit` that is silently
@@ -31,6 +32,7 @@ mod job;
 mod jobset;
 mod meta;
 mod pod;
+mod pod_group;
 pub(crate) mod rules;
 pub(crate) mod syntax;
 mod topology;
@@ -45,6 +47,7 @@ use crate::FieldError;
 pub use job::{job_template_problem, MAX_JOB_TEMPLATE_BYTES};
 pub(crate) use meta::join as join_path;
 use meta::Location;
+pub use pod_group::{pod_role, POD_GROUP_NAME_LABEL, POD_GROUP_TOTAL_COUNT_ANNOTATION};
 pub use topology::{
     JOB_COMPLETION_INDEX_LABEL, PREFERRED_ANNOTATION, REQUIRED_ANNOTATION,
     SLICE_REQUIRED_ANNOTATION, SLICE_SIZE_ANNOTATION, UNCONSTRAINED_ANNOTATION,
@@ -133,6 +136,7 @@ enum Kind {
     Workload,
     Job,
     JobSet,
+    Pod,
     Configuration,
     Namespace,
     Topology,
@@ -155,7 +159,7 @@ const KUEUE_CONFIG: &[&str] = &[
 
 const SUPPORTED: &str = "fleetq imports kueue.x-k8s.io/v1beta1 and v1beta2 ResourceFlavor, \
     ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload and Topology; Cohort in \
-    kueue.x-k8s.io/v1alpha1, v1beta1 and v1beta2; batch/v1 Job; jobset.x-k8s.io/v1alpha2 JobSet; \
+    kueue.x-k8s.io/v1alpha1, v1beta1 and v1beta2; batch/v1 Job; jobset.x-k8s.io/v1alpha2 JobSet; v1 Pod; \
     config.kueue.x-k8s.io/v1beta1 and v1beta2 Configuration; scheduling.k8s.io/v1 PriorityClass; \
     v1 Namespace; and v1 List of those";
 
@@ -171,6 +175,7 @@ impl Kind {
             "Workload" => Kind::Workload,
             "Job" => Kind::Job,
             "JobSet" => Kind::JobSet,
+            "Pod" => Kind::Pod,
             "Configuration" => Kind::Configuration,
             "Namespace" => Kind::Namespace,
             "Topology" => Kind::Topology,
@@ -185,7 +190,7 @@ impl Kind {
             Kind::JobSet => JOBSET_V1ALPHA2,
             Kind::PriorityClass => SCHEDULING_V1,
             Kind::Configuration => KUEUE_CONFIG,
-            Kind::Namespace => CORE_V1,
+            Kind::Namespace | Kind::Pod => CORE_V1,
             _ => KUEUE_V1BETA,
         }
     }
@@ -193,7 +198,7 @@ impl Kind {
     fn is_namespaced(self) -> bool {
         matches!(
             self,
-            Kind::LocalQueue | Kind::Workload | Kind::Job | Kind::JobSet
+            Kind::LocalQueue | Kind::Workload | Kind::Job | Kind::JobSet | Kind::Pod
         )
     }
 }
@@ -209,15 +214,22 @@ pub fn import_manifests(yaml: &str) -> Result<Vec<ImportedDocument>, Vec<FieldEr
     let (documents, syntax_error) = documents::split_documents(yaml);
     let mut imported = Vec::new();
     let mut errors = Vec::new();
+    // A pod group's pods may sit in several documents: each is read on
+    // its own, the group becomes a Workload once all are read.
+    let mut pod_groups = pod_group::PodGroups::default();
     for document in documents {
         import_value(
             document.value,
             document.number,
             "",
-            &mut imported,
-            &mut errors,
+            &mut Sink {
+                imported: &mut imported,
+                errors: &mut errors,
+                pod_groups: &mut pod_groups,
+            },
         );
     }
+    pod_groups.finish(&mut imported, &mut errors);
     errors.extend(syntax_error);
     if errors.is_empty() {
         Ok(imported)
@@ -235,13 +247,14 @@ struct Header {
     namespace: Option<String>,
 }
 
-fn import_value(
-    value: Value,
-    document: usize,
-    path_prefix: &str,
-    imported: &mut Vec<ImportedDocument>,
-    errors: &mut Vec<FieldError>,
-) {
+/// Where imported objects, errors and pods of groups go.
+struct Sink<'a> {
+    imported: &'a mut Vec<ImportedDocument>,
+    errors: &'a mut Vec<FieldError>,
+    pod_groups: &'a mut pod_group::PodGroups,
+}
+
+fn import_value(value: Value, document: usize, path_prefix: &str, sink: &mut Sink<'_>) {
     let bare = Location {
         document,
         object: String::new(),
@@ -249,10 +262,10 @@ fn import_value(
     };
     let header = match read_header(&value, &bare) {
         Ok(header) => header,
-        Err(error) => return errors.push(error),
+        Err(error) => return sink.errors.push(error),
     };
     if header.api_version == "v1" && header.kind == "List" {
-        return import_list(value, document, path_prefix, imported, errors);
+        return import_list(value, document, path_prefix, sink);
     }
     let kind = Kind::from_name(&header.kind);
     let at = Location {
@@ -262,7 +275,7 @@ fn import_value(
     let kind = match kind {
         Some(kind) if kind.api_versions().contains(&header.api_version.as_str()) => kind,
         Some(kind) => {
-            return errors.push(at.error(
+            return sink.errors.push(at.error(
                 "apiVersion",
                 format!(
                     "{:?} is not a supported apiVersion for {}; use {}",
@@ -284,7 +297,7 @@ fn import_value(
                     header.api_version, header.kind
                 ),
             };
-            return errors.push(at.error("kind", message));
+            return sink.errors.push(at.error("kind", message));
         }
     };
     let mut value = value;
@@ -309,17 +322,29 @@ fn import_value(
         Kind::Workload => workload::kueue_workload(value, &at),
         Kind::Job => job::job(value, &at),
         Kind::JobSet => jobset::jobset(value, &at),
+        Kind::Pod => match pod_group::pod(value, &at) {
+            Ok(pod_group::Read::Single(converted)) => Ok(*converted),
+            Ok(pod_group::Read::Grouped(member)) => {
+                if refused.is_empty() {
+                    sink.pod_groups.add(*member);
+                } else {
+                    sink.errors.append(&mut refused);
+                }
+                return;
+            }
+            Err(more) => Err(more),
+        },
         Kind::Configuration => config_kinds::configuration(value, &at),
         Kind::Namespace => config_kinds::namespace(value, &at),
         Kind::Topology => topology::topology(value, &at),
     };
     match result {
-        Ok(_) if !refused.is_empty() => errors.append(&mut refused),
+        Ok(_) if !refused.is_empty() => sink.errors.append(&mut refused),
         Ok(mut converted) => {
             converted
                 .rewrites
                 .extend(versions::rewrites(&header.kind, &header.api_version));
-            imported.push(ImportedDocument {
+            sink.imported.push(ImportedDocument {
                 document,
                 object: converted.object,
                 source: Source {
@@ -333,21 +358,15 @@ fn import_value(
             })
         }
         Err(mut more) => {
-            errors.append(&mut refused);
-            errors.append(&mut more);
+            sink.errors.append(&mut refused);
+            sink.errors.append(&mut more);
         }
     }
 }
 
 /// A `v1 List`: each of `items` is imported as if it were its own document,
 /// with paths prefixed by `items[i].`.
-fn import_list(
-    value: Value,
-    document: usize,
-    path_prefix: &str,
-    imported: &mut Vec<ImportedDocument>,
-    errors: &mut Vec<FieldError>,
-) {
+fn import_list(value: Value, document: usize, path_prefix: &str, sink: &mut Sink<'_>) {
     let at = Location {
         document,
         object: "List".into(),
@@ -358,13 +377,15 @@ fn import_list(
             Some(Value::Array(items)) => {
                 for (i, item) in items.into_iter().enumerate() {
                     let prefix = format!("{path_prefix}items[{i}].");
-                    import_value(item, document, &prefix, imported, errors);
+                    import_value(item, document, &prefix, sink);
                 }
             }
             None | Some(Value::Null) => {}
-            Some(_) => errors.push(at.error("items", "must be a list of objects")),
+            Some(_) => sink
+                .errors
+                .push(at.error("items", "must be a list of objects")),
         },
-        _ => errors.push(at.error("", "must be a mapping")),
+        _ => sink.errors.push(at.error("", "must be a mapping")),
     }
 }
 

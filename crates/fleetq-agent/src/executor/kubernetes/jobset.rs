@@ -41,14 +41,7 @@ pub fn api_resource() -> ApiResource {
 
 /// Whether the workload runs as a JobSet.
 pub fn runs_as_jobset(workload: &Workload) -> bool {
-    workload
-        .spec
-        .run
-        .job_template
-        .as_ref()
-        .and_then(|t| t.get("kind"))
-        .and_then(Value::as_str)
-        == Some("JobSet")
+    super::template_kind(workload) == Some("JobSet")
 }
 
 /// The longest a DNS-1035 label may be.
