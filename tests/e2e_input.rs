@@ -412,3 +412,39 @@ fn watch_streams_every_state_change() {
         assert!(seen.contains(&"Running"), "{states:?}");
     });
 }
+
+/// An error the server finds in a workload made from a Job or a pod group
+/// (a LocalQueue that does not exist) names the manifest as written: its
+/// document, the Job or Pod, and the label, not the Workload's
+/// `spec.queueName` that nobody wrote.
+#[test]
+fn apply_errors_name_the_manifest_the_user_wrote() {
+    let group = single_node(&[]);
+    let job = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: jj\n  labels: {kueue.x-k8s.io/queue-name: nope}\nspec:\n  template:\n    spec:\n      containers: [{name: c, image: x}]\n";
+    refused_apply(
+        &group,
+        job,
+        &[
+            r#"document 1: Job/default/jj: metadata.labels["kueue.x-k8s.io/queue-name"]: LocalQueue "nope" does not exist"#,
+        ],
+    );
+    let pods: Vec<String> = (0..2)
+        .map(|i| format!("apiVersion: v1\nkind: Pod\nmetadata:\n  name: p{i}\n  labels: {{kueue.x-k8s.io/queue-name: nope, kueue.x-k8s.io/pod-group-name: grp}}\n  annotations: {{kueue.x-k8s.io/pod-group-total-count: \"2\"}}\nspec:\n  containers: [{{name: c, image: x}}]\n"))
+        .collect();
+    refused_apply(
+        &group,
+        &pods.join("---\n"),
+        &[
+            r#"document 1: Pod/default/grp: metadata.labels["kueue.x-k8s.io/queue-name"]: LocalQueue "nope" does not exist"#,
+        ],
+    );
+    // The same with --dry-run.
+    let out = cli_stdin(group.addr(1), &["apply", "--dry-run", "-f", "-"], job);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains(r#"Job/default/jj: metadata.labels["kueue.x-k8s.io/queue-name"]"#),
+        "{}",
+        text(&out)
+    );
+}

@@ -407,6 +407,41 @@ fn namespace_of(req: &pb::ListWorkloadsRequest) -> &str {
 }
 
 /// How long parsing one request's manifests may take. The guard of
+/// The manifest each applied workload came from, so that an error the
+/// ledger or the configuration finds in the Workload (`spec.queueName`)
+/// names what the user wrote: the document, the Job, JobSet or Pod, and
+/// its field (`metadata.labels["kueue.x-k8s.io/queue-name"]`).
+struct Origins(std::collections::HashMap<String, fleetq_model::kueue::ImportedDocument>);
+
+impl Origins {
+    fn of(documents: &[fleetq_model::kueue::ImportedDocument]) -> Origins {
+        Origins(
+            documents
+                .iter()
+                .filter_map(|d| match &d.object {
+                    Object::Workload(w) => Some((format!("Workload/{}", w.key()), d.clone())),
+                    _ => None,
+                })
+                .collect(),
+        )
+    }
+
+    fn relocate(&self, errors: Vec<pb::FieldError>) -> Vec<pb::FieldError> {
+        errors
+            .into_iter()
+            .map(|e| match self.0.get(&e.object) {
+                Some(doc) => status::field_error(&doc.locate(FieldError {
+                    document: None,
+                    object: e.object,
+                    path: e.path,
+                    message: e.message,
+                })),
+                None => e,
+            })
+            .collect()
+    }
+}
+
 /// `import_manifests` bounds the work by the request's size; this bounds
 /// what is left, off the async workers (a parse that hogs one would
 /// stall every call and heartbeat it serves).
@@ -491,12 +526,13 @@ impl FleetQ for ApiService {
                 }))
             }
         };
+        let origins = Origins::of(&documents);
         for doc in &documents {
             if let Object::Workload(w) = &doc.object {
                 if let Err(e) = w.check_limits().and_then(|()| w.check_job_template()) {
                     return Ok(tonic::Response::new(pb::ApplyResponse {
                         changes: Vec::new(),
-                        errors: status::field_errors(&[e.in_document(doc.document)]),
+                        errors: status::field_errors(&[doc.locate(e)]),
                     }));
                 }
             }
@@ -556,7 +592,7 @@ impl FleetQ for ApiService {
             }
             return Ok(tonic::Response::new(pb::ApplyResponse {
                 changes,
-                errors: status::field_errors(&errors),
+                errors: origins.relocate(status::field_errors(&errors)),
             }));
         }
         let mut changes = Vec::new();
@@ -590,7 +626,10 @@ impl FleetQ for ApiService {
                 }
             }
         }
-        Ok(tonic::Response::new(pb::ApplyResponse { changes, errors }))
+        Ok(tonic::Response::new(pb::ApplyResponse {
+            changes,
+            errors: origins.relocate(errors),
+        }))
     }
 
     async fn delete(&self, request: Request<pb::DeleteRequest>) -> Reply<pb::DeleteResponse> {
