@@ -1084,9 +1084,14 @@ impl<'a> Cycle<'a> {
                     return self.admit(node, cq, w, &full, &plan, chosen);
                 }
                 Err(note) => {
-                    // Its quota is back but a victim still holds its node
-                    // room: it waits for that one (`preempt::with_node_room`).
-                    if plan.mode == Mode::Fit && self.snap.nominated.contains(&w.id) {
+                    // Its quota is back, within its nominal quota or by
+                    // borrowing, but a victim still holds its node room:
+                    // it waits for that one (`preempt::with_node_room`).
+                    // Borrowing too: one victim stopped and the cohort's
+                    // idle quota covers the rest (soak seed 363870).
+                    if matches!(plan.mode, Mode::Fit | Mode::Borrow)
+                        && self.snap.nominated.contains(&w.id)
+                    {
                         if let Ok(reason) =
                             preempt::try_preempt(self, node, cq, w, &plan, &eligible)
                         {

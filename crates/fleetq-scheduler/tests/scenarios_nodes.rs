@@ -655,3 +655,99 @@ fn a_preemptor_waits_for_the_victim_on_its_node_once_its_quota_is_back() {
     assert!(sim.admitted_now().contains("p"), "{:?}", sim.admitted_now());
     assert_eq!(sim.nodes_of("p"), ["a=1"]);
 }
+
+/// team's 4 GPUs of nominal quota in a cohort with other's 1; east has
+/// node a (4 GPUs) and node b (1).
+const BORROWABLE: &str = r#"
+- kind: ResourceFlavor
+  name: h100
+- kind: ClusterQueue
+  name: team
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 4}
+    preemption: {withinClusterQueue: LowerPriority}
+- kind: ClusterQueue
+  name: other
+  spec:
+    cohort: pool
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - name: h100
+        resources:
+        - {name: nvidia.com/gpu, nominalQuota: 1}
+- kind: LocalQueue
+  namespace: ns
+  name: t
+  spec: {clusterQueue: team}
+- kind: LocalQueue
+  namespace: ns
+  name: o
+  spec: {clusterQueue: other}
+- kind: WorkloadPriorityClass
+  name: high
+  value: 1000
+- kind: WorkloadPriorityClass
+  name: low
+  value: 10
+"#;
+
+/// As above, where the quota comes back only by borrowing: one victim
+/// stopped and the cohort's idle quota frees the rest, but the victim
+/// still stopping holds the node room. The preemptor keeps waiting for
+/// it as a preemptor. Soak seed 363870: it waited as "no pod placement
+/// fits" (its plan borrowed, and only a plan within nominal quota went
+/// through the victim search), lost its nomination, and its first
+/// victim was re-admitted into the hole and preempted again, twice.
+#[test]
+fn a_preemptor_waits_for_the_victim_on_its_node_once_its_quota_is_back_by_borrowing() {
+    let mut sim = Sim::new(BORROWABLE, &["east: h100/nvidia.com/gpu=5"]).with_nodes(
+        "east",
+        &["a::h100/nvidia.com/gpu=4", "b::h100/nvidia.com/gpu=1"],
+    );
+    sim.submit("o1 q=o gpu=1 pc=low");
+    sim.cycle();
+    assert_eq!(sim.nodes_of("o1"), ["b=1"]);
+    sim.submit("h q=t gpu=2 pc=high");
+    sim.cycle();
+    for v in ["v1", "v2"] {
+        sim.submit(&format!("{v} q=t gpu=1 pc=low"));
+        sim.cycle();
+        assert_eq!(sim.nodes_of(v), ["a=1"]);
+    }
+    // team is at its nominal 4 and the cohort has nothing to lend.
+    sim.submit("p q=t gpu=2 pc=high");
+    sim.cycle();
+    assert_eq!(sim.preempted_now(), set(&["v1", "v2"]));
+    let p = sim.id("p");
+    assert!(sim.snap.set_nominated(p, true));
+    sim.snap.set_nominated_on(p, Some("east".into()));
+    // o1 finishes and v1 stops: p fits its quota by borrowing other's
+    // GPU, but a has one GPU free until v2 stops, and b one.
+    sim.finish("o1");
+    sim.finish("v1");
+    sim.submit("s q=t gpu=1 pc=low");
+    sim.cycle();
+    let reason = sim.reason("p");
+    assert_eq!(reason.kind, ReasonKind::Preempting, "{reason:?}");
+    assert!(
+        reason.message.contains("waiting for 1 evicted"),
+        "{}",
+        reason.message
+    );
+    assert!(
+        !sim.admitted_now().contains("s"),
+        "{:?}",
+        sim.admitted_now()
+    );
+    sim.evictions_complete();
+    sim.cycle();
+    assert!(sim.admitted_now().contains("p"), "{:?}", sim.admitted_now());
+    assert_eq!(sim.nodes_of("p"), ["a=1"]);
+}
