@@ -45,9 +45,11 @@ pub enum Mutant {
     /// A status report is applied whatever epoch it carries: a late
     /// report of an earlier admission ends or stops the current one.
     StaleEpochReport,
-    /// Preemption's livelock, restored: no nominated preemptors, and heads
-    /// by priority before borrowing, so a victim can be re-admitted into
-    /// the room its preemptor waits for, again and again.
+    /// Preemption's livelock, restored as the unfixed code had it: no
+    /// nominated preemptors, heads by priority before borrowing, and a
+    /// victim free to borrow back what its reclaimer took (no hold, in
+    /// the scheduler and in apply()'s re-check alike), so a victim can be
+    /// re-admitted into the room its preemptor waits for, again and again.
     PreemptorNotNominated,
     /// Node placement ignores what is already assigned on a node, in the
     /// scheduler and in apply()'s re-check alike (issue 26): pods land on

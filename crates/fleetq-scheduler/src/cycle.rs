@@ -248,6 +248,9 @@ impl<'a> Cycle<'a> {
         if let Some(reclaimer) = self.snap.borrowing_held_by(w) {
             return Some(reclaimer);
         }
+        if fleetq_model::mutants::active(fleetq_model::mutants::Mutant::PreemptorNotNominated) {
+            return None;
+        }
         let reclaimer = w.reclaimed_for?;
         self.taken.contains(&reclaimer).then_some(reclaimer)
     }

@@ -163,6 +163,9 @@ impl Ledger {
         &self,
         a: &Admission,
     ) -> Result<(), fleetq_scheduler::SnapshotError> {
+        if fleetq_model::mutants::active(fleetq_model::mutants::Mutant::PreemptorNotNominated) {
+            return Ok(());
+        }
         let Some(reclaimer) = self
             .state
             .workloads
