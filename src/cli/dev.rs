@@ -17,7 +17,7 @@ use fleetq_proto::tls::{Tls, TlsFiles};
 use fleetq_server::auth::Authorizer;
 
 use super::client;
-use super::limits::{FileLimits, LimitArgs};
+use super::limits::LimitArgs;
 use super::server::{init_logging, runtime, termination, LogFormat};
 use super::tls::{TlsArgs, RELOAD_EVERY};
 
@@ -200,7 +200,7 @@ fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
         }
     }
     let metrics = super::server::parse_not_running_after(args.reserved_not_running_after.as_ref())?;
-    let limits = args.limits.resolve(&FileLimits::default())?;
+    let limits = args.limits.resolve()?;
     // Elections among nodes that start one after another log transient
     // errors; `fleetq dev` keeps its terminal for the tour (RUST_LOG shows them).
     init_logging(args.log_format, "warn,openraft=off,sled=warn");

@@ -4,52 +4,60 @@
 use clap::Args;
 use fleetq_server::limits::{MAX_REQUEST_BYTES, MIN_REQUEST_BYTES};
 use fleetq_server::Limits;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Default, Args)]
+/// The limits flags; as the server's TOML keys (flattened into
+/// `ServerArgs`), the same names with underscores.
+#[derive(Clone, Debug, Default, Args, Deserialize, Serialize)]
+#[serde(default)]
 pub struct LimitArgs {
     /// Largest request message the API and agent services accept, in
     /// bytes or with Ki, Mi or Gi (larger ones are refused with
     /// OUT_OF_RANGE) [default: 16Mi].
     #[arg(long, value_name = "BYTES")]
+    #[serde(
+        deserialize_with = "bytes_as_text",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_request_bytes: Option<String>,
     /// Writes (Submit, Cancel, Apply, Delete) per second allowed to one
     /// client (a tenant by name; a caller without one by source IP
     /// address), per node; a batch counts each workload; more are refused with
     /// RESOURCE_EXHAUSTED. 0: unlimited [default: 0].
     #[arg(long, value_name = "PER_SECOND", allow_negative_numbers = true)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub client_write_rate: Option<f64>,
     /// Writes one client may make at once before --client-write-rate
     /// applies [default: one second's worth].
     #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub client_write_burst: Option<u32>,
     /// Most pending workloads one LocalQueue may hold; a submission beyond
     /// it is refused naming the LocalQueue. The leader's setting counts.
     /// 0: unlimited [default: 100000].
     #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_pending_per_local_queue: Option<u64>,
     /// Most clusters whose agents hold a session with this node at once
     /// (a reconnecting agent's second session is let in) [default: 1024].
     #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_agent_sessions: Option<usize>,
 }
 
-/// A byte count in a TOML file: a number, or text such as "16Mi".
-#[derive(Clone, Debug, Deserialize)]
-#[serde(untagged)]
-pub enum Bytes {
-    Number(u64),
-    Text(String),
-}
-
-/// The limits keys of the server's TOML file.
-#[derive(Clone, Debug, Default)]
-pub struct FileLimits {
-    pub max_request_bytes: Option<Bytes>,
-    pub client_write_rate: Option<f64>,
-    pub client_write_burst: Option<u32>,
-    pub max_pending_per_local_queue: Option<u64>,
-    pub max_agent_sessions: Option<usize>,
+/// A byte count in a TOML file: a number, or text such as "16Mi"; kept as
+/// the flag's text.
+fn bytes_as_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Bytes {
+        Number(u64),
+        Text(String),
+    }
+    Ok(Option::<Bytes>::deserialize(d)?.map(|b| match b {
+        Bytes::Number(n) => n.to_string(),
+        Bytes::Text(t) => t,
+    }))
 }
 
 /// `16777216`, `16Mi`, `512Ki`, `1Gi` (also `K`, `M`, `G`: powers of 1000).
@@ -79,20 +87,17 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
 }
 
 impl LimitArgs {
-    /// The limits from these flags over `file`'s keys over the defaults;
-    /// a bad value is refused naming its flag.
-    pub fn resolve(&self, file: &FileLimits) -> Result<Limits, String> {
+    /// The limits from these settings (flags over the file's keys, laid
+    /// together by the caller) over the defaults; a bad value is refused
+    /// naming its flag and key.
+    pub fn resolve(&self) -> Result<Limits, String> {
         let mut limits = Limits::default();
-        let bytes = match (&self.max_request_bytes, &file.max_request_bytes) {
-            (Some(t), _) => {
-                Some(parse_bytes(t).map_err(|e| format!("--max-request-bytes {t:?}: {e}"))?)
-            }
-            (None, Some(Bytes::Text(t))) => Some(
+        let bytes = match &self.max_request_bytes {
+            Some(t) => Some(
                 parse_bytes(t)
                     .map_err(|e| format!("--max-request-bytes (max_request_bytes) {t:?}: {e}"))?,
             ),
-            (None, Some(Bytes::Number(n))) => Some(*n),
-            (None, None) => None,
+            None => None,
         };
         if let Some(b) = bytes {
             let b = usize::try_from(b).unwrap_or(usize::MAX);
@@ -103,7 +108,7 @@ impl LimitArgs {
             }
             limits.max_request_bytes = b;
         }
-        if let Some(rate) = self.client_write_rate.or(file.client_write_rate) {
+        if let Some(rate) = self.client_write_rate {
             fleetq_server::limits::rate::check_rate(rate).map_err(|_| {
                 format!(
                     "--client-write-rate: {rate} must be 0 (unlimited) or a number of writes per second up to {}",
@@ -112,7 +117,7 @@ impl LimitArgs {
             })?;
             limits.client_write_rate = rate;
         }
-        if let Some(burst) = self.client_write_burst.or(file.client_write_burst) {
+        if let Some(burst) = self.client_write_burst {
             if burst == 0 {
                 return Err("--client-write-burst: must be at least 1".into());
             }
@@ -121,13 +126,10 @@ impl LimitArgs {
             }
             limits.client_write_burst = burst;
         }
-        if let Some(n) = self
-            .max_pending_per_local_queue
-            .or(file.max_pending_per_local_queue)
-        {
+        if let Some(n) = self.max_pending_per_local_queue {
             limits.max_pending_per_local_queue = n;
         }
-        if let Some(n) = self.max_agent_sessions.or(file.max_agent_sessions) {
+        if let Some(n) = self.max_agent_sessions {
             if n == 0 {
                 return Err("--max-agent-sessions: must be at least 1".into());
             }
@@ -154,29 +156,22 @@ mod tests {
     }
 
     #[test]
-    fn flags_over_file_over_defaults_and_errors_name_the_flag() {
-        let none = LimitArgs::default();
-        assert_eq!(none.resolve(&FileLimits::default()), Ok(Limits::default()));
-        let file = FileLimits {
-            max_request_bytes: Some(Bytes::Text("1Mi".into())),
-            client_write_rate: Some(5.0),
-            max_pending_per_local_queue: Some(7),
-            ..FileLimits::default()
-        };
-        let l = none.resolve(&file).expect("valid");
+    fn defaults_values_from_toml_and_errors_name_the_flag() {
+        assert_eq!(LimitArgs::default().resolve(), Ok(Limits::default()));
+        // As the server's TOML file writes them: a byte count as text or
+        // as a number.
+        let file: LimitArgs = toml::from_str(
+            "max_request_bytes = \"1Mi\"\nclient_write_rate = 5.0\nmax_pending_per_local_queue = 7\n",
+        )
+        .expect("parses");
+        let l = file.resolve().expect("valid");
         assert_eq!(l.max_request_bytes, 1 << 20);
         assert_eq!(l.client_write_rate, 5.0);
         assert_eq!(l.max_pending_per_local_queue, 7);
-        let flags = LimitArgs {
-            max_pending_per_local_queue: Some(3),
-            ..LimitArgs::default()
-        };
-        assert_eq!(
-            flags.resolve(&file).map(|l| l.max_pending_per_local_queue),
-            Ok(3)
-        );
+        let number: LimitArgs = toml::from_str("max_request_bytes = 4096").expect("parses");
+        assert_eq!(number.resolve().map(|l| l.max_request_bytes), Ok(4096));
         let bad = |args: LimitArgs, flag: &str| {
-            let e = args.resolve(&FileLimits::default()).expect_err("refused");
+            let e = args.resolve().expect_err("refused");
             assert!(e.contains(flag), "{e:?} does not name {flag}");
         };
         bad(

@@ -6,7 +6,10 @@
 //! ```
 //!
 //! Settings come from flags, or from a TOML file (`--config`) whose keys
-//! are the flags' long names with underscores; flags win.
+//! are the flags' long names with underscores; flags win. One definition
+//! serves both: [`ServerArgs`] is the flags (clap) and the file's shape
+//! (serde), and the flags are laid over the file as TOML values
+//! ([`ServerArgs::over_file`]).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -18,13 +21,13 @@ use clap::{Args, ValueEnum};
 use fleetq_server::metrics::MetricsConfig;
 use fleetq_server::simulated::SimulatedCluster;
 use fleetq_server::{Limits, NodeConfig, RaftTiming};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use super::limits::{Bytes, FileLimits, LimitArgs};
+use super::limits::LimitArgs;
 use super::tls::{Role, TlsArgs, RELOAD_EVERY};
 use fleetq_proto::tls::Tls;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     #[default]
@@ -32,65 +35,86 @@ pub enum LogFormat {
     Json,
 }
 
-#[derive(Debug, Default, Args)]
+/// `fleetq server`'s settings: its flags, and the keys of its TOML file
+/// (the same names with underscores, plus the file-only keys of
+/// [`FILE_ONLY_KEYS`]). Unset values are left out when serialized, so
+/// the flags given can be laid over the file ([`ServerArgs::over_file`]).
+#[derive(Debug, Default, Args, Deserialize, Serialize)]
+#[serde(default)]
 pub struct ServerArgs {
     /// TOML file with any of the settings below (flags override it).
     #[arg(long, value_name = "FILE")]
+    #[serde(skip)]
     pub config: Option<PathBuf>,
     /// This node's id in the Raft group (a positive integer).
     #[arg(long)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<u64>,
     /// Address to listen on for clients, agents and peers.
     #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub listen: Option<SocketAddr>,
     /// Address others reach this node at (default: --listen).
     #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub advertise: Option<String>,
     /// Local IP address that connections to peers go out from (default:
     /// the system's choice).
     #[arg(long, value_name = "IP")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub source_address: Option<std::net::IpAddr>,
     /// Directory of the node's sled database (log, vote, snapshots).
     #[arg(long, value_name = "DIR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
     /// The initial voters, ID=ADDR,... (this node included). Used only on
     /// first start; a node not listed starts empty and waits to be added
     /// as a learner.
     #[arg(long, value_delimiter = ',', value_name = "ID=ADDR")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<String>,
     /// Run a simulated GPU cluster in the control plane,
     /// NAME:FLAVOR[/RESOURCE]=QTY,... (repeatable), e.g.
     /// `east:h100-80gb=8,h100-80gb/nvidia.com/mig-1g.10gb=7`.
     #[arg(long = "simulate-cluster", value_name = "SPEC")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub simulate_clusters: Vec<String>,
     /// Serve DebugPropose (raw ledger commands) for tests.
     #[arg(long)]
+    #[serde(skip_serializing_if = "is_false")]
     pub debug_endpoints: bool,
     /// Build a Raft snapshot every N applied entries.
     #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub snapshot_every: Option<u64>,
     /// Log entries kept behind the last snapshot.
     #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub keep_logs: Option<u64>,
     /// Shortest election timeout: a follower that hears no leader for a
     /// random time between this and twice this starts an election; the
     /// leader's heartbeat is a quarter of it. Shorter fails over faster
     /// but risks needless elections on a loaded machine [default: 400ms].
     #[arg(long, value_name = "DURATION")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub election_timeout: Option<String>,
     /// Wait-for-ready (Kueue's waitForPodsReady): evict an admission its
     /// executor has not reported running within this, e.g. 5m. Off unless
     /// set.
     #[arg(long, value_name = "DURATION")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub wait_for_ready: Option<String>,
     /// First requeue backoff after such an eviction (doubles each time).
     #[arg(long, value_name = "DURATION")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub requeue_backoff_base: Option<String>,
     /// Longest requeue backoff.
     #[arg(long, value_name = "DURATION")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub requeue_backoff_max: Option<String>,
     /// Deactivate (fail) a workload after this many such requeues.
     #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub requeue_limit: Option<u32>,
     /// Turn off admission on submit: by default the leader plans
     /// admissions for the workloads it is about to queue and writes them in
@@ -98,6 +122,7 @@ pub struct ServerArgs {
     /// waiting ahead of it) is admitted with one commit instead of two.
     /// Off, every admission waits for the next cycle.
     #[arg(long)]
+    #[serde(skip_serializing_if = "is_false")]
     pub no_admit_on_submit: bool,
     /// Retention of finished workloads (Kueue's
     /// objectRetentionPolicies.workloads.afterFinished): a workload that
@@ -105,95 +130,139 @@ pub struct ServerArgs {
     /// long after it ended, e.g. 1h; `never` keeps every one (the ledger
     /// then grows with history) [default: 24h].
     #[arg(long, value_name = "DURATION|never")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub finished_retention: Option<String>,
     /// Agents' lease: a cluster silent this long is expired (its fenced
     /// workloads requeued), e.g. 10s.
     #[arg(long, value_name = "DURATION")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_ttl: Option<String>,
     /// Serve Prometheus /metrics, /healthz, /readyz and the /ui dashboard
     /// over HTTP on this address, e.g. 0.0.0.0:9464 (off unless set).
     #[arg(long, value_name = "ADDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub http_listen: Option<SocketAddr>,
     /// Serve the HTTP listener over TLS with this node's certificate;
     /// callers may present a client certificate (as for the API) or a
     /// bearer token. Needs TLS (not --insecure).
     #[arg(long)]
+    #[serde(skip_serializing_if = "is_false")]
     pub http_tls: bool,
     /// Quota-leak canary: fleetq_quota_reserved_not_running counts
     /// reservations older than this that their agent has not reported
     /// running (default 60s).
     #[arg(long, value_name = "DURATION")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reserved_not_running_after: Option<String>,
     /// Log format.
     #[arg(long, value_enum)]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,
     #[command(flatten)]
+    #[serde(flatten)]
     pub limits: LimitArgs,
     /// Authorization policy (YAML: tenants, their namespaces, verbs and
     /// bearer tokens), reloaded when it changes [default: only the tenant
     /// `admin`, as an admin]. Needs TLS.
     #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub auth_policy: Option<PathBuf>,
     /// Write a backup of the ledger into this directory on a schedule
     /// (each after the read barrier, as `fleetq backup` takes them); off
     /// unless set. `fleetq_backup_last_success_age_seconds` tells how old
     /// the last good one is.
     #[arg(long, value_name = "DIR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub backup_dir: Option<PathBuf>,
     /// How often to write a scheduled backup [default: 1h].
     #[arg(long, value_name = "DURATION")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub backup_interval: Option<String>,
     /// How many scheduled backups to keep; older ones are removed
     /// [default: 24].
     #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub backup_keep: Option<usize>,
+    /// File only: `admit_on_submit = false` is `--no-admit-on-submit`.
+    #[arg(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admit_on_submit: Option<bool>,
+    /// File only: the TLS settings (the global flags of the same names
+    /// override them).
+    #[arg(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_dir: Option<PathBuf>,
+    #[arg(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
+    #[arg(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    #[arg(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
+    #[arg(skip)]
+    #[serde(skip_serializing_if = "is_false")]
+    pub insecure: bool,
 }
 
-/// The TOML file's shape.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    id: Option<u64>,
-    listen: Option<SocketAddr>,
-    advertise: Option<String>,
-    source_address: Option<std::net::IpAddr>,
-    data_dir: Option<PathBuf>,
-    #[serde(default)]
-    peers: Vec<String>,
-    #[serde(default)]
-    simulate_clusters: Vec<String>,
-    #[serde(default)]
-    debug_endpoints: bool,
-    snapshot_every: Option<u64>,
-    keep_logs: Option<u64>,
-    election_timeout: Option<String>,
-    lease_ttl: Option<String>,
-    wait_for_ready: Option<String>,
-    requeue_backoff_base: Option<String>,
-    requeue_backoff_max: Option<String>,
-    requeue_limit: Option<u32>,
-    admit_on_submit: Option<bool>,
-    finished_retention: Option<String>,
-    http_listen: Option<SocketAddr>,
-    #[serde(default)]
-    http_tls: bool,
-    reserved_not_running_after: Option<String>,
-    log_format: Option<LogFormat>,
-    max_request_bytes: Option<Bytes>,
-    client_write_rate: Option<f64>,
-    client_write_burst: Option<u32>,
-    max_pending_per_local_queue: Option<u64>,
-    max_agent_sessions: Option<usize>,
-    tls_dir: Option<PathBuf>,
-    tls_ca: Option<PathBuf>,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
-    #[serde(default)]
-    insecure: bool,
-    auth_policy: Option<PathBuf>,
-    backup_dir: Option<PathBuf>,
-    backup_interval: Option<String>,
-    backup_keep: Option<usize>,
+/// The file's keys that are no flag of `fleetq server` (the TLS ones
+/// are global flags).
+pub const FILE_ONLY_KEYS: [&str; 6] = [
+    "admit_on_submit",
+    "tls_dir",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "insecure",
+];
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl ServerArgs {
+    /// The file's keys: every flag's long name with underscores (clap's
+    /// ids are the field names), and [`FILE_ONLY_KEYS`].
+    fn file_keys() -> Vec<String> {
+        use clap::Args as _;
+        let cmd = ServerArgs::augment_args(clap::Command::new("server"));
+        cmd.get_arguments()
+            .map(|a| a.get_id().as_str().to_string())
+            .filter(|k| k != "config")
+            .chain(FILE_ONLY_KEYS.iter().map(|k| k.to_string()))
+            .collect()
+    }
+
+    /// The TOML file at `path`, with these flags laid over it: a flag
+    /// given replaces the key of the same name. An unknown key is refused
+    /// naming it and the keys there are; a bad value names its key, line
+    /// and column.
+    pub fn over_file(&self, path: &Path) -> Result<ServerArgs, String> {
+        let shown = path.display();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--config {shown}: cannot read: {e}"))?;
+        let table: toml::Table = toml::from_str(&text)
+            .map_err(|e| format!("--config {shown}: {}", e.to_string().trim()))?;
+        let known = ServerArgs::file_keys();
+        if let Some(unknown) = table.keys().find(|k| !known.contains(k)) {
+            return Err(format!(
+                "--config {shown}: unknown key `{unknown}` (the keys are the flags' long names with underscores: {})",
+                known.join(", ")
+            ));
+        }
+        // Typed once from the text, for errors with line and column.
+        let file: ServerArgs = toml::from_str(&text)
+            .map_err(|e| format!("--config {shown}: {}", e.to_string().trim()))?;
+        let mut merged =
+            toml::Table::try_from(&file).map_err(|e| format!("--config {shown}: {e}"))?;
+        let flags =
+            toml::Table::try_from(self).map_err(|e| format!("flags over --config {shown}: {e}"))?;
+        merged.extend(flags);
+        merged
+            .try_into()
+            .map_err(|e| format!("flags over --config {shown}: {e}"))
+    }
 }
 
 /// Everything a node needs, resolved and checked.
@@ -297,69 +366,50 @@ pub fn parse_peers(items: &[String]) -> Result<BTreeMap<u64, String>, String> {
     Ok(peers)
 }
 
-fn read_file_config(path: &Path) -> Result<FileConfig, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--config {}: cannot read: {e}", path.display()))?;
-    toml::from_str(&text)
-        .map_err(|e| format!("--config {}: {}", path.display(), e.to_string().trim()))
-}
-
-pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
-    let file = match &args.config {
-        Some(p) => read_file_config(p)?,
-        None => FileConfig::default(),
+pub fn resolve(flags: &ServerArgs) -> Result<ServerSettings, String> {
+    let merged;
+    let args = match &flags.config {
+        Some(path) => {
+            merged = flags.over_file(path)?;
+            &merged
+        }
+        None => flags,
     };
     let id = args
         .id
-        .or(file.id)
         .ok_or("--id: required (the node's id in the Raft group)")?;
     if id == 0 {
         return Err("--id: node ids start at 1".into());
     }
     let listen = args
         .listen
-        .or(file.listen)
         .ok_or("--listen: required (e.g. 127.0.0.1:7401)")?;
     let data_dir = args
         .data_dir
         .clone()
-        .or(file.data_dir)
         .ok_or("--data-dir: required (where the node keeps its log and snapshots)")?;
-    let peers = parse_peers(if args.peers.is_empty() {
-        &file.peers
-    } else {
-        &args.peers
-    })?;
+    let peers = parse_peers(&args.peers)?;
     let advertise = args
         .advertise
         .clone()
-        .or(file.advertise)
         .or_else(|| peers.get(&id).cloned())
         .unwrap_or_else(|| listen.to_string());
-    let specs = if args.simulate_clusters.is_empty() {
-        &file.simulate_clusters
-    } else {
-        &args.simulate_clusters
-    };
-    let simulated_clusters = specs
+    let simulated_clusters = args
+        .simulate_clusters
         .iter()
         .map(|s| SimulatedCluster::parse(s).map_err(|e| format!("--simulate-cluster: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
     let mut timing = RaftTiming::default();
-    if let Some(n) = args.snapshot_every.or(file.snapshot_every) {
+    if let Some(n) = args.snapshot_every {
         if n == 0 {
             return Err("--snapshot-every: must be at least 1".into());
         }
         timing.snapshot_every = n;
     }
-    if let Some(n) = args.keep_logs.or(file.keep_logs) {
+    if let Some(n) = args.keep_logs {
         timing.keep_logs = n;
     }
-    if let Some(t) = args
-        .election_timeout
-        .as_ref()
-        .or(file.election_timeout.as_ref())
-    {
+    if let Some(t) = &args.election_timeout {
         let min = fleetq_model::time::parse_duration(t)
             .map_err(|e| format!("--election-timeout {t:?}: {e}"))?;
         if min < std::time::Duration::from_millis(40) || min > std::time::Duration::from_secs(60) {
@@ -372,7 +422,7 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
         timing.heartbeat = min / 4;
     }
     let mut lease = fleetq_server::leases::LeaseConfig::default();
-    if let Some(ttl) = args.lease_ttl.as_ref().or(file.lease_ttl.as_ref()) {
+    if let Some(ttl) = &args.lease_ttl {
         let ttl = fleetq_model::time::parse_duration(ttl)
             .map_err(|e| format!("--lease-ttl {ttl:?}: {e}"))?;
         if ttl < std::time::Duration::from_millis(100) {
@@ -381,41 +431,25 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
         lease.ttl = ttl;
     }
     let mut scheduler = fleetq_scheduler::SchedulerConfig::default();
-    if args.no_admit_on_submit || file.admit_on_submit == Some(false) {
+    if args.no_admit_on_submit || args.admit_on_submit == Some(false) {
         scheduler.admit_on_submit = false;
     }
-    if let Some(v) = args
-        .finished_retention
-        .as_ref()
-        .or(file.finished_retention.as_ref())
-    {
+    if let Some(v) = &args.finished_retention {
         scheduler.finished_retention = parse_finished_retention(v)?;
     }
     let duration = |flag: &str, v: &String| {
         fleetq_model::time::parse_duration(v).map_err(|e| format!("--{flag} {v:?}: {e}"))
     };
-    if let Some(t) = args
-        .wait_for_ready
-        .as_ref()
-        .or(file.wait_for_ready.as_ref())
-    {
+    if let Some(t) = &args.wait_for_ready {
         let mut w = fleetq_scheduler::WaitForReady::kueue_default();
         w.timeout = duration("wait-for-ready", t)?;
-        if let Some(v) = args
-            .requeue_backoff_base
-            .as_ref()
-            .or(file.requeue_backoff_base.as_ref())
-        {
+        if let Some(v) = &args.requeue_backoff_base {
             w.backoff_base = duration("requeue-backoff-base", v)?;
         }
-        if let Some(v) = args
-            .requeue_backoff_max
-            .as_ref()
-            .or(file.requeue_backoff_max.as_ref())
-        {
+        if let Some(v) = &args.requeue_backoff_max {
             w.backoff_max = duration("requeue-backoff-max", v)?;
         }
-        w.backoff_limit_count = args.requeue_limit.or(file.requeue_limit);
+        w.backoff_limit_count = args.requeue_limit;
         if w.timeout.is_zero() {
             return Err("--wait-for-ready: must be longer than 0s".into());
         }
@@ -426,25 +460,13 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
     {
         return Err("--requeue-backoff-base, --requeue-backoff-max and --requeue-limit need --wait-for-ready".into());
     }
-    let metrics = parse_not_running_after(
-        args.reserved_not_running_after
-            .as_ref()
-            .or(file.reserved_not_running_after.as_ref()),
-    )?;
+    let metrics = parse_not_running_after(args.reserved_not_running_after.as_ref())?;
     let backup = resolve_backup(
-        args.backup_dir.clone().or(file.backup_dir),
-        args.backup_interval
-            .as_ref()
-            .or(file.backup_interval.as_ref()),
-        args.backup_keep.or(file.backup_keep),
+        args.backup_dir.clone(),
+        args.backup_interval.as_ref(),
+        args.backup_keep,
     )?;
-    let limits = args.limits.resolve(&FileLimits {
-        max_request_bytes: file.max_request_bytes,
-        client_write_rate: file.client_write_rate,
-        client_write_burst: file.client_write_burst,
-        max_pending_per_local_queue: file.max_pending_per_local_queue,
-        max_agent_sessions: file.max_agent_sessions,
-    })?;
+    let limits = args.limits.resolve()?;
     Ok(ServerSettings {
         node: NodeConfig {
             id,
@@ -453,28 +475,28 @@ pub fn resolve(args: &ServerArgs) -> Result<ServerSettings, String> {
             timing,
             scheduler,
             simulated_clusters,
-            debug_endpoints: args.debug_endpoints || file.debug_endpoints,
+            debug_endpoints: args.debug_endpoints,
             lease,
             // Set by `run` from the TLS flags.
             auth: fleetq_server::auth::Authorizer::insecure(),
         },
         listen,
-        source_address: args.source_address.or(file.source_address),
+        source_address: args.source_address,
         data_dir,
-        log_format: args.log_format.or(file.log_format).unwrap_or_default(),
-        http_listen: args.http_listen.or(file.http_listen),
-        http_tls: args.http_tls || file.http_tls,
+        log_format: args.log_format.unwrap_or_default(),
+        http_listen: args.http_listen,
+        http_tls: args.http_tls,
         metrics,
         limits,
         tls: TlsArgs {
-            tls_dir: file.tls_dir,
-            tls_ca: file.tls_ca,
-            tls_cert: file.tls_cert,
-            tls_key: file.tls_key,
+            tls_dir: args.tls_dir.clone(),
+            tls_ca: args.tls_ca.clone(),
+            tls_cert: args.tls_cert.clone(),
+            tls_key: args.tls_key.clone(),
             token: None,
-            insecure: file.insecure,
+            insecure: args.insecure,
         },
-        auth_policy: args.auth_policy.clone().or(file.auth_policy),
+        auth_policy: args.auth_policy.clone(),
         backup,
     })
 }
@@ -651,6 +673,105 @@ pub fn run(args: &ServerArgs, tls_args: &TlsArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        server: ServerArgs,
+    }
+
+    fn flags(args: &[&str]) -> ServerArgs {
+        Cli::try_parse_from([&["fleetq-server"][..], args].concat())
+            .expect("flags parse")
+            .server
+    }
+
+    fn file(text: &str) -> tempfile::NamedTempFile {
+        let f = tempfile::NamedTempFile::new().expect("temp file");
+        std::fs::write(f.path(), text).expect("written");
+        f
+    }
+
+    /// Every flag is a key of the file, under the flag's long name with
+    /// underscores; the limits (a flattened group) too.
+    #[test]
+    fn the_files_keys_are_the_flags() {
+        let keys = ServerArgs::file_keys();
+        for key in [
+            "id",
+            "listen",
+            "data_dir",
+            "peers",
+            "simulate_clusters",
+            "wait_for_ready",
+            "no_admit_on_submit",
+            "max_request_bytes",
+            "max_agent_sessions",
+            "backup_keep",
+            "admit_on_submit",
+            "tls_dir",
+            "insecure",
+        ] {
+            assert!(keys.iter().any(|k| k == key), "{key} missing from {keys:?}");
+        }
+        assert!(!keys.iter().any(|k| k == "config"), "{keys:?}");
+    }
+
+    #[test]
+    fn flags_win_over_the_file_and_the_rest_comes_from_it() {
+        let f = file(
+            "id = 2\nlisten = \"127.0.0.1:7402\"\ndata_dir = \"/tmp/n2\"\npeers = [\"1=a:1\", \"2=b:2\"]\nlease_ttl = \"10s\"\nmax_request_bytes = 4096\nadmit_on_submit = false\ninsecure = true\ndebug_endpoints = true\n",
+        );
+        let path = f.path().to_str().expect("utf-8");
+        let s = resolve(&flags(&[
+            "--config",
+            path,
+            "--id",
+            "1",
+            "--lease-ttl",
+            "3s",
+        ]))
+        .expect("resolves");
+        assert_eq!(s.node.id, 1, "the flag wins");
+        assert_eq!(s.node.lease.ttl, Duration::from_secs(3));
+        assert_eq!(s.listen.port(), 7402, "from the file");
+        assert_eq!(s.node.initial_members.len(), 2);
+        assert_eq!(s.node.advertise, "a:1", "node 1's address in --peers");
+        assert_eq!(s.limits.max_request_bytes, 4096);
+        assert!(!s.node.scheduler.admit_on_submit);
+        assert!(s.tls.insecure);
+        assert!(
+            s.node.debug_endpoints,
+            "a flag not given leaves the file's true"
+        );
+        // Lists are replaced whole, not appended to.
+        let s = resolve(&flags(&["--config", path, "--peers", "1=c:3"])).expect("resolves");
+        assert_eq!(
+            s.node.initial_members.into_iter().collect::<Vec<_>>(),
+            vec![(1, "c:3".to_string())]
+        );
+    }
+
+    #[test]
+    fn bad_files_are_refused_naming_the_key() {
+        let unknown = file("id = 1\nlisten_addr = \"127.0.0.1:1\"\n");
+        let e = resolve(&flags(&[
+            "--config",
+            unknown.path().to_str().expect("utf-8"),
+        ]))
+        .expect_err("refused");
+        assert!(
+            e.contains("unknown key `listen_addr`") && e.contains("listen,"),
+            "{e}"
+        );
+        let typed = file("id = \"one\"\n");
+        let e = resolve(&flags(&["--config", typed.path().to_str().expect("utf-8")]))
+            .expect_err("refused");
+        assert!(e.contains("id") && e.contains("line 1"), "{e}");
+        let e = resolve(&flags(&["--config", "/no/such/file.toml"])).expect_err("refused");
+        assert!(e.contains("cannot read"), "{e}");
+    }
 
     #[test]
     fn finished_retention_takes_a_duration_or_never_and_names_the_flag() {
