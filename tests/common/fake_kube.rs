@@ -329,32 +329,59 @@ impl FakeKube {
         let mut names = Vec::new();
         for i in 0..count {
             let pod_name = format!("{name}-{}", random_suffix(i + 1));
-            let mut metadata = template["metadata"].clone();
-            if !metadata.is_object() {
-                metadata = json!({});
-            }
-            metadata["name"] = json!(pod_name);
-            metadata["namespace"] = json!(namespace);
-            metadata["ownerReferences"] = json!([{
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "name": name,
-                "uid": job["metadata"]["uid"],
-                "controller": true,
-                "blockOwnerDeletion": true,
-            }]);
-            let mut spec = template["spec"].clone();
-            spec["nodeName"] = json!(node_name);
-            self.put_pod(json!({
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": metadata,
-                "spec": spec,
-                "status": { "phase": "Running" },
-            }));
+            self.start_owned_pod(
+                template,
+                &[],
+                (namespace, &pod_name),
+                ("batch/v1", "Job", &job),
+                node_name,
+            );
             names.push(pod_name);
         }
         names
+    }
+
+    /// A Running pod `namespace/name` bound to `node_name`, made from
+    /// `template` (its labels, plus `labels`) and owned by the controller
+    /// `(apiVersion, kind, object)`, as that controller and the scheduler
+    /// would make it.
+    fn start_owned_pod(
+        &self,
+        template: &Value,
+        labels: &[(&str, String)],
+        (namespace, name): (&str, &str),
+        (api_version, kind, owner): (&str, &str, &Value),
+        node_name: &str,
+    ) {
+        let mut metadata = template["metadata"].clone();
+        if !metadata.is_object() {
+            metadata = json!({});
+        }
+        metadata["name"] = json!(name);
+        metadata["namespace"] = json!(namespace);
+        if !labels.is_empty() && !metadata["labels"].is_object() {
+            metadata["labels"] = json!({});
+        }
+        for (key, value) in labels {
+            metadata["labels"][*key] = json!(value);
+        }
+        metadata["ownerReferences"] = json!([{
+            "apiVersion": api_version,
+            "kind": kind,
+            "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"],
+            "controller": true,
+            "blockOwnerDeletion": true,
+        }]);
+        let mut spec = template["spec"].clone();
+        spec["nodeName"] = json!(node_name);
+        self.put_pod(json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": metadata,
+            "spec": spec,
+            "status": { "phase": "Running" },
+        }));
     }
 
     /// Replaces the `status` of Job ns/name (emits MODIFIED); panics if there
@@ -453,35 +480,21 @@ impl FakeKube {
             for index in 0..job["replicas"].as_u64().unwrap_or(1) {
                 for pod in 0..pods {
                     let pod_name = format!("{name}-{job_name}-{index}-{pod}");
-                    let mut metadata = template["metadata"].clone();
-                    if !metadata.is_object() {
-                        metadata = json!({});
-                    }
-                    metadata["name"] = json!(pod_name);
-                    metadata["namespace"] = json!(namespace);
-                    if !metadata["labels"].is_object() {
-                        metadata["labels"] = json!({});
-                    }
-                    metadata["labels"]["jobset.sigs.k8s.io/jobset-name"] = json!(name);
-                    metadata["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] = json!(job_name);
-                    metadata["labels"]["jobset.sigs.k8s.io/job-index"] = json!(index.to_string());
-                    metadata["ownerReferences"] = json!([{
-                        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-                        "kind": "JobSet",
-                        "name": name,
-                        "uid": jobset["metadata"]["uid"],
-                        "controller": true,
-                        "blockOwnerDeletion": true,
-                    }]);
-                    let mut spec = template["spec"].clone();
-                    spec["nodeName"] = json!(node_name);
-                    self.put_pod(json!({
-                        "apiVersion": "v1",
-                        "kind": "Pod",
-                        "metadata": metadata,
-                        "spec": spec,
-                        "status": { "phase": "Running" },
-                    }));
+                    let labels = [
+                        ("jobset.sigs.k8s.io/jobset-name", name.to_string()),
+                        (
+                            "jobset.sigs.k8s.io/replicatedjob-name",
+                            job_name.to_string(),
+                        ),
+                        ("jobset.sigs.k8s.io/job-index", index.to_string()),
+                    ];
+                    self.start_owned_pod(
+                        template,
+                        &labels,
+                        (namespace, &pod_name),
+                        ("jobset.x-k8s.io/v1alpha2", "JobSet", &jobset),
+                        node_name,
+                    );
                     names.push(pod_name);
                 }
             }
