@@ -18,10 +18,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cli_tls, text, wait_for, FLEETQ};
+use common::{cli_tls, text, wait_for, Logged as Dev, FLEETQ};
 use serde_json::Value;
 
 /// The browser, or why the test cannot run.
@@ -56,25 +56,6 @@ fn three_free_ports(avoid: &[u16]) -> u16 {
 /// GET over plain HTTP/1.1: (status code, head, body).
 fn http_get(addr: &str, path: &str) -> Option<(u16, String, String)> {
     common::http(addr, "GET", path, Duration::from_secs(5)).map(|r| (r.status, r.head, r.body))
-}
-
-struct Dev {
-    child: Child,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Dev {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// `tls`: the certificate directory of `fleetq dev --tls-dir` (the CLI's
@@ -309,11 +290,7 @@ fn dashboard_shows_the_fleet_in_headless_chromium() {
         .stderr(out)
         .spawn()
         .expect("fleetq dev starts");
-    let dev = Dev {
-        child,
-        log,
-        _dir: dir,
-    };
+    let dev = Dev::new(child, log, dir);
     wait_for(Duration::from_secs(30), || {
         let log = dev.log();
         log.contains("fleetq dev is running").then_some(())

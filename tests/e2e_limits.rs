@@ -7,10 +7,12 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cli, cli_stdin, text, wait_for, write_file, Group, CONFIG, FLEETQ, INSECURE};
+use common::{
+    cli, cli_stdin, text, wait_for, write_file, Group, Logged as Dev, CONFIG, FLEETQ, INSECURE,
+};
 use fleetq_proto::v1 as pb;
 use serde_json::Value;
 
@@ -226,24 +228,6 @@ fn a_server_refuses_oversized_requests_and_full_local_queues_changing_nothing() 
     );
 }
 
-struct Dev {
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Dev {
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("dev.log")).unwrap_or_default()
-    }
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn dev_limits_writes_per_client_request_size_and_agent_sessions() {
     let port = six_free_ports();
@@ -267,7 +251,7 @@ fn dev_limits_writes_per_client_request_size_and_agent_sessions() {
         .stderr(log)
         .spawn()
         .expect("fleetq dev starts");
-    let dev = Dev { child, dir };
+    let dev = Dev::new(child, dir.path().join("dev.log"), dir);
     wait_for(Duration::from_secs(30), || {
         let out = cli(&addr, &["get", "lq"]);
         (out.status.success() && String::from_utf8_lossy(&out.stdout).contains("team-a"))

@@ -10,10 +10,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cli_tls, text, wait_for, write_file, FLEETQ, INSECURE};
+use common::{cli_tls, text, wait_for, write_file, Logged as Dev, FLEETQ, INSECURE};
 use serde_json::Value;
 
 /// A base port with the two after it free too, outside `avoid`. Taken
@@ -157,25 +157,6 @@ fn replicated(m: &BTreeMap<Series, f64>) -> BTreeMap<Series, f64> {
         })
         .map(|(k, v)| (k.clone(), *v))
         .collect()
-}
-
-struct Dev {
-    child: Child,
-    log: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Dev {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn submit(addr: &str, tls: &Path, queue: &str, name: &str, gpus: u32, duration: &str) {
@@ -339,11 +320,7 @@ fn dev_metrics_agree_with_the_ledger_on_every_replica() {
         .stderr(out)
         .spawn()
         .expect("fleetq dev starts");
-    let mut dev = Dev {
-        child,
-        log,
-        _dir: dir,
-    };
+    let mut dev = Dev::new(child, log, dir);
 
     wait_for(Duration::from_secs(30), || {
         let out = cli_tls(&addr, &tls, &["get", "cq"]);
@@ -689,13 +666,13 @@ fn dev_metrics_agree_with_the_ledger_on_every_replica() {
 
     // SIGTERM still stops it cleanly, HTTP servers included.
     let status = Command::new("kill")
-        .args(["-TERM", &dev.child.id().to_string()])
+        .args(["-TERM", &dev.child.0.id().to_string()])
         .status()
         .expect("kill runs");
     assert!(status.success());
     let started = Instant::now();
     loop {
-        if let Some(status) = dev.child.try_wait().expect("wait") {
+        if let Some(status) = dev.child.0.try_wait().expect("wait") {
             assert!(status.success(), "fleetq dev exited with {status}");
             break;
         }
@@ -730,11 +707,7 @@ fn a_server_serves_http_from_its_config_file() {
         .stderr(log)
         .spawn()
         .expect("fleetq server starts");
-    let mut guard = Dev {
-        child,
-        log: dir.path().join("server.log"),
-        _dir: dir,
-    };
+    let mut guard = Dev::new(child, dir.path().join("server.log"), dir);
     let ready = wait_for(Duration::from_secs(20), || {
         http_get(&http, "/readyz").filter(|(s, _)| *s == 200)
     });
@@ -751,7 +724,7 @@ fn a_server_serves_http_from_its_config_file() {
         "{}",
         guard.log()
     );
-    let _ = guard.child.kill();
+    let _ = guard.child.0.kill();
 }
 
 fn fails_naming(args: &[&str], needle: &str) {

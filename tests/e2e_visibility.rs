@@ -7,10 +7,10 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{cli, cli_stdin, text, wait_for, FLEETQ, INSECURE};
+use common::{cli, cli_stdin, text, wait_for, Logged as Dev, FLEETQ, INSECURE};
 use serde_json::Value;
 
 /// A base port with the two after it free too, outside `avoid`, below
@@ -30,25 +30,6 @@ fn get_json(addr: &str, path: &str, want: u16) -> Value {
         http(addr, "GET", path).unwrap_or_else(|| panic!("{addr}{path}: no answer"));
     assert_eq!(status, want, "{addr}{path}: {body}");
     serde_json::from_str(&body).unwrap_or_else(|e| panic!("{addr}{path}: not JSON ({e}): {body}"))
-}
-
-struct Dev {
-    child: Child,
-    log: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Dev {
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Dev {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// ClusterQueue vis with 4 GPUs (the one 4-GPU cluster), LocalQueues
@@ -185,11 +166,7 @@ fn pending_workloads_in_admission_order_over_grpc_cli_and_http() {
         .stderr(out)
         .spawn()
         .expect("fleetq dev starts");
-    let dev = Dev {
-        child,
-        log,
-        _dir: dir,
-    };
+    let dev = Dev::new(child, log, dir);
     wait_for(Duration::from_secs(30), || {
         dev.log().contains("fleetq dev is running").then_some(())
     })

@@ -457,6 +457,30 @@ impl Drop for Process {
     }
 }
 
+/// A child process that writes its log to a file in a temporary
+/// directory it keeps (a `fleetq dev` or `fleetq server` of a test):
+/// killed and reaped when dropped, as [`Process`].
+pub struct Logged {
+    pub child: Process,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Logged {
+    pub fn new(child: Child, log: PathBuf, dir: tempfile::TempDir) -> Logged {
+        Logged {
+            child: Process(child),
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// What it has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
 /// A `fleetq agent` for `cluster` with the Kubernetes inventory and
 /// executor, on the API server of `kubeconfig`, every node of `group` as
 /// a server, a `--flavor` per entry of `flavors`, and `extra` flags. Its
