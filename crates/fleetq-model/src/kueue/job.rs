@@ -21,7 +21,7 @@ use super::{
     Converted, DEFAULT_NAMESPACE, DEFAULT_POD_SET, MAX_EXEC_TIME_LABEL, MIN_PARALLELISM_ANNOTATION,
     PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL,
 };
-use crate::workload::{RunSpec, WorkloadSpec};
+use crate::workload::WorkloadSpec;
 use crate::{FieldError, PodSet, PriorityClassSource, ResourceList};
 
 #[derive(Deserialize)]
@@ -210,14 +210,7 @@ pub(super) fn job(value: Value, at: &Location) -> Result<Converted, Vec<FieldErr
         return Err(errors);
     }
 
-    let pod = &spec.template.spec;
-    let run = RunSpec {
-        command: pod.first_command(),
-        image: pod.first_image(),
-        env: pod.first_env(),
-        job_template: Some(job_template),
-        duration,
-    };
+    let run = PodSpec::run_of(Some(&spec.template.spec), Some(job_template), duration);
     let workload = NamedWorkload {
         source_name: format!("Job/{namespace}/{name}"),
         namespace,

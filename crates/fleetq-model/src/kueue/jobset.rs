@@ -18,14 +18,14 @@ use super::job::{
     job_spec_problem, max_exec_time_label, priority_of, queue_of, refuse_partial_admission,
 };
 use super::meta::{annotation_path, decode, Location, ObjectMeta};
-use super::pod::PodTemplate;
+use super::pod::{PodSpec, PodTemplate};
 use super::topology::{job_request, pod_set_rewrites, ALL_ANNOTATIONS};
 use super::workload::{pod_requests, workload_name, NamedWorkload};
 use super::{
     Converted, DEFAULT_NAMESPACE, MAX_EXEC_TIME_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL,
 };
 use crate::config::MAX_POD_SETS;
-use crate::workload::{RunSpec, WorkloadSpec};
+use crate::workload::WorkloadSpec;
 use crate::{FieldError, PodSet, PriorityClassSource, ResourceList};
 
 /// The label the JobSet controller puts on each of its Jobs' pods: the
@@ -146,13 +146,7 @@ pub(super) fn jobset(value: Value, at: &Location) -> Result<Converted, Vec<Field
     }
 
     let first = replicated.first().map(|r| &r.template.spec.template.spec);
-    let run = RunSpec {
-        command: first.map(|p| p.first_command()).unwrap_or_default(),
-        image: first.and_then(|p| p.first_image()),
-        env: first.map(|p| p.first_env()).unwrap_or_default(),
-        job_template: Some(template),
-        duration,
-    };
+    let run = PodSpec::run_of(first, Some(template), duration);
     let workload = NamedWorkload {
         source_name: format!("JobSet/{namespace}/{name}"),
         namespace,

@@ -195,6 +195,24 @@ impl PodSpec {
         self.containers.first().and_then(|c| c.image.clone())
     }
 
+    /// The run of a workload whose first pod is `pod` (none where the
+    /// object has no pod template): its first container's command,
+    /// image and literal environment, with `job_template` and
+    /// `duration` as given.
+    pub fn run_of(
+        pod: Option<&PodSpec>,
+        job_template: Option<serde_json::Value>,
+        duration: Option<std::time::Duration>,
+    ) -> crate::workload::RunSpec {
+        crate::workload::RunSpec {
+            command: pod.map(PodSpec::first_command).unwrap_or_default(),
+            image: pod.and_then(PodSpec::first_image),
+            env: pod.map(PodSpec::first_env).unwrap_or_default(),
+            job_template,
+            duration,
+        }
+    }
+
     /// Literal environment variables of the first container.
     pub fn first_env(&self) -> BTreeMap<String, String> {
         self.containers

@@ -36,7 +36,7 @@ use super::{
     PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL,
 };
 use crate::config::{Object, MAX_POD_SETS};
-use crate::workload::{RunSpec, WorkloadSpec};
+use crate::workload::WorkloadSpec;
 use crate::{FieldError, PodSet, PriorityClassSource, ResourceList};
 
 /// Kueue's label naming a Pod's group (the group's Workload name).
@@ -135,13 +135,7 @@ pub(super) fn pod(value: Value, at: &Location) -> Result<Read, Vec<FieldError>> 
 
 /// A Pod without a group: one pod set `main` of one pod.
 fn single(member: Member, spec: &PodSpec) -> Converted {
-    let run = RunSpec {
-        command: spec.first_command(),
-        image: spec.first_image(),
-        env: spec.first_env(),
-        job_template: Some(member.pod),
-        duration: member.duration,
-    };
+    let run = PodSpec::run_of(Some(spec), Some(member.pod), member.duration);
     let workload = NamedWorkload {
         source_name: format!("Pod/{}/{}", member.namespace, member.name),
         namespace: member.namespace,
@@ -402,19 +396,7 @@ fn group_workload(
         .filter_map(|m| m.maximum_execution_time)
         .min();
     let spec_of_first: Option<PodSpec> = serde_json::from_value(first.pod["spec"].clone()).ok();
-    let run = RunSpec {
-        command: spec_of_first
-            .as_ref()
-            .map(|s| s.first_command())
-            .unwrap_or_default(),
-        image: spec_of_first.as_ref().and_then(|s| s.first_image()),
-        env: spec_of_first
-            .as_ref()
-            .map(|s| s.first_env())
-            .unwrap_or_default(),
-        job_template: Some(template),
-        duration,
-    };
+    let run = PodSpec::run_of(spec_of_first.as_ref(), Some(template), duration);
     let pod_sets = roles
         .into_iter()
         .map(|(role, count, requests)| PodSet {

@@ -14,7 +14,7 @@ use super::topology::{workload_request, KueueTopologyRequest};
 use super::unsupported;
 use super::{Converted, DEFAULT_NAMESPACE, DEFAULT_POD_SET, KUEUE_GROUP};
 use crate::config::Object;
-use crate::workload::{RunSpec, WorkloadSpec};
+use crate::workload::WorkloadSpec;
 use crate::{FieldError, PodSet, PriorityClassSource, ResourceList, Workload};
 
 #[derive(Deserialize)]
@@ -229,14 +229,11 @@ pub(super) fn kueue_workload(value: Value, at: &Location) -> Result<Converted, V
     if !errors.is_empty() {
         return Err(errors);
     }
-    let first_pod = first_pod.as_ref();
-    let run = RunSpec {
-        command: first_pod.map(PodSpec::first_command).unwrap_or_default(),
-        image: first_pod.and_then(PodSpec::first_image),
-        env: first_pod.map(PodSpec::first_env).unwrap_or_default(),
-        job_template: extensions.job_template,
-        duration: extensions.duration,
-    };
+    let run = PodSpec::run_of(
+        first_pod.as_ref(),
+        extensions.job_template,
+        extensions.duration,
+    );
     let workload = NamedWorkload {
         source_name: format!("Workload/{namespace}/{name}"),
         namespace,
