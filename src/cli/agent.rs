@@ -235,12 +235,13 @@ fn lay_over(base: &mut toml::Table, over: toml::Table) {
 pub fn resolve(args: &AgentArgs, servers: Option<&str>) -> Result<AgentConfig, String> {
     let mut table = match &args.config {
         Some(path) => {
-            // Read typed first: its errors name the line and column.
-            AgentConfig::read(path)?;
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-            toml::from_str::<toml::Table>(&text)
-                .map_err(|e| format!("{}: {}", path.display(), e.to_string().trim()))?
+            let parse_error =
+                |e: toml::de::Error| format!("{}: {}", path.display(), e.to_string().trim());
+            // Typed first: its errors name the key, line and column.
+            toml::from_str::<AgentConfig>(&text).map_err(parse_error)?;
+            toml::from_str::<toml::Table>(&text).map_err(parse_error)?
         }
         None => toml::Table::new(),
     };

@@ -252,10 +252,9 @@ impl ServerArgs {
             ));
         }
         // Typed once from the text, for errors with line and column.
-        let file: ServerArgs = toml::from_str(&text)
+        toml::from_str::<ServerArgs>(&text)
             .map_err(|e| format!("--config {shown}: {}", e.to_string().trim()))?;
-        let mut merged =
-            toml::Table::try_from(&file).map_err(|e| format!("--config {shown}: {e}"))?;
+        let mut merged = table;
         let flags =
             toml::Table::try_from(self).map_err(|e| format!("flags over --config {shown}: {e}"))?;
         merged.extend(flags);

@@ -245,11 +245,11 @@ impl<'a> Cycle<'a> {
     /// evicting: a reclaimer chosen as a victim earlier in the cycle holds
     /// as it will once the batch is applied (apply() sees it evicting).
     pub(crate) fn held_by(&self, w: &PendingWorkload) -> Option<WorkloadId> {
-        if let Some(reclaimer) = self.snap.borrowing_held_by(w) {
-            return Some(reclaimer);
-        }
         if fleetq_model::mutants::active(fleetq_model::mutants::Mutant::PreemptorNotNominated) {
             return None;
+        }
+        if let Some(reclaimer) = self.snap.borrowing_held_by(w) {
+            return Some(reclaimer);
         }
         let reclaimer = w.reclaimed_for?;
         self.taken.contains(&reclaimer).then_some(reclaimer)

@@ -306,9 +306,6 @@ impl Snapshot {
     /// and its own victim is re-admitted into it (soak seed 191358: one
     /// workload preempted the same victim six times).
     pub fn borrowing_held_by(&self, w: &PendingWorkload) -> Option<WorkloadId> {
-        if fleetq_model::mutants::active(fleetq_model::mutants::Mutant::PreemptorNotNominated) {
-            return None;
-        }
         let reclaimer = w.reclaimed_for?;
         self.waits_or_will(reclaimer).then_some(reclaimer)
     }
