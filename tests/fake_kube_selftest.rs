@@ -1725,3 +1725,130 @@ fn a_jobsets_replicated_jobs_are_immutable_but_for_scheduling_while_suspended() 
         );
     });
 }
+
+/// A pod's spec is immutable but for what `ValidatePodUpdate` lets
+/// change; scheduling gates can only be removed ("Pod Scheduling
+/// Readiness": "only deletion is allowed"), and while a pod is gated its
+/// node selector may gain keys and its required node-affinity terms gain
+/// requirements ("Mutable Pod Scheduling Directives"), nothing more. The
+/// scheduler leaves a gated pod alone, and binds an ungated one only
+/// where its selector and affinity match.
+#[test]
+fn a_gated_pods_scheduling_may_only_narrow_and_its_gates_only_go() {
+    let fake = &FakeKube::start();
+    fake.put_node(node("gpu-a", &[("zone", "a")], &[("nvidia.com/gpu", "8")]));
+    fake.put_node(node("gpu-b", &[("zone", "b")], &[("nvidia.com/gpu", "8")]));
+    let gated = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {
+            "schedulingGates": [{"name": "kueue.x-k8s.io/admission"}, {"name": "example.com/other"}],
+            "nodeSelector": {"zone": "a"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}]}}},
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+    });
+    let created = fake.kubectl_create_pod(gated);
+    assert!(fake
+        .bind_pod("default", "p", "gpu-a")
+        .unwrap_err()
+        .contains("gated"));
+    with_client(fake, |client| async move {
+        let pods: Api<Pod> = Api::default_namespaced(client);
+        let patch = |p: Value| {
+            let pods = pods.clone();
+            async move {
+                pods.patch("p", &PatchParams::default(), &Patch::Merge(&p))
+                    .await
+            }
+        };
+        // A gate added: refused.
+        let e = api_error(
+            patch(json!({"spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}, {"name": "example.com/other"}, {"name": "new"}]}}))
+                .await
+                .expect_err("no gate can be added"),
+        );
+        assert_invalid(&e, "spec.schedulingGates[2]", "only deletion is allowed");
+        // A node selector key changed: refused; one added: taken.
+        let e = api_error(
+            patch(json!({"spec": {"nodeSelector": {"zone": "b"}}}))
+                .await
+                .expect_err("no mutation"),
+        );
+        assert_invalid(&e, "spec.nodeSelector", "only additions");
+        patch(json!({"spec": {"nodeSelector": {"kubernetes.io/os": "linux"}}}))
+            .await
+            .expect("a key added");
+        // A term replaced: refused; narrowed: taken.
+        let terms = |t: Value| json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": t}}}}});
+        let e = api_error(
+            patch(terms(json!([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-a"]}]}])))
+                .await
+                .expect_err("a requirement dropped"),
+        );
+        assert_invalid(&e, "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms", "only additions");
+        patch(terms(json!([{
+            "matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}],
+            "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-a"]}],
+        }])))
+        .await
+        .expect("narrowed");
+        // Anything else in the spec: refused.
+        let e = api_error(
+            patch(json!({"spec": {"restartPolicy": "Never"}}))
+                .await
+                .expect_err("immutable"),
+        );
+        assert_invalid(&e, "spec", "pod updates may not change fields");
+        // Preconditions hold for pods too.
+        let e = api_error(
+            patch(json!({"metadata": {"uid": "someone-else"}, "spec": {"schedulingGates": null}}))
+                .await
+                .expect_err("another uid"),
+        );
+        assert_eq!(e.code, 409, "{e:?}");
+        // The gates removed: the scheduler binds it, but only where its
+        // selector and affinity say (the kubernetes.io/os key added
+        // above is no label of these nodes).
+        patch(json!({"metadata": {"uid": created["metadata"]["uid"]}, "spec": {"schedulingGates": null}}))
+            .await
+            .expect("gates removed");
+    });
+    let e = fake.bind_pod("default", "p", "gpu-a").unwrap_err();
+    assert!(e.contains("kubernetes.io/os"), "{e}");
+    // Once ungated, its scheduling is immutable again.
+    with_client(fake, |client| async move {
+        let pods: Api<Pod> = Api::default_namespaced(client);
+        let e = api_error(
+            pods.patch(
+                "p",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"nodeSelector": {"more": "x"}}})),
+            )
+            .await
+            .expect_err("not gated any more"),
+        );
+        assert_invalid(&e, "spec", "pod updates may not change fields");
+    });
+    let free = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "q", "namespace": "default"},
+        "spec": {
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-b"]}]}]}}},
+            "containers": [{"name": "c", "image": "busybox"}],
+        },
+    });
+    fake.kubectl_create_pod(free);
+    assert!(fake.bind_pod("default", "q", "gpu-a").is_err());
+    fake.bind_pod("default", "q", "gpu-b").expect("its node");
+    let bound = fake.pod("default", "q").expect("q");
+    assert_eq!(
+        (
+            bound["spec"]["nodeName"].as_str(),
+            bound["status"]["phase"].as_str()
+        ),
+        (Some("gpu-b"), Some("Running"))
+    );
+}

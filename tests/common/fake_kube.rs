@@ -301,6 +301,59 @@ impl FakeKube {
         );
     }
 
+    /// `kubectl create` of a Pod: through the API as a client creates it
+    /// (decoded, defaulted, validated); returns the stored Pod. Panics
+    /// with the API server's message if it is refused.
+    pub fn kubectl_create_pod(&self, pod: Value) -> Value {
+        let namespace = pod["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        let name = pod["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let body = serde_json::to_vec(&pod).unwrap_or_default();
+        if let Err(e) = create(&self.shared, Kind::Pod, &namespace, &BTreeMap::new(), &body) {
+            panic!("kubectl create: {}", e.message);
+        }
+        self.pod(&namespace, &name)
+            .unwrap_or_else(|| panic!("kubectl create: {namespace}/{name} not stored"))
+    }
+
+    /// Pod ns/name as stored.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.pods()
+            .into_iter()
+            .find(|p| p["metadata"]["namespace"] == namespace && p["metadata"]["name"] == name)
+    }
+
+    /// Plays the scheduler and the kubelet for Pod ns/name: binds it to
+    /// `node` and sets it Running, if the scheduler could
+    /// ([`schedulable_on`]: no gates, node selector and required node
+    /// affinity matched); otherwise says why and changes nothing.
+    pub fn bind_pod(&self, namespace: &str, name: &str, node: &str) -> Result<(), String> {
+        self.shared.commit(|store| {
+            let i = store
+                .position(Kind::Pod, Some(namespace), name)
+                .ok_or_else(|| format!("no Pod {namespace}/{name}"))?;
+            let n = store
+                .position(Kind::Node, None, node)
+                .ok_or_else(|| format!("no Node {node}"))?;
+            let previous = store.pods[i].object.clone();
+            schedulable_on(&previous, &store.nodes[n].object)?;
+            let rv = store.next_rv();
+            let seq = store.pods[i].seq;
+            let object = &mut store.pods[i].object;
+            object["spec"]["nodeName"] = json!(node);
+            object["status"]["phase"] = json!("Running");
+            object["metadata"]["resourceVersion"] = json!(rv.to_string());
+            let object = object.clone();
+            store.log_event(rv, Kind::Pod, seq, Some(object), Some(previous));
+            Ok(())
+        })
+    }
+
     /// Removes Pod ns/name at once (emits DELETED); panics if there is none.
     pub fn delete_pod(&self, namespace: &str, name: &str) {
         self.shared.commit(|store| {
@@ -1586,6 +1639,14 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
         ) => patch_event(&shared, &namespace, &name, &content_type, &body),
         (
             Route::Item {
+                kind: Kind::Pod,
+                namespace: Some(namespace),
+                name,
+            },
+            Method::PATCH,
+        ) => patch_pod(&shared, &namespace, &name, &content_type, &body),
+        (
+            Route::Item {
                 kind: kind @ (Kind::Job | Kind::JobSet | Kind::Pod),
                 namespace: Some(namespace),
                 name,
@@ -2059,6 +2120,221 @@ fn patch_job(
         store.update_job_at(i, old, new, dry_run)
     })?;
     Ok(json_response(StatusCode::OK, &updated))
+}
+
+/// PATCH of a Pod: a JSON merge patch under `ValidatePodUpdate`'s rules
+/// ([`validate_pod_update`]); metadata the server owns and the status
+/// (the kubelet's) are kept.
+fn patch_pod(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+    content_type: &str,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let patch = merge_patch_body(content_type, body)?;
+    let updated = shared.commit(|store| {
+        let (i, old, mut new) = store.patched(Kind::Pod, namespace, name, &patch)?;
+        for key in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "resourceVersion",
+        ] {
+            match old["metadata"].get(key) {
+                Some(v) => new["metadata"][key] = v.clone(),
+                None => {
+                    if let Some(m) = new["metadata"].as_object_mut() {
+                        m.remove(key);
+                    }
+                }
+            }
+        }
+        new["status"] = old["status"].clone();
+        default_pod(&mut new);
+        let mut errors = validate_pod(&new);
+        errors.extend(validate_pod_update(&old, &new));
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(Kind::Pod, name, errors));
+        }
+        if new == old {
+            return Ok(old);
+        }
+        Ok(store.replace_at(Kind::Pod, i, old, new))
+    })?;
+    Ok(json_response(StatusCode::OK, &updated))
+}
+
+/// `ValidatePodUpdate` for the spec (labels and annotations may change
+/// freely): a pod's spec is immutable but for its containers' images,
+/// `activeDeadlineSeconds` and added tolerations; scheduling gates may
+/// only be removed (`validatePodSchedulingGates`: "only deletion is
+/// allowed"); and while the pod is still gated, its scheduling
+/// directives may be narrowed (KEP-3838): keys added to `nodeSelector`,
+/// requirements added to each required node-affinity term (or any
+/// required affinity where it had none).
+fn validate_pod_update(old: &Value, new: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let (old_spec, new_spec) = (&old["spec"], &new["spec"]);
+    let gates = |spec: &Value| -> Vec<String> {
+        spec["schedulingGates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|g| g["name"].as_str().map(str::to_string))
+            .collect()
+    };
+    let (old_gates, new_gates) = (gates(old_spec), gates(new_spec));
+    for (i, gate) in new_gates.iter().enumerate() {
+        if !old_gates.contains(gate) {
+            errors.push(FieldError::new(
+                format!("spec.schedulingGates[{i}]"),
+                ErrorType::Forbidden,
+                None,
+                format!("only deletion is allowed, but found new scheduling gate '{gate}'"),
+            ));
+        }
+    }
+    let gated = !old_gates.is_empty();
+    if gated {
+        let (old_sel, new_sel) = (&old_spec["nodeSelector"], &new_spec["nodeSelector"]);
+        let kept = old_sel
+            .as_object()
+            .into_iter()
+            .flatten()
+            .all(|(k, v)| new_sel.get(k) == Some(v));
+        if !kept {
+            errors.push(FieldError::new(
+                "spec.nodeSelector",
+                ErrorType::Forbidden,
+                None,
+                "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
+            ));
+        }
+        let terms = |spec: &Value| {
+            spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+                ["nodeSelectorTerms"]
+                .clone()
+        };
+        let (old_terms, new_terms) = (terms(old_spec), terms(new_spec));
+        if let Some(old_terms) = old_terms.as_array() {
+            let narrowed = new_terms.as_array().is_some_and(|new_terms| {
+                new_terms.len() == old_terms.len()
+                    && old_terms.iter().zip(new_terms).all(|(o, n)| {
+                        ["matchExpressions", "matchFields"].iter().all(|section| {
+                            o[*section].as_array().into_iter().flatten().all(|r| {
+                                n[*section].as_array().is_some_and(|list| list.contains(r))
+                            })
+                        })
+                    })
+            });
+            if !narrowed {
+                errors.push(FieldError::new(
+                    "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+                    ErrorType::Forbidden,
+                    None,
+                    "only additions are allowed (no mutations or deletions)",
+                ));
+            }
+        }
+    }
+    // What is left must be equal.
+    let comparable = |spec: &Value| {
+        let mut spec = spec.clone();
+        if let Some(m) = spec.as_object_mut() {
+            for key in ["schedulingGates", "activeDeadlineSeconds", "tolerations"] {
+                m.remove(key);
+            }
+            if gated {
+                m.remove("nodeSelector");
+                if let Some(a) = m.get_mut("affinity").and_then(Value::as_object_mut) {
+                    if let Some(n) = a.get_mut("nodeAffinity").and_then(Value::as_object_mut) {
+                        n.remove("requiredDuringSchedulingIgnoredDuringExecution");
+                        n.remove("preferredDuringSchedulingIgnoredDuringExecution");
+                        if n.is_empty() {
+                            a.remove("nodeAffinity");
+                        }
+                    }
+                    if a.is_empty() {
+                        m.remove("affinity");
+                    }
+                }
+            }
+            for section in ["containers", "initContainers"] {
+                for c in m
+                    .get_mut(section)
+                    .and_then(Value::as_array_mut)
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(c) = c.as_object_mut() {
+                        c.remove("image");
+                    }
+                }
+            }
+        }
+        spec
+    };
+    if comparable(old_spec) != comparable(new_spec) {
+        errors.push(FieldError::new(
+            "spec",
+            ErrorType::Forbidden,
+            None,
+            "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+        ));
+    }
+    errors
+}
+
+/// Whether the scheduler may put `pod` on `node`: no scheduling gates
+/// left, its node selector matched by the node's labels, and one of its
+/// required node-affinity terms (if any) matched (`In`, `NotIn`,
+/// `Exists`, `DoesNotExist` on labels; `metadata.name` fields).
+fn schedulable_on(pod: &Value, node: &Value) -> Result<(), String> {
+    let spec = &pod["spec"];
+    if spec["schedulingGates"]
+        .as_array()
+        .is_some_and(|g| !g.is_empty())
+    {
+        return Err(format!("the pod is gated: {}", spec["schedulingGates"]));
+    }
+    let labels = &node["metadata"]["labels"];
+    for (k, v) in spec["nodeSelector"].as_object().into_iter().flatten() {
+        if labels.get(k) != Some(v) {
+            return Err(format!("node selector {k}={v} does not match"));
+        }
+    }
+    let name = node["metadata"]["name"].clone();
+    let holds = |r: &Value, value: Option<&Value>| {
+        let values = r["values"].as_array().cloned().unwrap_or_default();
+        match r["operator"].as_str() {
+            Some("In") => value.is_some_and(|v| values.contains(v)),
+            Some("NotIn") => !value.is_some_and(|v| values.contains(v)),
+            Some("Exists") => value.is_some(),
+            Some("DoesNotExist") => value.is_none(),
+            _ => false,
+        }
+    };
+    let terms = &spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"];
+    if let Some(terms) = terms.as_array() {
+        let matched = terms.iter().any(|t| {
+            let exprs = t["matchExpressions"].as_array().into_iter().flatten();
+            let fields = t["matchFields"].as_array().into_iter().flatten();
+            exprs
+                .clone()
+                .all(|r| holds(r, r["key"].as_str().and_then(|k| labels.get(k))))
+                && fields
+                    .clone()
+                    .all(|r| r["key"] == "metadata.name" && holds(r, Some(&name)))
+        });
+        if !matched {
+            return Err("no required node-affinity term matches".into());
+        }
+    }
+    Ok(())
 }
 
 /// `spec.managedBy` (KEP-4368): unset, or a domain-prefixed path of at
@@ -3815,7 +4091,13 @@ fn generate_selector(job: &mut Value) {
 /// phase Pending when the test gave no status.
 fn default_pod(pod: &mut Value) {
     for key in ["initContainers", "containers"] {
-        let Some(containers) = pod["spec"][key].as_array_mut() else {
+        // `get_mut`, not indexing: indexing a Value mutably inserts a null
+        // field, which no real API server returns.
+        let Some(containers) = pod
+            .get_mut("spec")
+            .and_then(|s| s.get_mut(key))
+            .and_then(Value::as_array_mut)
+        else {
             continue;
         };
         for c in containers {
