@@ -576,3 +576,195 @@ fn a_kubectl_created_jobset_is_queued_run_as_a_copy_and_cancelled_on_delete() {
     assert!(kube.refusals().is_empty(), "{:#?}", kube.refusals());
     drop(agent);
 }
+
+/// A Pod as a Kueue user creates it: queue-labelled, 2 GPUs, with Kueue's
+/// admission scheduling gate (what Kueue's pod webhook adds) unless
+/// `gated` is false; in a group when `group` names one and its size.
+fn queued_pod(name: &str, gpus: u32, gated: bool, group: Option<(&str, u32)>) -> Value {
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"kueue.x-k8s.io/queue-name": "team-a"},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "main",
+                "image": "nvcr.io/nvidia/pytorch:24.08-py3",
+                "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}},
+            }],
+        },
+    });
+    if gated {
+        pod["spec"]["schedulingGates"] = json!([{"name": "kueue.x-k8s.io/admission"}]);
+    }
+    if let Some((group, total)) = group {
+        pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = json!(group);
+        pod["metadata"]["annotations"] =
+            json!({"kueue.x-k8s.io/pod-group-total-count": total.to_string()});
+    }
+    pod
+}
+
+/// The workload's name for a pod (or a group, by its first pod):
+/// `pod-<name>-<uid prefix>`.
+fn pod_workload(name: &str, first_pod: &Value) -> String {
+    let uid: String = first_pod["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(8)
+        .collect();
+    format!("pod-{name}-{}", uid.to_ascii_lowercase())
+}
+
+/// Waits until pod `name` is admitted in place: ungated, labelled as the
+/// executor's, pinned to one node by name and to the flavor's GPUs;
+/// returns that node.
+fn wait_pod_admitted(kube: &FakeKube, group: &Group, name: &str) -> String {
+    let pod = wait_for(Duration::from_secs(30), || {
+        kube.pod("default", name).filter(|p| {
+            p["spec"]["schedulingGates"].is_null()
+                && p["metadata"]["labels"]["fleetq.dev/adopted"] == "true"
+        })
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "pod {name} never admitted in place: {:#?}\nagent log:\n{}",
+            kube.pod("default", name),
+            agent_log(group)
+        )
+    });
+    assert_eq!(
+        pod["spec"]["nodeSelector"]["nvidia.com/gpu.product"], H100,
+        "{pod:#}"
+    );
+    let terms = &pod["spec"]["affinity"]["nodeAffinity"]
+        ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+    let node = terms[0]["matchFields"][0]["values"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("pod {name} not pinned to a node: {pod:#}"))
+        .to_string();
+    assert_eq!(terms.as_array().map(Vec::len), Some(1), "{pod:#}");
+    node
+}
+
+/// Kueue's plain pods without its webhook: a Pod created with kubectl
+/// carrying Kueue's admission gate is queued; once admitted its gate is
+/// removed and it is pinned to the node the ledger charged (the test's
+/// scheduler binds it there and nowhere else); a pod group is one
+/// workload once all its pods exist; a pod created without the gate is
+/// told it is not queued; one too big stays gated and says why; an agent
+/// restart submits nothing twice; deleting a pod cancels its workload,
+/// and the rest of its group goes.
+#[test]
+fn kubectl_created_gated_pods_are_queued_and_admitted_in_place() {
+    let kube = FakeKube::start();
+    let h100 = [("nvidia.com/gpu.product", H100)];
+    kube.put_node(node("gpu-a", &h100, &[("nvidia.com/gpu", "4")]));
+    kube.put_node(node("gpu-b", &h100, &[("nvidia.com/gpu", "4")]));
+    let group = Group::configured(&["--lease-ttl", "5s"]);
+    let agent = start_agent(&group, &kube);
+
+    // One pod of 4 GPUs: admitted in place, pinned to one node.
+    let solo = kube.kubectl_create_pod(queued_pod("solo", 4, true, None));
+    let solo_wl = pod_workload("solo", &solo);
+    wait_state(&group, &solo_wl, &["Admitted", "Running"]);
+    let solo_node = wait_pod_admitted(&kube, &group, "solo");
+    let other = if solo_node == "gpu-a" {
+        "gpu-b"
+    } else {
+        "gpu-a"
+    };
+    assert!(kube.bind_pod("default", "solo", other).is_err());
+    kube.bind_pod("default", "solo", &solo_node)
+        .expect("binds where the ledger charged it");
+    wait_state(&group, &solo_wl, &["Running"]);
+    let solo_pod = kube.pod("default", "solo").expect("solo");
+    assert_eq!(
+        solo_pod["metadata"]["uid"], solo["metadata"]["uid"],
+        "no second pod"
+    );
+    assert_eq!(
+        solo_pod["metadata"]["annotations"]["fleetq.dev/workload"],
+        format!("default/{solo_wl}")
+    );
+
+    // A group of two 2-GPU pods: nothing until both exist, then one
+    // workload, each pod pinned to the node left.
+    let first = kube.kubectl_create_pod(queued_pod("ray-0", 2, true, Some(("ray", 2))));
+    let ray_wl = pod_workload("ray", &first);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        state(&group, &ray_wl).is_none(),
+        "queued before the group was complete"
+    );
+    kube.kubectl_create_pod(queued_pod("ray-1", 2, true, Some(("ray", 2))));
+    wait_state(&group, &ray_wl, &["Admitted", "Running"]);
+    for pod in ["ray-0", "ray-1"] {
+        let node = wait_pod_admitted(&kube, &group, pod);
+        assert_eq!(node, other, "the only node with room");
+        kube.bind_pod("default", pod, &node).expect("binds");
+    }
+    wait_state(&group, &ray_wl, &["Running"]);
+
+    // No gate: runs outside any quota, and is told so.
+    kube.kubectl_create_pod(queued_pod("eager", 1, false, None));
+    wait_for(Duration::from_secs(30), || {
+        kube.events().into_iter().find(|e| {
+            e["regarding"]["name"] == "eager"
+                && e["regarding"]["kind"] == "Pod"
+                && e["reason"] == "NotQueued"
+                && e["type"] == "Warning"
+        })
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no NotQueued Event: {:#?}\n{}",
+            kube.events(),
+            agent_log(&group)
+        )
+    });
+
+    // Too big: stays gated and says why.
+    let huge = kube.kubectl_create_pod(queued_pod("huge", 16, true, None));
+    let huge_wl = pod_workload("huge", &huge);
+    wait_state(&group, &huge_wl, &["Pending"]);
+    wait_for(Duration::from_secs(30), || {
+        kube.pod("default", "huge").filter(|p| {
+            p["metadata"]["annotations"]["fleetq.dev/pending-reason"]
+                .as_str()
+                .is_some_and(|r| !r.is_empty())
+        })
+    })
+    .unwrap_or_else(|| panic!("huge never told why: {:#?}", kube.pod("default", "huge")));
+    assert!(!kube.pod("default", "huge").expect("huge")["spec"]["schedulingGates"].is_null());
+
+    // The agent restarts: nothing is submitted twice, nothing running is
+    // touched.
+    drop(agent);
+    let agent = start_agent(&group, &kube);
+    std::thread::sleep(Duration::from_secs(3));
+    let mut names: Vec<String> = workloads(&group, 1)
+        .iter()
+        .filter_map(|w| w["name"].as_str().map(String::from))
+        .collect();
+    names.sort();
+    let mut want = vec![solo_wl.clone(), ray_wl.clone(), huge_wl.clone()];
+    want.sort();
+    assert_eq!(names, want);
+    assert_eq!(state(&group, &ray_wl).expect("ray")["state"], "Running");
+
+    // kubectl delete pod: its workload is cancelled; for a group, the
+    // other pod goes too before the quota is freed.
+    kube.delete_pod("default", "solo");
+    wait_state(&group, &solo_wl, &["Cancelled"]);
+    kube.delete_pod("default", "ray-0");
+    wait_state(&group, &ray_wl, &["Cancelled"]);
+    assert!(kube.pod("default", "ray-1").is_none(), "{:#?}", kube.pods());
+    drop(agent);
+}

@@ -24,7 +24,7 @@
 //! - admitted to another cluster, the Job stays suspended here and a copy
 //!   runs there (that cluster's executor creates it from the template);
 //!   the copy's status is read through the leader (`WorkloadJobStatus`)
-//!   and copied back ([`FrontDoor::mirror`]), as MultiKueue does: onto
+//!   and copied back (`FrontDoor::mirror`), as MultiKueue does: onto
 //!   the Job's `status` when it carries MultiKueue's `spec.managedBy:
 //!   kueue.x-k8s.io/multikueue` (Kubernetes' Job controller leaves such a
 //!   Job alone; it runs as a copy even when admitted here), else into the
@@ -45,19 +45,32 @@
 //! only in labels, annotations, node selector, tolerations and scheduling
 //! gates, so its pods could not be pinned in place to the nodes the
 //! ledger charged; the copy is made pinned (docs/deploy.md, "JobSets").
+//!
+//! Pods (Kueue's plain pods) are queued when created with Kueue's
+//! `kueue.x-k8s.io/admission` scheduling gate (`FrontDoor::on_pod`):
+//! one pod as `pod-<name>-<uid prefix>`, the pods of a
+//! `kueue.x-k8s.io/pod-group-name` group as one workload once all of its
+//! `pod-group-total-count` pods exist ([`workload_from_pod_group`]). Each
+//! pod carries the adoption marks, so the executor of this cluster admits
+//! them in place (gate removed, pinned; `executor::kubernetes::pods`)
+//! and another cluster runs copies. Every pod of a group is annotated; a
+//! pod deleted cancels its group's workload. A queue-labelled pod without
+//! the gate cannot be held and gets a `NotQueued` Warning Event.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use fleetq_model::config::Object;
-use fleetq_model::kueue::{import_manifests, QUEUE_NAME_LABEL};
+use fleetq_model::kueue::{
+    import_manifests, POD_GROUP_NAME_LABEL, POD_GROUP_TOTAL_COUNT_ANNOTATION, QUEUE_NAME_LABEL,
+};
 use fleetq_model::Workload;
 use fleetq_proto::transport::{endpoint, Timeouts};
 use fleetq_proto::v1 as pb;
 use fleetq_proto::v1::fleet_q_client::FleetQClient;
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -115,11 +128,13 @@ const JOB_STATUS_FIELDS: [&str; 11] = [
     "uncountedTerminatedPods",
 ];
 
-/// What the front door queues: a batch/v1 Job, or a JobSet.
+/// What the front door queues: a batch/v1 Job, a JobSet, or a Pod (alone
+/// or in a group).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum QueuedKind {
     Job,
     JobSet,
+    Pod,
 }
 
 impl QueuedKind {
@@ -127,6 +142,7 @@ impl QueuedKind {
         match self {
             QueuedKind::Job => ApiResource::erase::<Job>(&()),
             QueuedKind::JobSet => crate::executor::kubernetes::jobset_resource(),
+            QueuedKind::Pod => ApiResource::erase::<Pod>(&()),
         }
     }
 
@@ -134,6 +150,7 @@ impl QueuedKind {
         match self {
             QueuedKind::Job => "Job",
             QueuedKind::JobSet => "JobSet",
+            QueuedKind::Pod => "Pod",
         }
     }
 
@@ -142,14 +159,17 @@ impl QueuedKind {
         match self {
             QueuedKind::Job => "job",
             QueuedKind::JobSet => "jobset",
+            QueuedKind::Pod => "pod",
         }
     }
 
-    /// The conditions that say the object finished.
-    fn finished_conditions(self) -> [&'static str; 2] {
+    /// The conditions that say the object finished (a pod says it by
+    /// its phase, and is never suspended).
+    fn finished_conditions(self) -> &'static [&'static str] {
         match self {
-            QueuedKind::Job => ["Complete", "Failed"],
-            QueuedKind::JobSet => ["Completed", "Failed"],
+            QueuedKind::Job => &["Complete", "Failed"],
+            QueuedKind::JobSet => &["Completed", "Failed"],
+            QueuedKind::Pod => &[],
         }
     }
 }
@@ -199,6 +219,57 @@ pub fn workload_from_object(
     job: &Value,
     cluster: &str,
 ) -> Result<Workload, String> {
+    let (name, uid, manifest) = user_manifest(kind, job, cluster)?;
+    let mut workload = import_one(kind, &manifest)?;
+    workload.name = object_workload_name(kind, &name, &uid);
+    Ok(workload)
+}
+
+/// The Workload for a complete pod group (Kueue's
+/// `kueue.x-k8s.io/pod-group-name`): its pods as their user wrote them,
+/// each with the adoption marks, imported as one `v1 List`, named
+/// `pod-<group>-<hash of the first pod's uid>`.
+pub fn workload_from_pod_group(
+    group: &str,
+    pods: &[Value],
+    cluster: &str,
+) -> Result<Workload, String> {
+    let mut items = Vec::with_capacity(pods.len());
+    let mut first_uid = None;
+    for pod in pods {
+        let (_, uid, manifest) = user_manifest(QueuedKind::Pod, pod, cluster)?;
+        first_uid.get_or_insert(uid);
+        items.push(manifest);
+    }
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let mut workload = import_one(QueuedKind::Pod, &list)?;
+    workload.name = object_workload_name(QueuedKind::Pod, group, &first_uid.unwrap_or_default());
+    Ok(workload)
+}
+
+/// The first Workload a manifest imports as.
+fn import_one(kind: QueuedKind, manifest: &Value) -> Result<Workload, String> {
+    let documents = import_manifests(&manifest.to_string()).map_err(|errors| {
+        errors
+            .iter()
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
+    match documents.into_iter().next().map(|d| d.object) {
+        Some(Object::Workload(w)) => Ok(w),
+        _ => Err(format!("the {} did not import as a Workload", kind.name())),
+    }
+}
+
+/// An object as its user wrote it (server-set metadata, status and
+/// fleetq's own annotations left out), with the adoption marks on a Job
+/// or Pod: (name, uid, manifest).
+fn user_manifest(
+    kind: QueuedKind,
+    job: &Value,
+    cluster: &str,
+) -> Result<(String, String, Value), String> {
     let meta = &job["metadata"];
     let (Some(name), Some(uid)) = (meta["name"].as_str(), meta["uid"].as_str()) else {
         return Err(format!("the {} has no name or uid", kind.name()));
@@ -213,7 +284,7 @@ pub fn workload_from_object(
                 .collect()
         })
         .unwrap_or_default();
-    if kind == QueuedKind::Job {
+    if kind != QueuedKind::JobSet {
         annotations.insert(ADOPT_CLUSTER.into(), json!(cluster));
         annotations.insert(ADOPT_UID.into(), json!(uid));
     }
@@ -227,20 +298,7 @@ pub fn workload_from_object(
         "metadata": metadata,
         "spec": job["spec"],
     });
-    let documents = import_manifests(&manifest.to_string()).map_err(|errors| {
-        errors
-            .iter()
-            .map(|e| e.to_string())
-            .collect::<Vec<_>>()
-            .join("; ")
-    })?;
-    match documents.into_iter().next().map(|d| d.object) {
-        Some(Object::Workload(mut w)) => {
-            w.name = object_workload_name(kind, name, uid);
-            Ok(w)
-        }
-        _ => Err(format!("the {} did not import as a Workload", kind.name())),
-    }
+    Ok((name.to_string(), uid.to_string(), manifest))
 }
 
 /// Whether the agent of `cluster` should unsuspend this workload's Job in
@@ -361,12 +419,57 @@ fn finished_or_adopted(kind: QueuedKind, object: &DynamicObject) -> bool {
     adopted || finished
 }
 
-/// One queue-labelled Job the front door looks after.
+/// What an Event about `object` names it by.
+fn reference_of(kind: QueuedKind, object: &DynamicObject) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(kind.resource().api_version),
+        kind: Some(kind.name().into()),
+        name: object.metadata.name.clone(),
+        namespace: object.metadata.namespace.clone(),
+        uid: object.metadata.uid.clone(),
+        resource_version: object.metadata.resource_version.clone(),
+        ..ObjectReference::default()
+    }
+}
+
+/// A pod's group, from Kueue's keys: (namespace, group, total count; 0
+/// where the count is missing or not a number, which the importer
+/// refuses once the group is converted).
+fn pod_group_of(kind: QueuedKind, pod: &DynamicObject) -> Option<(String, String, u32)> {
+    if kind != QueuedKind::Pod {
+        return None;
+    }
+    let group = pod.metadata.labels.as_ref()?.get(POD_GROUP_NAME_LABEL)?;
+    let total = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(POD_GROUP_TOTAL_COUNT_ANNOTATION))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+    Some((namespace, group.clone(), total))
+}
+
+/// What the front door tracks an object under: its uid, or for a pod of
+/// a group, `group/<namespace>/<group>`.
+fn tracking_key(kind: QueuedKind, object: &DynamicObject) -> Option<String> {
+    match pod_group_of(kind, object) {
+        Some((namespace, group, _)) => Some(format!("group/{namespace}/{group}")),
+        None => object.metadata.uid.clone(),
+    }
+}
+
+/// One queue-labelled Job the front door looks after (or JobSet, Pod, or
+/// pod group).
 #[derive(Debug)]
 struct Tracked {
     kind: QueuedKind,
     namespace: String,
     job: String,
+    /// The objects it stands for, (name, uid): the Job, or each pod of a
+    /// group. Each is annotated.
+    members: Vec<(String, String)>,
     workload: Workload,
     /// The ledger has it (this process submitted it, or the Job carried
     /// the annotation naming it).
@@ -416,6 +519,13 @@ pub struct FrontDoor {
     suspend_unsuspended: bool,
     /// Such Jobs, by uid: (kind, namespace, name), to suspend next round.
     to_suspend: HashMap<String, (QueuedKind, String, String)>,
+    /// The pods of groups not complete yet, by (namespace, group), by uid.
+    forming: HashMap<(String, String), BTreeMap<String, Value>>,
+    /// Queue-labelled pods created without Kueue's admission gate, told
+    /// once that they are not queued.
+    ungated: HashSet<String>,
+    /// Such pods, to be told next round.
+    not_queued: Vec<ObjectReference>,
 }
 
 impl FrontDoor {
@@ -431,6 +541,9 @@ impl FrontDoor {
             instance: Some(format!("fleetq-agent-{cluster}")),
         };
         FrontDoor {
+            forming: HashMap::new(),
+            ungated: HashSet::new(),
+            not_queued: Vec::new(),
             suspend_unsuspended: false,
             to_suspend: HashMap::new(),
             reporter,
@@ -455,7 +568,7 @@ impl FrontDoor {
     /// Watches the cluster's queue-labelled Jobs (and JobSets, where the
     /// cluster has the API) until `shutdown`.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
-        let mut kinds = vec![QueuedKind::Job];
+        let mut kinds = vec![QueuedKind::Job, QueuedKind::Pod];
         if self.has_jobsets().await {
             kinds.push(QueuedKind::JobSet);
         }
@@ -476,14 +589,14 @@ impl FrontDoor {
                 event = stream.next() => match event {
                     Some((kind, Ok(watcher::Event::Apply(object)))) => self.on_object(kind, &object),
                     Some((kind, Ok(watcher::Event::InitApply(object)))) => {
-                        listed.entry(kind).or_default().extend(object.metadata.uid.clone());
+                        listed.entry(kind).or_default().extend(tracking_key(kind, &object));
                         self.on_object(kind, &object);
                     }
-                    Some((_, Ok(watcher::Event::Delete(object)))) => {
+                    Some((kind, Ok(watcher::Event::Delete(object)))) => {
                         // Cancel at once: the executor waits for it.
-                        self.on_deleted(&object);
-                        if let Some(uid) = object.metadata.uid.as_deref() {
-                            let _ = self.work_on(uid).await;
+                        self.on_deleted(kind, &object);
+                        if let Some(key) = tracking_key(kind, &object) {
+                            let _ = self.work_on(&key).await;
                         }
                     }
                     Some((kind, Ok(watcher::Event::Init))) => {
@@ -526,6 +639,9 @@ impl FrontDoor {
     }
 
     fn on_object(&mut self, kind: QueuedKind, job: &DynamicObject) {
+        if kind == QueuedKind::Pod {
+            return self.on_pod(job);
+        }
         let Some(uid) = job.metadata.uid.clone() else {
             return;
         };
@@ -569,26 +685,35 @@ impl FrontDoor {
             return;
         }
         self.to_suspend.remove(&uid);
-        let (workload, refused) = match workload_from_object(kind, &value, &self.cluster) {
-            Ok(w) => (w, None),
-            Err(e) => {
-                tracing::warn!(object = %format!("{namespace}/{name}"), kind = kind.name(), error = %e, "cannot convert a queued object");
-                let placeholder = Workload {
-                    namespace: namespace.clone(),
-                    name: object_workload_name(kind, &name, &uid),
-                    labels: BTreeMap::new(),
-                    spec: Default::default(),
-                };
-                (placeholder, Some(e))
-            }
-        };
+        let converted = workload_from_object(kind, &value, &self.cluster);
+        let (workload, refused) = self.converted(kind, &namespace, &name, &uid, converted);
+        let members = vec![(name.clone(), uid.clone())];
+        self.track(kind, uid, job, members, workload, refused, ours, elsewhere);
+    }
+
+    /// Starts looking after an object (or a pod group, under `key`).
+    #[allow(clippy::too_many_arguments)]
+    fn track(
+        &mut self,
+        kind: QueuedKind,
+        key: String,
+        job: &DynamicObject,
+        members: Vec<(String, String)>,
+        workload: Workload,
+        refused: Option<String>,
+        ours: bool,
+        elsewhere: bool,
+    ) {
+        let namespace = job.metadata.namespace.clone().unwrap_or_default();
+        let name = job.metadata.name.clone().unwrap_or_default();
         tracing::info!(object = %format!("{namespace}/{name}"), kind = kind.name(), workload = %workload.name, "queued object found");
         self.jobs.insert(
-            uid,
+            key,
             Tracked {
                 kind,
                 namespace,
                 job: name,
+                members,
                 workload,
                 submitted: ours,
                 marked: ours,
@@ -600,23 +725,174 @@ impl FrontDoor {
                 mirrored_at: None,
                 elsewhere,
                 final_tries: 0,
-                reference: ObjectReference {
-                    api_version: Some(kind.resource().api_version),
-                    kind: Some(kind.name().into()),
-                    name: job.metadata.name.clone(),
-                    namespace: job.metadata.namespace.clone(),
-                    uid: job.metadata.uid.clone(),
-                    resource_version: job.metadata.resource_version.clone(),
-                    ..ObjectReference::default()
-                },
+                reference: reference_of(kind, job),
                 told: None,
             },
         );
     }
 
-    fn on_deleted(&mut self, job: &DynamicObject) {
-        if let Some(t) = job.metadata.uid.as_ref().and_then(|u| self.jobs.get_mut(u)) {
+    fn on_deleted(&mut self, kind: QueuedKind, job: &DynamicObject) {
+        if let (Some(uid), Some((namespace, group, _))) =
+            (&job.metadata.uid, pod_group_of(kind, job))
+        {
+            if let Some(forming) = self.forming.get_mut(&(namespace, group)) {
+                forming.remove(uid);
+            }
+        }
+        if let Some(t) = tracking_key(kind, job).and_then(|k| self.jobs.get_mut(&k)) {
             t.deleted = true;
+        }
+    }
+
+    /// A queue-labelled Pod: queued if it carries Kueue's admission
+    /// gate (or was queued by an earlier run), alone or, once all of its
+    /// group's pods are there, as its group. A pod without the gate
+    /// cannot be held (Kubernetes lets no gate be added after creation):
+    /// it is told once, with a Warning Event, that it is not queued.
+    /// Pods a controller owns (a Job's) are its controller's business.
+    fn on_pod(&mut self, pod: &DynamicObject) {
+        let kind = QueuedKind::Pod;
+        let (Some(uid), Some(key)) = (pod.metadata.uid.clone(), tracking_key(kind, pod)) else {
+            return;
+        };
+        let owned = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.controller == Some(true));
+        if owned {
+            return;
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
+            return self.on_deleted(kind, pod);
+        }
+        let group = pod_group_of(kind, pod);
+        if let Some(t) = self.jobs.get_mut(&key) {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            if !t.members.iter().any(|(_, u)| *u == uid) {
+                t.members.push((name, uid));
+            }
+            return;
+        }
+        let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+        let annotation = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_WORKLOAD));
+        let ours =
+            annotation.is_some_and(|a| a.starts_with(&format!("{namespace}/{}-", kind.prefix())));
+        let gated = pod.data["spec"]["schedulingGates"]
+            .as_array()
+            .is_some_and(|g| {
+                g.iter()
+                    .any(|g| g["name"] == crate::executor::kubernetes::KUEUE_ADMISSION_GATE)
+            });
+        if !gated && !ours {
+            if self.ungated.insert(uid) {
+                self.not_queued.push(reference_of(kind, pod));
+            }
+            return;
+        }
+        let value = match serde_json::to_value(pod) {
+            Ok(v) => v,
+            Err(e) => return tracing::warn!(error = %e, "cannot read a queued pod"),
+        };
+        let elsewhere = ours
+            && pod
+                .metadata
+                .annotations
+                .as_ref()
+                .is_some_and(|a| a.contains_key(ANNOTATION_ADMITTED_CLUSTER));
+        let Some((namespace, group, total)) = group else {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let (workload, refused) = self.converted(
+                kind,
+                &namespace,
+                &name,
+                &uid,
+                workload_from_object(kind, &value, &self.cluster),
+            );
+            return self.track(
+                kind,
+                key,
+                pod,
+                vec![(name, uid)],
+                workload,
+                refused,
+                ours,
+                elsewhere,
+            );
+        };
+        let forming = self
+            .forming
+            .entry((namespace.clone(), group.clone()))
+            .or_default();
+        forming.insert(uid.clone(), value);
+        if total == 0 || forming.len() < total as usize {
+            return;
+        }
+        let Some(mut pods) = self.forming.remove(&(namespace.clone(), group.clone())) else {
+            return;
+        };
+        // In the order of their names: the same List however they came.
+        let mut pods: Vec<Value> = std::mem::take(&mut pods).into_values().collect();
+        pods.sort_by(|a, b| {
+            a["metadata"]["name"]
+                .as_str()
+                .cmp(&b["metadata"]["name"].as_str())
+        });
+        let members: Vec<(String, String)> = pods
+            .iter()
+            .map(|p| {
+                let m = &p["metadata"];
+                (
+                    m["name"].as_str().unwrap_or_default().to_string(),
+                    m["uid"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        let first_uid = members.first().map(|(_, u)| u.clone()).unwrap_or_default();
+        let converted = workload_from_pod_group(&group, &pods, &self.cluster);
+        let (workload, refused) = self.converted(kind, &namespace, &group, &first_uid, converted);
+        self.track(
+            kind,
+            key.clone(),
+            pod,
+            members,
+            workload,
+            refused,
+            ours,
+            elsewhere,
+        );
+        if let Some(t) = self.jobs.get_mut(&key) {
+            t.job = group;
+        }
+    }
+
+    /// A workload, or a placeholder named as it would be and why the
+    /// object could not be converted.
+    fn converted(
+        &self,
+        kind: QueuedKind,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        result: Result<Workload, String>,
+    ) -> (Workload, Option<String>) {
+        match result {
+            Ok(w) => (w, None),
+            Err(e) => {
+                tracing::warn!(object = %format!("{namespace}/{name}"), kind = kind.name(), error = %e, "cannot convert a queued object");
+                let placeholder = Workload {
+                    namespace: namespace.to_string(),
+                    name: object_workload_name(kind, name, uid),
+                    labels: BTreeMap::new(),
+                    spec: Default::default(),
+                };
+                (placeholder, Some(e))
+            }
         }
     }
 
@@ -676,6 +952,24 @@ impl FrontDoor {
     /// show pending reasons.
     async fn work(&mut self) {
         self.suspend_waiting().await;
+        for pod in std::mem::take(&mut self.not_queued) {
+            tracing::warn!(pod = ?pod.name, namespace = ?pod.namespace, "a queue-labelled pod was created without Kueue's admission scheduling gate: not queued (no gate can be added after creation)");
+            let event = Event {
+                type_: EventType::Warning,
+                reason: "NotQueued".into(),
+                note: Some(note(&format!(
+                    "created without the {} scheduling gate: fleetq cannot hold it, and it runs \
+                     outside any quota (create queued pods with the gate, as Kueue's webhook adds it)",
+                    crate::executor::kubernetes::KUEUE_ADMISSION_GATE
+                ))),
+                action: "Admission".into(),
+                secondary: None,
+            };
+            let recorder = Recorder::new(self.kube.clone(), self.reporter.clone());
+            if let Err(e) = recorder.publish(&event, &pod).await {
+                tracing::warn!(pod = ?pod.name, error = %e, "front door: cannot publish an Event");
+            }
+        }
         let uids: Vec<String> = self.jobs.keys().cloned().collect();
         for uid in uids {
             if let Err(()) = self.work_on(&uid).await {
@@ -689,12 +983,7 @@ impl FrontDoor {
         let Some(t) = self.jobs.get(uid) else {
             return Ok(());
         };
-        let (kind, namespace, job, name) = (
-            t.kind,
-            t.namespace.clone(),
-            t.job.clone(),
-            t.workload.name.clone(),
-        );
+        let (namespace, name) = (t.namespace.clone(), t.workload.name.clone());
         if t.deleted {
             if t.submitted && !t.done {
                 let mut api = self.api().await.ok_or(())?;
@@ -722,7 +1011,7 @@ impl FrontDoor {
                 self.tell(uid, EventType::Warning, "Refused", &why).await;
                 let mut shown = BTreeMap::new();
                 shown.insert(ANNOTATION_PENDING_REASON, Some(format!("Refused: {why}")));
-                if self.annotate(kind, &namespace, &job, uid, &shown).await {
+                if self.annotate_tracked(uid, &shown).await {
                     if let Some(t) = self.jobs.get_mut(uid) {
                         t.marked = true;
                     }
@@ -826,7 +1115,7 @@ impl FrontDoor {
                 .jobs
                 .get(uid)
                 .is_some_and(|t| t.final_tries >= FINAL_MIRROR_TRIES);
-        if (wanted.is_empty() || self.annotate(kind, &namespace, &job, uid, &wanted).await)
+        if (wanted.is_empty() || self.annotate_tracked(uid, &wanted).await)
             && self.jobs.contains_key(uid)
         {
             if let Some(t) = self.jobs.get_mut(uid) {
@@ -909,8 +1198,9 @@ impl FrontDoor {
                             copy_status.get(field).cloned().unwrap_or(Value::Null);
                     }
                 }
-                // A JobSet's status is written whole, as the copy has it.
-                QueuedKind::JobSet => patch["status"] = copy_status.clone(),
+                // A JobSet's status is written whole, as the copy has it
+                // (a pod is never MultiKueue's).
+                QueuedKind::JobSet | QueuedKind::Pod => patch["status"] = copy_status.clone(),
             }
             api.patch_status(&job, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
@@ -919,7 +1209,7 @@ impl FrontDoor {
         } else {
             let mut shown = BTreeMap::new();
             shown.insert(ANNOTATION_REMOTE_STATUS, Some(text.clone()));
-            match self.annotate(kind, &namespace, &job, uid, &shown).await {
+            match self.annotate_tracked(uid, &shown).await {
                 true => Ok(()),
                 false => Err("annotation refused".to_string()),
             }
@@ -988,6 +1278,24 @@ impl FrontDoor {
         if let Err(e) = recorder.publish(&event, &reference).await {
             tracing::warn!(job = ?reference.name, error = %e, "front door: cannot publish an Event on the Job (the agent needs create and patch on events.events.k8s.io)");
         }
+    }
+
+    /// Annotates every object a tracked entry stands for.
+    async fn annotate_tracked(
+        &self,
+        key: &str,
+        annotations: &BTreeMap<&'static str, Option<String>>,
+    ) -> bool {
+        let Some(t) = self.jobs.get(key) else {
+            return false;
+        };
+        let mut all = true;
+        for (name, uid) in &t.members {
+            all &= self
+                .annotate(t.kind, &t.namespace, name, uid, annotations)
+                .await;
+        }
+        all
     }
 
     /// Merge-patches the Job's annotations (`None` removes one), only if
@@ -1226,5 +1534,46 @@ mod tests {
         let a = status_annotations(&admitted, "east");
         assert_eq!(a[ANNOTATION_PENDING_REASON], None);
         assert_eq!(a[ANNOTATION_ADMITTED_CLUSTER].as_deref(), Some("west"));
+    }
+
+    /// A complete pod group is one workload named after the group and
+    /// its first pod's uid, each pod kept with its adoption marks, so the
+    /// server sees the group as this cluster's front door's.
+    #[test]
+    fn a_pod_group_imports_as_one_workload_adopted_here() {
+        let pod = |i: u32| {
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {
+                    "name": format!("ray-{i}"), "namespace": "ml", "uid": format!("ABCD{i}-9"),
+                    "resourceVersion": "5",
+                    "labels": {"kueue.x-k8s.io/queue-name": "q", "kueue.x-k8s.io/pod-group-name": "ray"},
+                    "annotations": {"kueue.x-k8s.io/pod-group-total-count": "2"},
+                },
+                "spec": {
+                    "schedulingGates": [{"name": "kueue.x-k8s.io/admission"}],
+                    "containers": [{"name": "c", "image": "i", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+                },
+                "status": {"phase": "Pending"},
+            })
+        };
+        let w = workload_from_pod_group("ray", &[pod(0), pod(1)], "east").expect("imports");
+        assert_eq!(w.name, "pod-ray-abcd09");
+        assert_eq!(w.spec.pod_sets.iter().map(|p| p.count).sum::<u32>(), 2);
+        assert_eq!(w.adopting_cluster(), Some("east"));
+        let adopted = crate::executor::kubernetes::pods_adopted_by(&w, "east").expect("here");
+        assert_eq!(
+            adopted
+                .iter()
+                .map(|p| (p.name.as_str(), p.uid.as_str()))
+                .collect::<Vec<_>>(),
+            [("ray-0", "ABCD0-9"), ("ray-1", "ABCD1-9")]
+        );
+        let mut alone = pod(0);
+        alone["metadata"]["labels"] = json!({"kueue.x-k8s.io/queue-name": "q"});
+        alone["metadata"]["annotations"] = json!({});
+        let single = workload_from_object(QueuedKind::Pod, &alone, "east").expect("imports");
+        assert_eq!(single.name, "pod-ray-0-abcd09");
+        assert_eq!(single.adopting_cluster(), Some("east"));
     }
 }

@@ -58,8 +58,19 @@ impl Workload {
             .is_some_and(|t| t["spec"]["managedBy"] == MULTIKUEUE_MANAGED_BY)
     }
 
+    /// On a Job or Pod template, its annotation; on a pod group's `v1
+    /// List`, the value every pod carries (none where they differ).
     fn adoption_annotation(&self, key: &str) -> Option<&str> {
-        self.spec.run.job_template.as_ref()?["metadata"]["annotations"][key].as_str()
+        let template = self.spec.run.job_template.as_ref()?;
+        if template["kind"] != "List" {
+            return template["metadata"]["annotations"][key].as_str();
+        }
+        let mut values = template["items"]
+            .as_array()?
+            .iter()
+            .map(|pod| pod["metadata"]["annotations"][key].as_str());
+        let first = values.next()??;
+        values.all(|v| v == Some(first)).then_some(first)
     }
 
     /// `namespace/name`, unique among live workloads.

@@ -3,9 +3,12 @@
 //! (`WorkloadJobStatus`): the front door of the cluster where the user
 //! created the Job copies it back, as MultiKueue copies a worker's Job
 //! status to the manager. Jobs and JobSets are found by the labels the
-//! executor puts on the objects it creates or adopts.
+//! executor puts on the objects it creates or adopts. A pod workload has
+//! no such object: its status is its pod's (`{"pods": {name: status}}`
+//! for a group).
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DynamicObject, ListParams};
 use kube::Api;
 use serde_json::Value;
@@ -37,7 +40,12 @@ pub async fn read(
         })
         .collect();
     let found = if found.is_empty() {
-        jobsets(client, &selector).await?
+        jobsets(client.clone(), &selector).await?
+    } else {
+        found
+    };
+    let found = if found.is_empty() {
+        pods(client, &selector).await?
     } else {
         found
     };
@@ -75,6 +83,36 @@ async fn jobsets(client: kube::Client, selector: &str) -> Result<Vec<(u64, Value
                     .cloned()
                     .unwrap_or_else(|| serde_json::json!({})),
             ))
+        })
+        .collect())
+}
+
+/// The (epoch, status) of each pod admission the selector finds: the
+/// pod's status, or `{"pods": {name: status}}` for a group.
+async fn pods(client: kube::Client, selector: &str) -> Result<Vec<(u64, Value)>, String> {
+    let selector = format!("{selector},{}", super::kubernetes::LABEL_POD_COUNT);
+    let list = Api::<Pod>::all(client)
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(|e| format!("cannot list pods: {e}"))?;
+    let mut by_epoch: std::collections::BTreeMap<u64, serde_json::Map<String, Value>> =
+        std::collections::BTreeMap::new();
+    for pod in list.items {
+        let Some(epoch) = pod.metadata.labels.as_ref().and_then(epoch_of) else {
+            continue;
+        };
+        let status = serde_json::to_value(pod.status.unwrap_or_default())
+            .unwrap_or_else(|_| serde_json::json!({}));
+        by_epoch
+            .entry(epoch)
+            .or_default()
+            .insert(pod.metadata.name.unwrap_or_default(), status);
+    }
+    Ok(by_epoch
+        .into_iter()
+        .map(|(epoch, pods)| match pods.len() {
+            1 => (epoch, pods.into_values().next().unwrap_or_default()),
+            _ => (epoch, serde_json::json!({ "pods": pods })),
         })
         .collect())
 }

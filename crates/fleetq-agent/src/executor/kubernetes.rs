@@ -68,7 +68,9 @@ use crate::kubernetes::{
 mod jobset;
 mod pods;
 pub use jobset::{api_resource as jobset_resource, jobset_manifest, jobset_name};
-pub use pods::{pod_manifests, LABEL_POD_COUNT};
+pub use pods::{
+    adopted_pods as pods_adopted_by, pod_manifests, KUEUE_ADMISSION_GATE, LABEL_POD_COUNT,
+};
 
 /// Kueue's queue label: a Job carrying it would be held by a Kueue running
 /// in the target cluster, so fleetq's copy drops it.
@@ -922,15 +924,18 @@ impl KubernetesExecutor {
     /// Creates the admission's Job (a repeat is ignored), or adopts the
     /// user's Job when the front door submitted it from this cluster.
     pub fn start(&mut self, id: u64, epoch: u64, workload: &Workload, assignment: &Assignment) {
+        if pods::runs_as_pods(workload) {
+            return match pods::adopted_pods(workload, &self.cluster) {
+                Some(user_pods) => self.adopt_pods(id, epoch, workload, assignment, user_pods),
+                None => self.start_pods(id, epoch, workload, assignment),
+            };
+        }
         if let Some((namespace, name, uid)) = crate::front_door::adopted_by(workload, &self.cluster)
         {
             return self.adopt(id, epoch, workload, assignment, namespace, name, uid);
         }
         if jobset::runs_as_jobset(workload) {
             return self.start_jobset(id, epoch, workload, assignment);
-        }
-        if pods::runs_as_pods(workload) {
-            return self.start_pods(id, epoch, workload, assignment);
         }
         let job = match job_manifest(
             id,
@@ -1048,6 +1053,135 @@ impl KubernetesExecutor {
                     return;
                 }
             }
+        });
+    }
+
+    /// Admits the user's gated pods in place ([`pods::pod_adoption_patch`],
+    /// one patch per pod); Failed if one is gone, replaced or refused,
+    /// after deleting those already admitted (half a group holds devices
+    /// for nothing).
+    fn adopt_pods(
+        &mut self,
+        id: u64,
+        epoch: u64,
+        workload: &Workload,
+        assignment: &Assignment,
+        user_pods: Vec<pods::AdoptedPod>,
+    ) {
+        let Some(first) = user_pods.first() else {
+            return;
+        };
+        {
+            let mut jobs = lock(&self.jobs);
+            if jobs.contains_key(&(id, epoch)) {
+                return;
+            }
+            jobs.insert(
+                (id, epoch),
+                Tracked {
+                    kind: RunKind::Pods,
+                    namespace: workload.namespace.clone(),
+                    name: first.name.clone(),
+                    reported: None,
+                    stopping: false,
+                    seen: false,
+                    adopted: true,
+                    stop_asked: false,
+                },
+            );
+        }
+        let nodes = pods::nodes_for(&user_pods, assignment);
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &workload.namespace);
+        let (jobs, events, client) = (self.jobs.clone(), self.events.clone(), self.client.clone());
+        let (cluster, workload, assignment, mapping) = (
+            self.cluster.clone(),
+            workload.clone(),
+            assignment.clone(),
+            self.mapping.clone(),
+        );
+        tokio::spawn(async move {
+            let count = user_pods.len();
+            for (pod, node) in user_pods.iter().zip(nodes) {
+                let Some(pod_set) = assignment.pod_sets.iter().find(|p| p.name == pod.pod_set)
+                else {
+                    let why = format!(
+                        "pod {}: no pod set {:?} in the assignment",
+                        pod.name, pod.pod_set
+                    );
+                    return fail_adoption(
+                        &client,
+                        &cluster,
+                        &jobs,
+                        &events,
+                        (id, epoch),
+                        &workload.namespace,
+                        why,
+                    )
+                    .await;
+                };
+                let adopt = || async {
+                    let current = match api.get_opt(&pod.name).await {
+                        Ok(Some(p)) => {
+                            serde_json::to_value(p).map_err(|e| Adopt::Failed(e.to_string()))?
+                        }
+                        Ok(None) => return Err(Adopt::Failed(format!("pod {} is gone", pod.name))),
+                        Err(e) => {
+                            return Err(Adopt::Failed(format!("cannot read pod {}: {e}", pod.name)))
+                        }
+                    };
+                    if current["metadata"]["uid"].as_str() != Some(pod.uid.as_str()) {
+                        return Err(Adopt::Failed(format!(
+                            "pod {} was replaced by another of the same name",
+                            pod.name
+                        )));
+                    }
+                    let patch = pods::pod_adoption_patch(
+                        id,
+                        epoch,
+                        &cluster,
+                        &workload,
+                        count,
+                        pod_set,
+                        node.as_deref(),
+                        &mapping,
+                        &current,
+                    )
+                    .map_err(Adopt::Failed)?;
+                    api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .map_err(|e| {
+                            let why = format!("cannot admit pod {}: {e}", pod.name);
+                            match e {
+                                kube::Error::Api(status) if status.is_conflict() => {
+                                    Adopt::Conflict(why)
+                                }
+                                _ => Adopt::Failed(why),
+                            }
+                        })?;
+                    Ok(())
+                };
+                let result = adopt
+                    .retry(
+                        ExponentialBuilder::default()
+                            .with_min_delay(Duration::from_millis(50))
+                            .with_max_times(8),
+                    )
+                    .when(|e| matches!(e, Adopt::Conflict(_)))
+                    .await;
+                if let Err(Adopt::Conflict(why) | Adopt::Failed(why)) = result {
+                    return fail_adoption(
+                        &client,
+                        &cluster,
+                        &jobs,
+                        &events,
+                        (id, epoch),
+                        &workload.namespace,
+                        why,
+                    )
+                    .await;
+                }
+            }
+            tracing::info!(namespace = %workload.namespace, pods = count, workload = id, epoch, "admitted the user's pods in place: ungated and pinned");
         });
     }
 
@@ -1207,7 +1341,9 @@ impl KubernetesExecutor {
                 )
             })
         };
-        if let Some((namespace, name, true, again, _)) = target {
+        // An adopted Job is suspended; adopted pods cannot be, and are
+        // deleted as fleetq's own are.
+        if let Some((namespace, name, true, again, RunKind::Job)) = target {
             if !again {
                 self.suspend_adopted(id, epoch, namespace, name);
             }
@@ -1495,6 +1631,51 @@ fn on_relisted(
     }
 }
 
+/// Adopting the user's pods failed: those already admitted are deleted
+/// (with the admission's labels; the rest stay gated), then Failed.
+async fn fail_adoption(
+    client: &kube::Client,
+    cluster: &str,
+    jobs: &Jobs,
+    events: &mpsc::UnboundedSender<Report>,
+    key: (u64, u64),
+    namespace: &str,
+    why: String,
+) {
+    tracing::warn!(workload = key.0, epoch = key.1, error = %why, "cannot admit the user's pods in place");
+    delete_pods_until_gone(client, namespace, cluster, key.0, key.1, Duration::ZERO).await;
+    if lock(jobs).remove(&key).is_some() {
+        report(events, key.0, key.1, Event::Failed, why);
+    }
+}
+
+/// After the user deleted their adopted Job or pod, and its pods are
+/// gone: Stopped once the front door's cancel brought a stop, so the
+/// workload ends Cancelled (reported before the cancel is written,
+/// Stopped would requeue it); without a cancel in time (no front door),
+/// Failed.
+async fn report_after_user_delete(
+    jobs: &Jobs,
+    events: &mpsc::UnboundedSender<Report>,
+    key: (u64, u64),
+    why: String,
+) {
+    let deadline = tokio::time::Instant::now() + USER_DELETE_CANCEL_WAIT;
+    let asked = loop {
+        let asked = lock(jobs).get(&key).map(|t| t.stop_asked);
+        match asked {
+            None => return,
+            Some(true) => break true,
+            Some(false) if tokio::time::Instant::now() >= deadline => break false,
+            Some(false) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    if lock(jobs).remove(&key).is_some() {
+        let event = if asked { Event::Stopped } else { Event::Failed };
+        report(events, key.0, key.1, event, why);
+    }
+}
+
 fn report_gone(
     jobs: &Jobs,
     events: &mpsc::UnboundedSender<Report>,
@@ -1516,25 +1697,8 @@ fn report_gone(
         let (jobs, events) = (jobs.clone(), events.clone());
         tokio::spawn(async move {
             wait_pods_gone(&client, &waiting.namespace, "", key.0, key.1).await;
-            // The front door cancels the workload, and the stop that
-            // brings is answered Stopped. Reported before the cancel is
-            // written, Stopped would requeue it instead; without a
-            // cancel in time (no front door), it failed.
-            let deadline = tokio::time::Instant::now() + USER_DELETE_CANCEL_WAIT;
-            let asked = loop {
-                let asked = lock(&jobs).get(&key).map(|t| t.stop_asked);
-                match asked {
-                    None => return,
-                    Some(true) => break true,
-                    Some(false) if tokio::time::Instant::now() >= deadline => break false,
-                    Some(false) => tokio::time::sleep(Duration::from_millis(100)).await,
-                }
-            };
-            if lock(&jobs).remove(&key).is_some() {
-                let why = format!("Job {} was deleted by its user", waiting.name);
-                let event = if asked { Event::Stopped } else { Event::Failed };
-                report(&events, key.0, key.1, event, why);
-            }
+            let why = format!("Job {} was deleted by its user", waiting.name);
+            report_after_user_delete(&jobs, &events, key, why).await;
         });
         return;
     }
@@ -1735,6 +1899,9 @@ enum PodOutcome {
     Finished,
     /// Failed: delete the group's pods, then report.
     Failed(String),
+    /// The user deleted one of their adopted pods: delete the rest, then
+    /// Stopped once the front door's cancel comes.
+    UserDeleted(String),
 }
 
 fn settle_pods(
@@ -1775,6 +1942,14 @@ fn settle_pods(
                 if lock(&jobs).remove(&key).is_some() {
                     report(&events, id, epoch, Event::Failed, message);
                 }
+            });
+        }
+        PodOutcome::UserDeleted(why) => {
+            let (jobs, events) = (jobs.clone(), events.clone());
+            tokio::spawn(async move {
+                delete_pods_until_gone(&client, &namespace, &cluster, id, epoch, Duration::ZERO)
+                    .await;
+                report_after_user_delete(&jobs, &events, key, why).await;
             });
         }
     }
@@ -1885,6 +2060,9 @@ fn on_pod_gone(jobs: &Jobs, key: (u64, u64), name: &str) -> PodOutcome {
         return PodOutcome::Nothing;
     }
     tracked.stopping = true;
+    if tracked.adopted {
+        return PodOutcome::UserDeleted(format!("pod {name} was deleted by its user"));
+    }
     PodOutcome::Failed(format!(
         "pod {name} was deleted by someone other than fleetq"
     ))

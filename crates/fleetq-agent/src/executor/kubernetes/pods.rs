@@ -8,17 +8,32 @@
 //! group's state from its pods, as Kueue's pod-group reconciler does:
 //! Running once every pod runs or has succeeded, Succeeded once all have,
 //! Failed as soon as one fails or is deleted behind fleetq's back.
+//!
+//! Pods the front door queued from this very cluster (created by their
+//! user with Kueue's `kueue.x-k8s.io/admission` scheduling gate) are not
+//! made again: they are *adopted* ([`adopted_pods`],
+//! [`pod_adoption_patch`]), as Kueue admits a gated pod, by one patch per
+//! pod that labels it for the admission, removes the gate and pins it to
+//! the node and GPUs the ledger charged. Kubernetes lets a gated pod's
+//! spec change only that way (gates removed, node selector added to,
+//! required node affinity narrowed); a stop deletes the pods, since a pod
+//! cannot be suspended (Kueue stops plain pods the same way).
 
 use std::collections::{BTreeMap, HashMap};
 
-use fleetq_model::assignment::Assignment;
+use fleetq_model::assignment::{Assignment, PodSetAssignment};
+use fleetq_model::workload::{ADOPT_CLUSTER_ANNOTATION, ADOPT_UID_ANNOTATION};
 use fleetq_model::Workload;
 use k8s_openapi::api::core::v1::Pod;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
-use super::{admission_labels, job_name, object_at, pin_pods, take_metadata};
+use super::{
+    admission_labels, job_name, object_at, pin_pods, products_for, require_nodes, require_products,
+    take_metadata, LABEL_ADOPTED,
+};
 use crate::executor::Event;
 use crate::inventory::FlavorMapping;
+use crate::kubernetes::PRODUCT_LABEL;
 
 /// On each pod fleetq starts for a pod workload: how many pods the
 /// admission runs, so that a restarted agent knows when all are running.
@@ -26,7 +41,7 @@ pub const LABEL_POD_COUNT: &str = "fleetq.dev/pods";
 
 /// Kueue's scheduling gate, which its webhook puts on the pods it queues
 /// and removes on admission.
-const KUEUE_ADMISSION_GATE: &str = "kueue.x-k8s.io/admission";
+pub const KUEUE_ADMISSION_GATE: &str = "kueue.x-k8s.io/admission";
 
 /// Kueue's pod-group keys: a Kueue in the target cluster would hold pods
 /// carrying them, so fleetq's pods drop them (as they drop the queue label).
@@ -58,13 +73,7 @@ pub fn pod_manifests(
         .job_template
         .as_ref()
         .ok_or("run.jobTemplate: a pod workload needs its pods")?;
-    let (pods, single): (Vec<Value>, bool) = match template["kind"].as_str() {
-        Some("List") => (
-            template["items"].as_array().cloned().unwrap_or_default(),
-            false,
-        ),
-        _ => (vec![template.clone()], true),
-    };
+    let (pods, single) = template_pods(template);
     let count = pods.len().to_string();
     let mut ours = admission_labels(id, epoch, cluster, workload).to_vec();
     ours.push((LABEL_POD_COUNT, count));
@@ -111,6 +120,160 @@ pub fn pod_manifests(
             serde_json::from_value(pod).map_err(|e| format!("{path}: not a valid v1 Pod: {e}"))
         })
         .collect()
+}
+
+/// The pods of a template: the Pod, or a `v1 List`'s items; whether it
+/// is a single Pod.
+fn template_pods(template: &Value) -> (Vec<Value>, bool) {
+    match template["kind"].as_str() {
+        Some("List") => (
+            template["items"].as_array().cloned().unwrap_or_default(),
+            false,
+        ),
+        _ => (vec![template.clone()], true),
+    }
+}
+
+/// One of the user's pods that an admission adopts in place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdoptedPod {
+    pub name: String,
+    pub uid: String,
+    /// The pod set it counts in (its role in a group).
+    pub pod_set: String,
+}
+
+/// The user's pods the agent of `cluster` adopts for this workload, when
+/// the front door of this cluster queued them: every pod of the template
+/// carries `fleetq.dev/adopt-cluster` naming it, and its uid.
+pub fn adopted_pods(workload: &Workload, cluster: &str) -> Option<Vec<AdoptedPod>> {
+    let template = workload.spec.run.job_template.as_ref()?;
+    let (pods, single) = template_pods(template);
+    if pods.is_empty() {
+        return None;
+    }
+    pods.iter()
+        .map(|pod| {
+            let annotations = &pod["metadata"]["annotations"];
+            if annotations[ADOPT_CLUSTER_ANNOTATION].as_str()? != cluster {
+                return None;
+            }
+            let pod_set = match single {
+                true => workload.spec.pod_sets.first()?.name.clone(),
+                false => fleetq_model::kueue::pod_role(pod),
+            };
+            Some(AdoptedPod {
+                name: pod["metadata"]["name"].as_str()?.to_string(),
+                uid: annotations[ADOPT_UID_ANNOTATION].as_str()?.to_string(),
+                pod_set,
+            })
+        })
+        .collect()
+}
+
+/// The node each adopted pod is pinned to (`None` on a cluster reported
+/// as totals): a pod set's pods take its placement's nodes in order,
+/// each node as many pods as the ledger charged there.
+pub fn nodes_for(pods: &[AdoptedPod], assignment: &Assignment) -> Vec<Option<String>> {
+    let mut free: HashMap<&str, Vec<String>> = assignment
+        .pod_sets
+        .iter()
+        .map(|p| {
+            let nodes = p
+                .nodes
+                .iter()
+                .rev()
+                .flat_map(|n| std::iter::repeat_n(n.node.clone(), n.count as usize))
+                .collect();
+            (p.name.as_str(), nodes)
+        })
+        .collect();
+    pods.iter()
+        .map(|pod| free.get_mut(pod.pod_set.as_str())?.pop())
+        .collect()
+}
+
+/// The merge patch that admits one of the user's gated pods in place
+/// (`current`, as the API server has it): the admission's labels (and
+/// `fleetq.dev/adopted`), Kueue's admission gate removed, the assigned
+/// flavor's product as a node selector (a required node affinity with
+/// several), and the pod pinned to `node` by name. Only what Kubernetes
+/// lets change on a gated pod is touched; a node selector that asks for
+/// another product is an error. The uid and resourceVersion are
+/// preconditions.
+#[allow(clippy::too_many_arguments)]
+pub fn pod_adoption_patch(
+    id: u64,
+    epoch: u64,
+    cluster: &str,
+    workload: &Workload,
+    pods: usize,
+    pod_set: &PodSetAssignment,
+    node: Option<&str>,
+    mapping: &FlavorMapping,
+    current: &Value,
+) -> Result<Value, String> {
+    let mut labels = Map::new();
+    for (k, v) in admission_labels(id, epoch, cluster, workload) {
+        labels.insert(k.to_string(), json!(v));
+    }
+    labels.insert(LABEL_POD_COUNT.into(), json!(pods.to_string()));
+    labels.insert(LABEL_ADOPTED.into(), json!("true"));
+    let name = current["metadata"]["name"].as_str().unwrap_or_default();
+    let mut spec = Map::new();
+    let gates = current["spec"]["schedulingGates"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let kept: Vec<Value> = gates
+        .iter()
+        .filter(|g| g["name"] != KUEUE_ADMISSION_GATE)
+        .cloned()
+        .collect();
+    if kept.len() != gates.len() {
+        spec.insert(
+            "schedulingGates".into(),
+            if kept.is_empty() {
+                Value::Null
+            } else {
+                json!(kept)
+            },
+        );
+    }
+    let products = products_for(std::slice::from_ref(pod_set), mapping)?;
+    if let [one] = products.as_slice() {
+        match current["spec"]["nodeSelector"][PRODUCT_LABEL].as_str() {
+            None => {
+                spec.insert("nodeSelector".into(), json!({ PRODUCT_LABEL: one }));
+            }
+            Some(theirs) if theirs == one => {}
+            Some(theirs) => {
+                return Err(format!(
+                    "pod {name}: spec.nodeSelector asks for {PRODUCT_LABEL}={theirs}, but the                      assigned flavor's GPUs are {one}"
+                ))
+            }
+        }
+    }
+    if products.len() > 1 || node.is_some() {
+        let mut pod_spec = current["spec"].as_object().cloned().unwrap_or_default();
+        if products.len() > 1 {
+            require_products(&mut pod_spec, &products);
+        }
+        if let Some(node) = node {
+            require_nodes(&mut pod_spec, &[node.to_string()]);
+        }
+        if let Some(affinity) = pod_spec.get("affinity") {
+            spec.insert("affinity".into(), affinity.clone());
+        }
+    }
+    Ok(json!({
+        "metadata": {
+            "uid": current["metadata"]["uid"],
+            "resourceVersion": current["metadata"]["resourceVersion"],
+            "labels": labels,
+        },
+        "spec": spec,
+    }))
 }
 
 fn drop_kueue_group_keys(pod: &mut Value) {
@@ -360,5 +523,119 @@ mod tests {
             group_phase(&pods, 2),
             Some((Event::Failed, "pod b failed: OOMKilled".into()))
         );
+    }
+
+    /// The user's pod as the front door submits it: with the adoption
+    /// marks, gated, asking for a node selector of its own.
+    fn adopted_solo() -> Workload {
+        imported(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: solo\n  namespace: ml\n  labels: {kueue.x-k8s.io/queue-name: q}\n  annotations: {fleetq.dev/adopt-cluster: east, fleetq.dev/adopt-uid: u-1}\nspec:\n  schedulingGates: [{name: kueue.x-k8s.io/admission}]\n  containers: [{name: c, image: i, resources: {limits: {nvidia.com/gpu: \"2\"}}}]\n",
+        )
+    }
+
+    fn placed(workload: &Workload, nodes: &[(&str, u32)]) -> Assignment {
+        let mut a = assignment(workload);
+        a.pod_sets[0].nodes = nodes
+            .iter()
+            .map(|(n, c)| {
+                serde_json::from_value(json!({"node": n, "count": c})).expect("node pods")
+            })
+            .collect();
+        a
+    }
+
+    /// A pod the front door queued here is adopted, not made again: one
+    /// patch, preconditioned on its uid, labels it, removes only Kueue's
+    /// gate, adds the product to its node selector and pins it to its
+    /// node by name; a selector asking for another product is refused.
+    #[test]
+    fn a_gated_pod_is_adopted_by_a_patch_kubernetes_allows() {
+        let w = adopted_solo();
+        let members = adopted_pods(&w, "east").expect("adopted here");
+        assert_eq!(
+            members,
+            [AdoptedPod {
+                name: "solo".into(),
+                uid: "u-1".into(),
+                pod_set: w.spec.pod_sets[0].name.clone()
+            }]
+        );
+        assert_eq!(adopted_pods(&w, "west"), None, "a copy elsewhere");
+        let a = placed(&w, &[("gpu-a", 1)]);
+        assert_eq!(nodes_for(&members, &a), [Some("gpu-a".to_string())]);
+        let mapping = FlavorMapping {
+            products: [("H100".to_string(), "h100".to_string())].into(),
+        };
+        let current = json!({
+            "metadata": {"name": "solo", "uid": "u-1", "resourceVersion": "7"},
+            "spec": {
+                "schedulingGates": [{"name": "kueue.x-k8s.io/admission"}, {"name": "x/other"}],
+                "nodeSelector": {"zone": "a"},
+            },
+        });
+        let patch = pod_adoption_patch(
+            7,
+            2,
+            "east",
+            &w,
+            1,
+            &a.pod_sets[0],
+            Some("gpu-a"),
+            &mapping,
+            &current,
+        )
+        .expect("a patch");
+        assert_eq!(patch["metadata"]["uid"], "u-1");
+        assert_eq!(patch["metadata"]["resourceVersion"], "7");
+        assert_eq!(patch["metadata"]["labels"][LABEL_POD_COUNT], "1");
+        assert_eq!(patch["metadata"]["labels"][LABEL_ADOPTED], "true");
+        assert_eq!(
+            patch["spec"]["schedulingGates"],
+            json!([{"name": "x/other"}])
+        );
+        assert_eq!(
+            patch["spec"]["nodeSelector"],
+            json!({PRODUCT_LABEL: "H100"})
+        );
+        assert_eq!(
+            patch["spec"]["affinity"]["nodeAffinity"]
+                ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"],
+            json!([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-a"]}]}])
+        );
+        assert!(
+            patch["spec"].get("containers").is_none(),
+            "nothing else in the spec"
+        );
+        let mut theirs = current.clone();
+        theirs["spec"]["nodeSelector"][PRODUCT_LABEL] = json!("A100");
+        let e = pod_adoption_patch(7, 2, "east", &w, 1, &a.pod_sets[0], None, &mapping, &theirs)
+            .expect_err("another product");
+        assert!(e.contains("spec.nodeSelector") && e.contains("A100"), "{e}");
+    }
+
+    /// A group's pods take their pod set's nodes, as many on each as the
+    /// ledger charged there.
+    #[test]
+    fn a_groups_pods_share_out_their_pod_sets_nodes() {
+        let pods: Vec<AdoptedPod> = (0..3)
+            .map(|i| AdoptedPod {
+                name: format!("p{i}"),
+                uid: format!("u{i}"),
+                pod_set: "main".into(),
+            })
+            .collect();
+        let mut w = adopted_solo();
+        w.spec.pod_sets[0].name = "main".into();
+        w.spec.pod_sets[0].count = 3;
+        let a = placed(&w, &[("n1", 2), ("n2", 1)]);
+        assert_eq!(
+            nodes_for(&pods, &a),
+            [
+                Some("n1".to_string()),
+                Some("n1".to_string()),
+                Some("n2".to_string())
+            ]
+        );
+        assert_eq!(nodes_for(&pods, &assignment(&w)), [None, None, None]);
     }
 }
