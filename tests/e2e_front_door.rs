@@ -730,6 +730,25 @@ fn kubectl_created_gated_pods_are_queued_and_admitted_in_place() {
         )
     });
 
+    // A group whose count is no number: refused, naming the annotation.
+    let mut odd = queued_pod("odd-0", 1, true, Some(("odd", 1)));
+    odd["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = json!("many");
+    kube.kubectl_create_pod(odd);
+    wait_for(Duration::from_secs(30), || {
+        kube.pod("default", "odd-0").filter(|p| {
+            p["metadata"]["annotations"]["fleetq.dev/pending-reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("Refused") && r.contains("pod-group-total-count"))
+        })
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "odd-0 never refused: {:#?}\n{}",
+            kube.pod("default", "odd-0"),
+            agent_log(&group)
+        )
+    });
+
     // Too big: stays gated and says why.
     let huge = kube.kubectl_create_pod(queued_pod("huge", 16, true, None));
     let huge_wl = pod_workload("huge", &huge);
@@ -767,4 +786,71 @@ fn kubectl_created_gated_pods_are_queued_and_admitted_in_place() {
     wait_state(&group, &ray_wl, &["Cancelled"]);
     assert!(kube.pod("default", "ray-1").is_none(), "{:#?}", kube.pods());
     drop(agent);
+}
+
+/// A gated pod only another cluster can run: it stays gated here while
+/// a copy runs there, the copy's status comes back into an annotation,
+/// and deleting the original deletes the copy.
+#[test]
+fn a_gated_pod_admitted_to_another_cluster_runs_there_as_a_copy() {
+    let (east, west) = (FakeKube::start(), FakeKube::start());
+    let h100 = [("nvidia.com/gpu.product", H100)];
+    east.put_node(node("gpu-e", &h100, &[("nvidia.com/gpu", "2")]));
+    west.put_node(node("gpu-w", &h100, &[("nvidia.com/gpu", "8")]));
+    let group = Group::configured(&["--lease-ttl", "5s"]);
+    let _west_agent = start_agent_for(&group, &west, "kube-west", false);
+    let _east_agent = start_agent(&group, &east);
+
+    let far = east.kubectl_create_pod(queued_pod("far", 4, true, None));
+    let far_wl = pod_workload("far", &far);
+    let admitted = wait_state(&group, &far_wl, &["Admitted", "Running"]);
+    assert_eq!(admitted["cluster"], "kube-west", "{admitted:#}");
+    let id = admitted["id"].as_u64().expect("id").to_string();
+    let copy = wait_for(Duration::from_secs(30), || {
+        west.pods()
+            .into_iter()
+            .find(|p| p["metadata"]["labels"]["fleetq.dev/workload-id"] == id.as_str())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no copy in kube-west: {:#?}\n{}",
+            west.pods(),
+            agent_log(&group)
+        )
+    });
+    let copy_name = copy["metadata"]["name"].as_str().expect("name").to_string();
+    assert!(copy["spec"]["schedulingGates"].is_null(), "{copy:#}");
+    west.bind_pod("default", &copy_name, "gpu-w")
+        .expect("the copy binds");
+    wait_state(&group, &far_wl, &["Running"]);
+    wait_for(Duration::from_secs(30), || {
+        east.pod("default", "far").filter(|p| {
+            p["metadata"]["annotations"]["fleetq.dev/remote-status"]
+                .as_str()
+                .and_then(|s| serde_json::from_str::<Value>(s).ok())
+                .is_some_and(|s| s["phase"] == "Running")
+                && p["metadata"]["annotations"]["fleetq.dev/admitted-cluster"] == "kube-west"
+        })
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no remote status: {:#?}\n{}",
+            east.pod("default", "far"),
+            agent_log(&group)
+        )
+    });
+    let original = east.pod("default", "far").expect("far");
+    assert!(
+        !original["spec"]["schedulingGates"].is_null(),
+        "still gated here: {original:#}"
+    );
+    assert!(original["spec"]["nodeName"].is_null());
+
+    east.delete_pod("default", "far");
+    wait_state(&group, &far_wl, &["Cancelled"]);
+    assert!(
+        west.pod("default", &copy_name).is_none(),
+        "{:#?}",
+        west.pods()
+    );
 }

@@ -830,7 +830,9 @@ impl FrontDoor {
             .entry((namespace.clone(), group.clone()))
             .or_default();
         forming.insert(uid.clone(), value);
-        if total == 0 || forming.len() < total as usize {
+        // A count that is no number (0 here) is converted at once, and
+        // refused by the importer naming the annotation.
+        if total > 0 && forming.len() < total as usize {
             return;
         }
         let Some(mut pods) = self.forming.remove(&(namespace.clone(), group.clone())) else {
