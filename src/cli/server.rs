@@ -238,6 +238,21 @@ impl ServerArgs {
     /// given replaces the key of the same name. An unknown key is refused
     /// naming it and the keys there are; a bad value names its key, line
     /// and column.
+    /// The flag whose value a config file could not hold (TOML's
+    /// integers stop at i64::MAX), named, with its value.
+    fn flag_over_toml(&self) -> Option<String> {
+        let flags = serde_json::to_value(self).ok()?;
+        let (key, value) = flags
+            .as_object()?
+            .iter()
+            .find(|(_, v)| v.as_u64().is_some_and(|n| i64::try_from(n).is_err()))?;
+        Some(format!(
+            "--{}: {value} is over {}, the largest number a config file holds",
+            key.replace('_', "-"),
+            i64::MAX
+        ))
+    }
+
     pub fn over_file(&self, path: &Path) -> Result<ServerArgs, String> {
         let shown = path.display();
         let text = std::fs::read_to_string(path)
@@ -255,8 +270,10 @@ impl ServerArgs {
         toml::from_str::<ServerArgs>(&text)
             .map_err(|e| format!("--config {shown}: {}", e.to_string().trim()))?;
         let mut merged = table;
-        let flags =
-            toml::Table::try_from(self).map_err(|e| format!("flags over --config {shown}: {e}"))?;
+        let flags = toml::Table::try_from(self).map_err(|e| match self.flag_over_toml() {
+            Some(why) => format!("flags over --config {shown}: {why}"),
+            None => format!("flags over --config {shown}: {e}"),
+        })?;
         merged.extend(flags);
         merged
             .try_into()
@@ -749,6 +766,26 @@ mod tests {
         assert_eq!(
             s.node.initial_members.into_iter().collect::<Vec<_>>(),
             vec![(1, "c:3".to_string())]
+        );
+    }
+
+    /// A flag's value too big for a config file is named, not reported
+    /// as a bare "u64 value was too large".
+    #[test]
+    fn a_flag_too_big_for_the_file_is_named() {
+        let f = file("listen = \"127.0.0.1:7402\"\n");
+        let path = f.path().to_str().expect("utf-8");
+        let huge = u64::MAX.to_string();
+        let e = resolve(&flags(&[
+            "--config",
+            path,
+            "--max-pending-per-local-queue",
+            &huge,
+        ]))
+        .expect_err("refused");
+        assert!(
+            e.contains("--max-pending-per-local-queue") && e.contains(&huge),
+            "{e}"
         );
     }
 
