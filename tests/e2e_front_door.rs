@@ -854,3 +854,85 @@ fn a_gated_pod_admitted_to_another_cluster_runs_there_as_a_copy() {
         west.pods()
     );
 }
+
+/// The user suspends their running Job: its workload is stopped, its
+/// quota freed only once the Job's pods are gone, and it is not queued
+/// again; unsuspended, the front door suspends it again (it would run
+/// outside any quota) and queues it, and it is admitted in place afresh.
+#[test]
+fn a_job_its_user_suspends_is_stopped_and_unsuspending_queues_it_again() {
+    let kube = FakeKube::start();
+    let h100 = [("nvidia.com/gpu.product", H100)];
+    kube.put_node(node("gpu-a", &h100, &[("nvidia.com/gpu", "8")]));
+    let group = Group::configured(&["--lease-ttl", "5s"]);
+    let _agent = start_agent(&group, &kube);
+
+    let train = kube.kubectl_create_job(queued_job("train", 4));
+    let train_wl = workload_of(&train);
+    wait_job(&kube, &group, "train", "adopted", |j| {
+        j["spec"]["suspend"] == false
+            && !j["metadata"]["labels"]["fleetq.dev/workload-id"].is_null()
+    });
+    let first_epoch =
+        job(&kube, "train").expect("train")["metadata"]["labels"]["fleetq.dev/epoch"].clone();
+    let pods = kube.start_job_pods("default", "train", "gpu-a");
+    kube.set_job_status(
+        "default",
+        "train",
+        json!({"active": 1, "ready": 1, "startTime": "2025-01-01T00:00:00Z"}),
+    );
+    wait_state(&group, &train_wl, &["Running"]);
+
+    // kubectl patch: suspend. The quota stays held while its pods run.
+    kube.kubectl_patch_job("default", "train", json!({"spec": {"suspend": true}}));
+    std::thread::sleep(Duration::from_secs(3));
+    let holding = state(&group, &train_wl).expect("train");
+    assert_ne!(
+        holding["state"], "Pending",
+        "freed before its pods went: {holding:#}"
+    );
+    // The Job controller deletes the pods of a suspended Job and resets
+    // its start time.
+    for pod in &pods {
+        kube.delete_pod("default", pod);
+    }
+    kube.set_job_status("default", "train", json!({}));
+    let stopped = wait_for(Duration::from_secs(30), || {
+        state(&group, &train_wl)
+            .filter(|w| w["state"] == "Pending" && w["reason"].to_string().contains("resume"))
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "never stopped: {:?}\n{}",
+            state(&group, &train_wl),
+            agent_log(&group)
+        )
+    });
+    assert_eq!(stopped["state"], "Pending");
+    // Its quota is free: a Job of all 8 GPUs is admitted.
+    let big = kube.kubectl_create_job(queued_job("big", 8));
+    let big_wl = workload_of(&big);
+    wait_state(&group, &big_wl, &["Admitted", "Running"]);
+    assert_eq!(job(&kube, "train").expect("train")["spec"]["suspend"], true);
+    kube.kubectl_delete_job("default", "big");
+    wait_state(&group, &big_wl, &["Cancelled"]);
+
+    // kubectl patch: unsuspend. Suspended again at once, queued, and
+    // admitted in place as a new admission.
+    kube.kubectl_patch_job("default", "train", json!({"spec": {"suspend": false}}));
+    wait_job(&kube, &group, "train", "admitted again", |j| {
+        j["spec"]["suspend"] == false
+            && !j["metadata"]["labels"]["fleetq.dev/epoch"].is_null()
+            && j["metadata"]["labels"]["fleetq.dev/epoch"] != first_epoch
+    });
+    assert!(
+        kube.patches()
+            .iter()
+            .filter(|(_, name, body)| name == "train" && body["spec"]["suspend"] == true)
+            .count()
+            >= 2,
+        "suspended again by the front door (and by the executor's stop): {:#?}",
+        kube.patches()
+    );
+    wait_state(&group, &train_wl, &["Admitted", "Running"]);
+}

@@ -490,6 +490,18 @@ impl FakeKube {
             .unwrap_or_else(|| panic!("kubectl create: {namespace}/{name} not stored"))
     }
 
+    /// `kubectl patch job --type=merge`: a user's change, under the
+    /// update rules (not recorded in [`FakeKube::patches`], which lists
+    /// the clients'). Panics with the API server's message if refused.
+    pub fn kubectl_patch_job(&self, namespace: &str, name: &str, patch: Value) -> Value {
+        self.shared
+            .commit(|store| {
+                let (i, old, new) = store.patched(Kind::Job, namespace, name, &patch)?;
+                store.update_job_at(i, old, new, false)
+            })
+            .unwrap_or_else(|e: ApiError| panic!("kubectl patch: {}", e.message))
+    }
+
     /// `kubectl delete job`: background propagation (kubectl's default),
     /// so the Job goes at once and the garbage collector removes its pods.
     /// Panics if there is no such Job.

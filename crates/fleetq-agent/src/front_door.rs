@@ -493,6 +493,11 @@ struct Tracked {
     elsewhere: bool,
     /// Rounds since its workload ended without the copy's last status.
     final_tries: u32,
+    /// The user suspended it while it ran in place (`Some(true)`), or
+    /// unsuspended it since (`Some(false)`).
+    stopped_by_user: Option<bool>,
+    /// Its workload is to be stopped (`false`) or resumed (`true`).
+    set_active: Option<bool>,
     /// The Job, for its Events.
     reference: ObjectReference,
     /// The last Event told about it (reason and note), not told again.
@@ -652,7 +657,7 @@ impl FrontDoor {
             return;
         }
         if self.jobs.contains_key(&uid) {
-            return;
+            return self.follow_user(kind, &uid, job);
         }
         let value = match serde_json::to_value(job) {
             Ok(v) => v,
@@ -688,7 +693,58 @@ impl FrontDoor {
         let converted = workload_from_object(kind, &value, &self.cluster);
         let (workload, refused) = self.converted(kind, &namespace, &name, &uid, converted);
         let members = vec![(name.clone(), uid.clone())];
-        self.track(kind, uid, job, members, workload, refused, ours, elsewhere);
+        self.track(
+            kind,
+            uid.clone(),
+            job,
+            members,
+            workload,
+            refused,
+            ours,
+            elsewhere,
+        );
+        self.follow_user(kind, &uid, job);
+    }
+
+    /// What the user did to a queued Job (or JobSet) since: suspended it
+    /// while it ran in place (it still carries the admission's labels,
+    /// which the executor drops when it suspends it itself), so its
+    /// workload is stopped (deactivated: evicted, its quota freed once
+    /// its pods are gone, not requeued); or unsuspended it while it is not
+    /// admitted here, which would run it outside any quota, so it is
+    /// suspended again, as Kueue does, and a workload the user stopped
+    /// is resumed (queued again).
+    fn follow_user(&mut self, kind: QueuedKind, uid: &str, job: &DynamicObject) {
+        let Some(t) = self.jobs.get_mut(uid) else {
+            return;
+        };
+        if !t.submitted || t.done || t.deleted || t.refused.is_some() {
+            return;
+        }
+        let suspended = job.data["spec"]["suspend"] == json!(true);
+        let admitted_here = job
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(crate::kubernetes::LABEL_WORKLOAD_ID));
+        match (suspended, admitted_here) {
+            (true, true) if t.stopped_by_user != Some(true) => {
+                tracing::info!(job = %format!("{}/{}", t.namespace, t.job), "a running queued object was suspended by its user: its workload is stopped");
+                t.stopped_by_user = Some(true);
+                t.set_active = Some(false);
+            }
+            (false, false) => {
+                if t.stopped_by_user == Some(true) {
+                    tracing::info!(job = %format!("{}/{}", t.namespace, t.job), "a stopped queued object was unsuspended by its user: its workload is queued again");
+                    t.stopped_by_user = Some(false);
+                    t.set_active = Some(true);
+                }
+                let (namespace, name) = (t.namespace.clone(), t.job.clone());
+                self.to_suspend
+                    .insert(uid.to_string(), (kind, namespace, name));
+            }
+            _ => {}
+        }
     }
 
     /// Starts looking after an object (or a pod group, under `key`).
@@ -725,6 +781,8 @@ impl FrontDoor {
                 mirrored_at: None,
                 elsewhere,
                 final_tries: 0,
+                stopped_by_user: None,
+                set_active: None,
                 reference: reference_of(kind, job),
                 told: None,
             },
@@ -1073,6 +1131,34 @@ impl FrontDoor {
         if t.done {
             return Ok(());
         }
+        if let Some(active) = t.set_active {
+            let mut api = self.api().await.ok_or(())?;
+            let request = pb::SetWorkloadActiveRequest {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                active,
+            };
+            match api.set_workload_active(request).await {
+                Ok(_) => {}
+                Err(s) if s.code() == tonic::Code::NotFound => {}
+                Err(s) if s.code() == tonic::Code::FailedPrecondition => {}
+                Err(s) => {
+                    self.failed("stop or resume", &s);
+                    return Err(());
+                }
+            }
+            let what = if active { "resumed" } else { "stopped" };
+            tracing::info!(workload = %format!("{namespace}/{name}"), "workload {what} as its user asked");
+            if let Some(t) = self.jobs.get_mut(uid) {
+                // Unless the user changed their mind meanwhile.
+                if t.set_active == Some(active) {
+                    t.set_active = None;
+                }
+            }
+        }
+        let Some(t) = self.jobs.get(uid) else {
+            return Ok(());
+        };
         let mut wanted = BTreeMap::new();
         if !t.marked {
             wanted.insert(ANNOTATION_WORKLOAD, Some(format!("{namespace}/{name}")));
