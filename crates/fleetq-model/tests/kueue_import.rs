@@ -142,6 +142,7 @@ const IMPORTABLE_EXAMPLES: &[&str] = &[
     "sample-job.yaml",
     "sample-jobset-tas-combined.yaml",
     "sample-jobset-tas-required.yaml",
+    "sample-pytorchjob.yaml",
     "shared-quota-sample-job.yaml",
     "shared-quota-setup.yaml",
     "single-clusterqueue-setup-v1beta1.yaml",
@@ -1604,6 +1605,88 @@ fn kueue_jobset_examples_become_one_pod_set_per_replicated_job() {
     );
 }
 
+// ---------------------------------------------------------------------------
+// PyTorchJobs
+
+/// Kueue's Kubeflow integration: a pod set per replica type, `master`
+/// then `worker`, of `replicas` pods; the template kept for the executor.
+#[test]
+fn kueue_pytorchjob_example_becomes_a_pod_set_per_replica_type() {
+    let docs = import_ok(&fixture("sample-pytorchjob.yaml"));
+    assert_eq!(
+        (docs[0].source.kind.as_str(), docs[0].source.name.as_str()),
+        ("PyTorchJob", "PyTorchJob/default/pytorch-simple")
+    );
+    let Object::Workload(w) = &docs[0].object else {
+        panic!("a workload: {:?}", docs[0].object)
+    };
+    assert_eq!(
+        (w.namespace.as_str(), w.name.as_str()),
+        ("default", "pytorch-simple")
+    );
+    assert_eq!(w.spec.queue_name, "main");
+    let sets: Vec<(&str, u32)> = w
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.as_str(), p.count))
+        .collect();
+    assert_eq!(sets, [("master", 1), ("worker", 1)]);
+    assert_eq!(
+        w.spec.pod_sets[1].requests,
+        BTreeMap::from([("cpu".into(), q("1")), ("memory".into(), q("200Mi"))])
+    );
+    assert_eq!(
+        w.spec.run.job_template.as_ref().expect("kept")["kind"],
+        "PyTorchJob"
+    );
+    assert_eq!(fleetq_model::kueue::job_template_problem(&w.spec), None);
+}
+
+/// The Training Operator's rules, refused at the field: an unknown
+/// replica type, a second Master, replicas below zero; Workers alone are
+/// a PyTorchJob too.
+#[test]
+fn a_pytorchjob_is_refused_where_the_training_operator_would_refuse_it() {
+    let job = |specs: &str| {
+        format!(
+            "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata:\n  name: p\n  labels: {{kueue.x-k8s.io/queue-name: q}}\nspec:\n  pytorchReplicaSpecs:\n{specs}"
+        )
+    };
+    let replica = |kind: &str, n: i64| {
+        format!("    {kind}:\n      replicas: {n}\n      template:\n        spec:\n          containers: [{{name: c, image: i, resources: {{limits: {{nvidia.com/gpu: \"1\"}}}}}}]\n")
+    };
+    let errors = import_err(&job(&replica("Chief", 1)));
+    assert!(
+        lines(&errors).contains("spec.pytorchReplicaSpecs.Chief"),
+        "{}",
+        lines(&errors)
+    );
+    let errors = import_err(&job(&replica("Master", 2)));
+    assert!(
+        lines(&errors).contains("spec.pytorchReplicaSpecs.Master.replicas"),
+        "{}",
+        lines(&errors)
+    );
+    let errors = import_err(&job(&replica("Worker", -1)));
+    assert!(
+        lines(&errors).contains("spec.pytorchReplicaSpecs.Worker.replicas"),
+        "{}",
+        lines(&errors)
+    );
+    let docs = import_ok(&job(&replica("Worker", 4)));
+    let Object::Workload(w) = &docs[0].object else {
+        panic!("a workload")
+    };
+    assert_eq!(
+        (w.spec.pod_sets[0].name.as_str(), w.spec.pod_sets[0].count),
+        ("worker", 4)
+    );
+    let errors =
+        import_err(&job(&replica("Worker", 4)).replace("kubeflow.org/v1", "kubeflow.org/v2"));
+    assert!(lines(&errors).contains("apiVersion"), "{}", lines(&errors));
+}
+
 const TRAINING_JOBSET: &str = r#"
 apiVersion: jobset.x-k8s.io/v1alpha2
 kind: JobSet
@@ -2129,10 +2212,10 @@ fn unsupported_kueue_kinds_say_why() {
     }
     // Not Kueue's: the list of what fleetq imports.
     let text = lines(&import_err(
-        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: x}\n",
+        "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: x}\n",
     ));
     assert!(
-        text.contains("PyTorchJob is not supported: fleetq imports"),
+        text.contains("RayJob is not supported: fleetq imports"),
         "{text}"
     );
 }

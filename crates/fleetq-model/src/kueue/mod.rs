@@ -12,6 +12,7 @@
 //! | `kueue.x-k8s.io/v1alpha1` | Cohort |
 //! | `batch/v1` | Job (becomes a Workload, as Kueue's job integration does) |
 //! | `jobset.x-k8s.io/v1alpha2` | JobSet (becomes a Workload of a pod set per replicated Job, as Kueue's JobSet integration does) |
+//! | `kubeflow.org/v1` | PyTorchJob (becomes a Workload of a pod set per replica type, `master` then `worker`, as Kueue's Kubeflow integration does) |
 //! | `v1` | Pod (a plain Pod becomes a Workload of one pod; the pods of a `kueue.x-k8s.io/pod-group-name` group become one Workload of a pod set per role, as Kueue's pod integration does) |
 //!
 //! Kueue kinds are decoded strictly: an unknown field anywhere in `spec` is
@@ -33,6 +34,7 @@ mod jobset;
 mod meta;
 mod pod;
 mod pod_group;
+mod pytorchjob;
 pub(crate) mod rules;
 pub(crate) mod syntax;
 mod topology;
@@ -136,6 +138,7 @@ enum Kind {
     Workload,
     Job,
     JobSet,
+    PyTorchJob,
     Pod,
     Configuration,
     Namespace,
@@ -150,6 +153,7 @@ const KUEUE_COHORT: &[&str] = &[
 ];
 const BATCH_V1: &[&str] = &["batch/v1"];
 const JOBSET_V1ALPHA2: &[&str] = &["jobset.x-k8s.io/v1alpha2"];
+const KUBEFLOW_V1: &[&str] = &["kubeflow.org/v1"];
 const SCHEDULING_V1: &[&str] = &["scheduling.k8s.io/v1"];
 const CORE_V1: &[&str] = &["v1"];
 const KUEUE_CONFIG: &[&str] = &[
@@ -159,7 +163,7 @@ const KUEUE_CONFIG: &[&str] = &[
 
 const SUPPORTED: &str = "fleetq imports kueue.x-k8s.io/v1beta1 and v1beta2 ResourceFlavor, \
     ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload and Topology; Cohort in \
-    kueue.x-k8s.io/v1alpha1, v1beta1 and v1beta2; batch/v1 Job; jobset.x-k8s.io/v1alpha2 JobSet; v1 Pod; \
+    kueue.x-k8s.io/v1alpha1, v1beta1 and v1beta2; batch/v1 Job; jobset.x-k8s.io/v1alpha2 JobSet; kubeflow.org/v1 PyTorchJob; v1 Pod; \
     config.kueue.x-k8s.io/v1beta1 and v1beta2 Configuration; scheduling.k8s.io/v1 PriorityClass; \
     v1 Namespace; and v1 List of those";
 
@@ -175,6 +179,7 @@ impl Kind {
             "Workload" => Kind::Workload,
             "Job" => Kind::Job,
             "JobSet" => Kind::JobSet,
+            "PyTorchJob" => Kind::PyTorchJob,
             "Pod" => Kind::Pod,
             "Configuration" => Kind::Configuration,
             "Namespace" => Kind::Namespace,
@@ -188,6 +193,7 @@ impl Kind {
             Kind::Cohort => KUEUE_COHORT,
             Kind::Job => BATCH_V1,
             Kind::JobSet => JOBSET_V1ALPHA2,
+            Kind::PyTorchJob => KUBEFLOW_V1,
             Kind::PriorityClass => SCHEDULING_V1,
             Kind::Configuration => KUEUE_CONFIG,
             Kind::Namespace | Kind::Pod => CORE_V1,
@@ -198,7 +204,12 @@ impl Kind {
     fn is_namespaced(self) -> bool {
         matches!(
             self,
-            Kind::LocalQueue | Kind::Workload | Kind::Job | Kind::JobSet | Kind::Pod
+            Kind::LocalQueue
+                | Kind::Workload
+                | Kind::Job
+                | Kind::JobSet
+                | Kind::PyTorchJob
+                | Kind::Pod
         )
     }
 }
@@ -322,6 +333,7 @@ fn import_value(value: Value, document: usize, path_prefix: &str, sink: &mut Sin
         Kind::Workload => workload::kueue_workload(value, &at),
         Kind::Job => job::job(value, &at),
         Kind::JobSet => jobset::jobset(value, &at),
+        Kind::PyTorchJob => pytorchjob::pytorchjob(value, &at),
         Kind::Pod => match pod_group::pod(value, &at) {
             Ok(pod_group::Read::Single(converted)) => Ok(*converted),
             Ok(pod_group::Read::Grouped(member)) => {
