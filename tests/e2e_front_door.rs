@@ -936,3 +936,147 @@ fn a_job_its_user_suspends_is_stopped_and_unsuspending_queues_it_again() {
     );
     wait_state(&group, &train_wl, &["Admitted", "Running"]);
 }
+
+/// A PyTorchJob as a Kueue user writes it, suspended: a Master and two
+/// Workers of `gpus` GPUs each.
+fn queued_pytorchjob(name: &str, gpus: u32) -> Value {
+    let replica = |n: u32| {
+        json!({"replicas": n, "restartPolicy": "OnFailure", "template": {"spec": {"containers": [{
+            "name": "pytorch",
+            "image": "docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727",
+            "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}},
+        }]}}})
+    };
+    json!({
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"kueue.x-k8s.io/queue-name": "team-a"},
+        },
+        "spec": {
+            "runPolicy": {"suspend": true},
+            "pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(2)},
+        },
+    })
+}
+
+fn user_pytorchjob(kube: &FakeKube, name: &str) -> Option<Value> {
+    kube.pytorchjobs()
+        .into_iter()
+        .find(|j| j["metadata"]["name"] == name)
+}
+
+/// Kubeflow's PyTorchJob through the front door: queued as Kueue's
+/// Kubeflow integration would (a pod set per replica type), run as a
+/// copy on its cluster (its pods pinned), the copy's conditions mapped to
+/// the workload's state and its status copied back; an agent restart
+/// submits nothing twice; deleting the original cancels the workload and
+/// removes the copy. Unsuspended by its user, it is suspended again.
+#[test]
+fn a_kubectl_created_pytorchjob_is_queued_and_run_as_a_copy() {
+    let kube = FakeKube::start();
+    let h100 = [("nvidia.com/gpu.product", H100)];
+    kube.put_node(node("gpu-a", &h100, &[("nvidia.com/gpu", "8")]));
+    let group = Group::configured(&["--lease-ttl", "5s"]);
+    let agent = start_agent(&group, &kube);
+
+    let created = kube.kubectl_create_pytorchjob(queued_pytorchjob("mnist", 2));
+    let workload = workload_of(&created).replacen("job-", "pytorchjob-", 1);
+    let admitted = wait_state(&group, &workload, &["Admitted", "Running"]);
+    assert_eq!(admitted["cluster"], "kube-east", "{admitted:#}");
+    let described = text(&group.cli(1, &["get", "workload", &workload, "-o", "yaml"]));
+    assert!(
+        described.contains("name: master") && described.contains("name: worker"),
+        "{described}"
+    );
+    let id = admitted["id"].as_u64().expect("id").to_string();
+    let copy = wait_for(Duration::from_secs(30), || {
+        kube.pytorchjobs()
+            .into_iter()
+            .find(|j| j["metadata"]["labels"]["fleetq.dev/workload-id"] == id.as_str())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no copy: {:#?}\nagent log:\n{}",
+            kube.pytorchjobs(),
+            agent_log(&group)
+        )
+    });
+    let copy_name = copy["metadata"]["name"].as_str().expect("name").to_string();
+    assert_ne!(copy_name, "mnist");
+    assert_eq!(copy["spec"]["runPolicy"]["suspend"], false);
+    for kind in ["Master", "Worker"] {
+        let pods = &copy["spec"]["pytorchReplicaSpecs"][kind]["template"];
+        assert!(
+            pods["spec"]["affinity"].to_string().contains("gpu-a"),
+            "{kind} pinned: {pods}"
+        );
+    }
+    let original = wait_for(Duration::from_secs(30), || {
+        user_pytorchjob(&kube, "mnist").filter(|j| {
+            j["metadata"]["annotations"]["fleetq.dev/workload"] == format!("default/{workload}")
+        })
+    })
+    .unwrap_or_else(|| panic!("never annotated: {:#?}", user_pytorchjob(&kube, "mnist")));
+    assert_eq!(
+        original["spec"]["runPolicy"]["suspend"], true,
+        "the original waits"
+    );
+
+    // The Training Operator says it runs: the workload runs, and the
+    // copy's status comes back onto the user's PyTorchJob.
+    kube.set_pytorchjob_status(
+        "default",
+        &copy_name,
+        json!({"conditions": [{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}]}),
+    );
+    wait_state(&group, &workload, &["Running"]);
+    wait_for(Duration::from_secs(30), || {
+        user_pytorchjob(&kube, "mnist").filter(|j| {
+            j["metadata"]["annotations"]["fleetq.dev/remote-status"]
+                .as_str()
+                .is_some_and(|s| s.contains("Running"))
+        })
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no remote status: {:#?}\n{}",
+            user_pytorchjob(&kube, "mnist"),
+            agent_log(&group)
+        )
+    });
+
+    // Unsuspended by its user while it runs as a copy: suspended again.
+    kube.kubectl_patch_pytorchjob(
+        "default",
+        "mnist",
+        json!({"spec": {"runPolicy": {"suspend": false}}}),
+    );
+    wait_for(Duration::from_secs(30), || {
+        user_pytorchjob(&kube, "mnist").filter(|j| j["spec"]["runPolicy"]["suspend"] == true)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "never suspended again: {:#?}",
+            user_pytorchjob(&kube, "mnist")
+        )
+    });
+
+    // The agent restarts: nothing is submitted twice.
+    drop(agent);
+    let agent = start_agent(&group, &kube);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(workloads(&group, 1).len(), 1, "{:#?}", workloads(&group, 1));
+    assert_eq!(kube.pytorchjobs().len(), 2, "the original and one copy");
+
+    // Deleting the original cancels the workload; the copy goes.
+    kube.kubectl_delete_pytorchjob("default", "mnist");
+    wait_state(&group, &workload, &["Cancelled"]);
+    wait_for(Duration::from_secs(30), || {
+        kube.pytorchjobs().is_empty().then_some(())
+    })
+    .unwrap_or_else(|| panic!("the copy outlived its original: {:#?}", kube.pytorchjobs()));
+    drop(agent);
+}

@@ -1852,3 +1852,118 @@ fn a_gated_pods_scheduling_may_only_narrow_and_its_gates_only_go() {
         (Some("gpu-b"), Some("Running"))
     );
 }
+
+/// Kubeflow's PyTorchJob, a custom resource: 404 on a cluster without
+/// the Training Operator; created, listed, merge-patched and deleted
+/// where it is installed; refused as its webhook refuses (a name that is
+/// no DNS-1035 label, a replica type other than Master and Worker, two
+/// Masters) and as the API server refuses a pod template.
+#[test]
+fn pytorchjobs_are_served_and_validated_like_the_training_operator_does() {
+    use kube::api::DynamicObject;
+    use kube::discovery::ApiResource;
+    let resource = ApiResource {
+        group: "kubeflow.org".into(),
+        version: "v1".into(),
+        api_version: "kubeflow.org/v1".into(),
+        kind: "PyTorchJob".into(),
+        plural: "pytorchjobs".into(),
+    };
+    let job = |name: &str, specs: Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": name},
+            "spec": {"runPolicy": {"suspend": true}, "pytorchReplicaSpecs": specs},
+        }))
+        .expect("an object")
+    };
+    let replica = |n: u32, gpus: &str| {
+        json!({"replicas": n, "template": {"spec": {"containers": [{"name": "pytorch", "image": "i",
+            "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}})
+    };
+    let without = FakeKube::start_with(Options {
+        kubeflow_api: false,
+        ..Options::default()
+    });
+    with_client(&without, |client| {
+        let resource = resource.clone();
+        async move {
+            let api: Api<DynamicObject> = Api::all_with(client, &resource);
+            let status = api_error(api.list(&ListParams::default()).await.unwrap_err());
+            assert_eq!((status.code, status.reason.as_str()), (404, "NotFound"));
+        }
+    });
+    let fake = FakeKube::start();
+    with_client(&fake, |client| async move {
+        let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
+        let created = api
+            .create(
+                &PostParams::default(),
+                &job(
+                    "train",
+                    json!({"Master": replica(1, "1"), "Worker": replica(2, "2")}),
+                ),
+            )
+            .await
+            .expect("created");
+        assert!(created.metadata.uid.is_some());
+        let status = api_error(
+            api.create(
+                &PostParams::default(),
+                &job("9train", json!({"Worker": replica(1, "1")})),
+            )
+            .await
+            .unwrap_err(),
+        );
+        assert_invalid(&status, "metadata.name", "DNS-1035");
+        let status = api_error(
+            api.create(
+                &PostParams::default(),
+                &job("chief", json!({"Chief": replica(1, "1")})),
+            )
+            .await
+            .unwrap_err(),
+        );
+        assert_invalid(
+            &status,
+            "spec.pytorchReplicaSpecs[Chief]",
+            "supported values",
+        );
+        let status = api_error(
+            api.create(
+                &PostParams::default(),
+                &job("two", json!({"Master": replica(2, "1")})),
+            )
+            .await
+            .unwrap_err(),
+        );
+        assert_invalid(
+            &status,
+            "spec.pytorchReplicaSpecs[Master].replicas",
+            "must be 1",
+        );
+        let status = api_error(
+            api.create(
+                &PostParams::default(),
+                &job("half", json!({"Worker": replica(1, "0.5")})),
+            )
+            .await
+            .unwrap_err(),
+        );
+        assert_eq!(status.code, 422, "{status:?}");
+        let patched = api
+            .patch(
+                "train",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"metadata": {"annotations": {"a": "b"}}, "spec": {"runPolicy": {"suspend": false}}})),
+            )
+            .await
+            .expect("patched");
+        assert_eq!(patched.data["spec"]["runPolicy"]["suspend"], false);
+        assert_eq!(patched.metadata.annotations.unwrap_or_default()["a"], "b");
+        api.delete("train", &DeleteParams::default())
+            .await
+            .expect("deleted");
+    });
+    assert!(fake.pytorchjobs().is_empty());
+}

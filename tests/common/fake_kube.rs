@@ -114,6 +114,9 @@ pub struct Options {
     /// a custom resource the JobSet controller installs); without it
     /// every JobSet path is 404, as on a real server without the CRD.
     pub jobset_api: bool,
+    /// Whether the cluster has Kubeflow's PyTorchJob API
+    /// (`kubeflow.org/v1`, the Training Operator's custom resource).
+    pub kubeflow_api: bool,
 }
 
 impl Default for Options {
@@ -121,6 +124,7 @@ impl Default for Options {
         Options {
             event_window: DEFAULT_EVENT_WINDOW,
             jobset_api: true,
+            kubeflow_api: true,
         }
     }
 }
@@ -161,6 +165,7 @@ impl FakeKube {
         let store = Store {
             window: options.event_window.max(1),
             jobset_api: options.jobset_api,
+            kubeflow_api: options.kubeflow_api,
             namespaces: INITIAL_NAMESPACES.iter().map(|n| n.to_string()).collect(),
             ..Store::default()
         };
@@ -613,6 +618,94 @@ impl FakeKube {
             .unwrap_or_else(|| panic!("kubectl create: {namespace}/{name} not stored"))
     }
 
+    /// `kubectl create -f pytorchjob.yaml`: through the API server's
+    /// create path; returns it as stored. Panics with the server's
+    /// message if it is refused.
+    pub fn kubectl_create_pytorchjob(&self, job: Value) -> Value {
+        let namespace = job["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        let name = job["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let body = serde_json::to_vec(&job).unwrap_or_default();
+        if let Err(e) = create(
+            &self.shared,
+            Kind::PyTorchJob,
+            &namespace,
+            &BTreeMap::new(),
+            &body,
+        ) {
+            panic!("kubectl create: {}", e.message);
+        }
+        self.pytorchjobs()
+            .into_iter()
+            .find(|j| j["metadata"]["namespace"] == namespace && j["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("kubectl create: {namespace}/{name} not stored"))
+    }
+
+    /// `kubectl patch pytorchjob --type=merge`: a user's change (not
+    /// recorded in [`FakeKube::patches`]). Panics if refused.
+    pub fn kubectl_patch_pytorchjob(&self, namespace: &str, name: &str, patch: Value) {
+        let body = serde_json::to_vec(&patch).unwrap_or_default();
+        if let Err(e) = patch_pytorchjob(
+            &self.shared,
+            namespace,
+            name,
+            "application/merge-patch+json",
+            &body,
+        ) {
+            panic!("kubectl patch: {}", e.message);
+        }
+    }
+
+    /// `kubectl delete pytorchjob`: background propagation. Panics if
+    /// there is none.
+    pub fn kubectl_delete_pytorchjob(&self, namespace: &str, name: &str) {
+        if let Err(e) = delete(
+            &self.shared,
+            Kind::PyTorchJob,
+            namespace,
+            name,
+            &BTreeMap::new(),
+            b"",
+        ) {
+            panic!("kubectl delete: {}", e.message);
+        }
+    }
+
+    /// Every PyTorchJob stored.
+    pub fn pytorchjobs(&self) -> Vec<Value> {
+        self.shared
+            .lock()
+            .pytorchjobs
+            .iter()
+            .map(|e| e.object.clone())
+            .collect()
+    }
+
+    /// Replaces the `status` of PyTorchJob ns/name, as the Training
+    /// Operator does (emits MODIFIED); panics if there is none.
+    pub fn set_pytorchjob_status(&self, namespace: &str, name: &str, status: Value) {
+        self.shared.commit(|store| {
+            let i = store
+                .position(Kind::PyTorchJob, Some(namespace), name)
+                .unwrap_or_else(|| {
+                    panic!("set_pytorchjob_status: no PyTorchJob {namespace}/{name}")
+                });
+            let previous = store.pytorchjobs[i].object.clone();
+            let rv = store.next_rv();
+            let entry = &mut store.pytorchjobs[i];
+            let seq = entry.seq;
+            entry.object["status"] = status;
+            entry.object["metadata"]["resourceVersion"] = json!(rv.to_string());
+            let object = entry.object.clone();
+            store.log_event(rv, Kind::PyTorchJob, seq, Some(object), Some(previous));
+        });
+    }
+
     /// `kubectl delete jobset`: background propagation, so the JobSet
     /// goes at once and the garbage collector removes its pods.
     pub fn kubectl_delete_jobset(&self, namespace: &str, name: &str) {
@@ -802,6 +895,8 @@ enum Kind {
     Job,
     /// jobset.x-k8s.io/v1alpha2 JobSet, where [`Options::jobset_api`].
     JobSet,
+    /// kubeflow.org/v1 PyTorchJob, where [`Options::kubeflow_api`].
+    PyTorchJob,
     /// events.k8s.io/v1 Event (what kube's event `Recorder` writes).
     Event,
 }
@@ -812,6 +907,7 @@ impl Kind {
             Kind::Node | Kind::Pod => "v1",
             Kind::Job => "batch/v1",
             Kind::JobSet => "jobset.x-k8s.io/v1alpha2",
+            Kind::PyTorchJob => "kubeflow.org/v1",
             Kind::Event => "events.k8s.io/v1",
         }
     }
@@ -822,6 +918,7 @@ impl Kind {
             Kind::Pod => "Pod",
             Kind::Job => "Job",
             Kind::JobSet => "JobSet",
+            Kind::PyTorchJob => "PyTorchJob",
             Kind::Event => "Event",
         }
     }
@@ -832,6 +929,7 @@ impl Kind {
             Kind::Pod => "PodList",
             Kind::Job => "JobList",
             Kind::JobSet => "JobSetList",
+            Kind::PyTorchJob => "PyTorchJobList",
             Kind::Event => "EventList",
         }
     }
@@ -843,6 +941,7 @@ impl Kind {
             Kind::Pod => "pods",
             Kind::Job => "jobs",
             Kind::JobSet => "jobsets",
+            Kind::PyTorchJob => "pytorchjobs",
             Kind::Event => "events",
         }
     }
@@ -852,6 +951,7 @@ impl Kind {
             Kind::Node | Kind::Pod => "",
             Kind::Job => "batch",
             Kind::JobSet => "jobset.x-k8s.io",
+            Kind::PyTorchJob => "kubeflow.org",
             Kind::Event => "events.k8s.io",
         }
     }
@@ -938,6 +1038,9 @@ struct Store {
     namespaces: BTreeSet<String>,
     /// [`Options::jobset_api`].
     jobset_api: bool,
+    pytorchjobs: Vec<Entry>,
+    /// [`Options::kubeflow_api`].
+    kubeflow_api: bool,
     log: VecDeque<LoggedEvent>,
     /// How many events `log` keeps.
     window: usize,
@@ -969,6 +1072,7 @@ impl Store {
             Kind::Pod => &self.pods,
             Kind::Job => &self.jobs,
             Kind::JobSet => &self.jobsets,
+            Kind::PyTorchJob => &self.pytorchjobs,
             Kind::Event => &self.events,
         }
     }
@@ -979,6 +1083,7 @@ impl Store {
             Kind::Pod => &mut self.pods,
             Kind::Job => &mut self.jobs,
             Kind::JobSet => &mut self.jobsets,
+            Kind::PyTorchJob => &mut self.pytorchjobs,
             Kind::Event => &mut self.events,
         }
     }
@@ -1487,6 +1592,15 @@ fn route(path: &str) -> Result<Route, ApiError> {
         }
         ["apis", "batch", "v1", "jobs"] => collection(Kind::Job, None),
         ["apis", "jobset.x-k8s.io", "v1alpha2", "jobsets"] => collection(Kind::JobSet, None),
+        ["apis", "kubeflow.org", "v1", "pytorchjobs"] => collection(Kind::PyTorchJob, None),
+        ["apis", "kubeflow.org", "v1", "namespaces", ns, "pytorchjobs"] if !ns.is_empty() => {
+            collection(Kind::PyTorchJob, Some(ns))
+        }
+        ["apis", "kubeflow.org", "v1", "namespaces", ns, "pytorchjobs", name]
+            if !ns.is_empty() && !name.is_empty() =>
+        {
+            item(Kind::PyTorchJob, Some(ns), name)
+        }
         ["apis", "jobset.x-k8s.io", "v1alpha2", "namespaces", ns, "jobsets"] if !ns.is_empty() => {
             collection(Kind::JobSet, Some(ns))
         }
@@ -1563,6 +1677,19 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
     if jobset_path && !shared.lock().jobset_api {
         return Err(ApiError::unknown_path(req.uri().path()));
     }
+    let kubeflow_path = matches!(
+        route,
+        Route::Collection {
+            kind: Kind::PyTorchJob,
+            ..
+        } | Route::Item {
+            kind: Kind::PyTorchJob,
+            ..
+        }
+    );
+    if kubeflow_path && !shared.lock().kubeflow_api {
+        return Err(ApiError::unknown_path(req.uri().path()));
+    }
     let query = parse_query(req.uri().query().unwrap_or("")).map_err(ApiError::bad_request)?;
     let method = req.method().clone();
     let content_type = req
@@ -1612,7 +1739,7 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
         }
         (
             Route::Collection {
-                kind: kind @ (Kind::Job | Kind::JobSet | Kind::Pod | Kind::Event),
+                kind: kind @ (Kind::Job | Kind::JobSet | Kind::PyTorchJob | Kind::Pod | Kind::Event),
                 namespace: Some(namespace),
             },
             Method::POST,
@@ -1659,7 +1786,15 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
         ) => patch_pod(&shared, &namespace, &name, &content_type, &body),
         (
             Route::Item {
-                kind: kind @ (Kind::Job | Kind::JobSet | Kind::Pod),
+                kind: Kind::PyTorchJob,
+                namespace: Some(namespace),
+                name,
+            },
+            Method::PATCH,
+        ) => patch_pytorchjob(&shared, &namespace, &name, &content_type, &body),
+        (
+            Route::Item {
+                kind: kind @ (Kind::Job | Kind::JobSet | Kind::PyTorchJob | Kind::Pod),
                 namespace: Some(namespace),
                 name,
             },
@@ -1896,6 +2031,7 @@ fn decode(kind: Kind, mut value: Value) -> Result<Value, ApiError> {
     use k8s_openapi::api::events::v1::Event;
     let typed = match kind {
         Kind::JobSet => decode_jobset(value),
+        Kind::PyTorchJob => decode_pytorchjob(value),
         Kind::Event => serde_json::from_value::<Event>(value).and_then(serde_json::to_value),
         Kind::Job => serde_json::from_value::<Job>(value).and_then(serde_json::to_value),
         Kind::Pod => serde_json::from_value::<Pod>(value).and_then(serde_json::to_value),
@@ -1917,6 +2053,12 @@ fn decode(kind: Kind, mut value: Value) -> Result<Value, ApiError> {
             .into_iter()
             .flatten()
             .map(|job| &job["template"]["spec"]["template"]["spec"])
+            .collect(),
+        Kind::PyTorchJob => decoded["spec"]["pytorchReplicaSpecs"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(_, replica)| &replica["template"]["spec"])
             .collect(),
         Kind::Event => Vec::new(),
         _ => vec![&decoded["spec"]],
@@ -2033,6 +2175,10 @@ fn create(
                 default_jobset(&mut object);
                 object["status"] = json!({});
             }
+            Kind::PyTorchJob => {
+                meta["generation"] = json!(1);
+                object["status"] = json!({});
+            }
             Kind::Event => {}
             _ => {
                 default_pod(&mut object);
@@ -2042,6 +2188,7 @@ fn create(
         let errors = match kind {
             Kind::Job => validate_job(&object),
             Kind::JobSet => validate_jobset(&object),
+            Kind::PyTorchJob => validate_pytorchjob(&object),
             Kind::Event => validate_event(&object),
             _ => validate_pod(&object),
         };
@@ -2803,7 +2950,7 @@ fn delete(
             _ => {}
         }
     }
-    if matches!(kind, Kind::Job | Kind::JobSet) {
+    if matches!(kind, Kind::Job | Kind::JobSet | Kind::PyTorchJob) {
         shared
             .lock()
             .deletes
@@ -2882,7 +3029,7 @@ fn delete(
         if dry_run || !current["metadata"]["deletionTimestamp"].is_null() {
             return Ok(Deleted::Pending(current.clone()));
         }
-        if matches!(kind, Kind::Job | Kind::JobSet) && policy == "Foreground" {
+        if matches!(kind, Kind::Job | Kind::JobSet | Kind::PyTorchJob) && policy == "Foreground" {
             Ok(Deleted::Foreground(store.mark_foreground(kind, i)))
         } else {
             let object = store.remove_at(kind, i);
@@ -3765,6 +3912,109 @@ fn decode_jobset(value: Value) -> Result<Value, serde_json::Error> {
     Ok(value)
 }
 
+/// A PyTorchJob as the API server decodes a custom resource: any object,
+/// each replica's pod template decoded as a pod template (a malformed
+/// quantity is a 400, as the CRD's structural schema makes it).
+fn decode_pytorchjob(value: Value) -> Result<Value, serde_json::Error> {
+    use k8s_openapi::api::core::v1::PodTemplateSpec;
+    for (_, replica) in value["spec"]["pytorchReplicaSpecs"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        serde_json::from_value::<PodTemplateSpec>(replica["template"].clone())?;
+    }
+    Ok(value)
+}
+
+/// The Training Operator's webhook, for the fields fleetq writes: the
+/// metadata, a DNS-1035 name (it names services after the job), replica
+/// types Master and Worker only (one Master), each with a pod template
+/// the API server would take for a pod.
+fn validate_pytorchjob(job: &Value) -> Vec<FieldError> {
+    let mut errors = validate_object_meta(&job["metadata"], "metadata");
+    let name = job["metadata"]["name"].as_str().unwrap_or_default();
+    for detail in dns1035_label(name) {
+        errors.push(FieldError::invalid("metadata.name", name, detail));
+    }
+    let Some(specs) = job["spec"]["pytorchReplicaSpecs"].as_object() else {
+        errors.push(FieldError::required(
+            "spec.pytorchReplicaSpecs",
+            "must be set",
+        ));
+        return errors;
+    };
+    for (kind, replica) in specs {
+        let path = format!("spec.pytorchReplicaSpecs[{kind}]");
+        if kind != "Master" && kind != "Worker" {
+            errors.push(FieldError::new(
+                path.clone(),
+                ErrorType::NotSupported,
+                Some(&json!(kind)),
+                "supported values: \"Master\", \"Worker\"",
+            ));
+        }
+        if kind == "Master" && replica["replicas"].as_i64().unwrap_or(1) != 1 {
+            errors.push(FieldError::new(
+                format!("{path}.replicas"),
+                ErrorType::Forbidden,
+                Some(&replica["replicas"]),
+                "must be 1",
+            ));
+        }
+        errors.extend(validate_pod_spec(
+            &replica["template"]["spec"],
+            &format!("{path}.template.spec"),
+            false,
+        ));
+    }
+    errors
+}
+
+/// PATCH of a PyTorchJob: a JSON merge patch; metadata the server owns
+/// and the status (the controller's) are kept, and the result is
+/// validated as on create.
+fn patch_pytorchjob(
+    shared: &Shared,
+    namespace: &str,
+    name: &str,
+    content_type: &str,
+    body: &[u8],
+) -> Result<Response<Body>, ApiError> {
+    let patch = merge_patch_body(content_type, body)?;
+    let updated = shared.commit(|store| {
+        let (i, old, mut new) = store.patched(Kind::PyTorchJob, namespace, name, &patch)?;
+        for key in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "resourceVersion",
+            "generation",
+        ] {
+            match old["metadata"].get(key) {
+                Some(v) => new["metadata"][key] = v.clone(),
+                None => {
+                    if let Some(m) = new["metadata"].as_object_mut() {
+                        m.remove(key);
+                    }
+                }
+            }
+        }
+        new["status"] = old["status"].clone();
+        let errors = validate_pytorchjob(&new);
+        if !errors.is_empty() {
+            return Err(ApiError::invalid(Kind::PyTorchJob, name, errors));
+        }
+        if new == old {
+            return Ok(old);
+        }
+        Ok(store.replace_at(Kind::PyTorchJob, i, old, new))
+    })?;
+    Ok(json_response(StatusCode::OK, &updated))
+}
+
 /// The JobSet CRD's defaults: one replica per replicated Job, not
 /// suspended.
 fn default_jobset(jobset: &mut Value) {
@@ -4513,7 +4763,7 @@ fn parse_field_selector(kind: Kind, selector: &str) -> Result<Vec<FieldTerm>, St
             "status.nominatedNodeName",
         ],
         Kind::Job => &["metadata.name", "metadata.namespace", "status.successful"],
-        Kind::JobSet | Kind::Event => &["metadata.name", "metadata.namespace"],
+        Kind::JobSet | Kind::PyTorchJob | Kind::Event => &["metadata.name", "metadata.namespace"],
     };
     selector
         .split(',')

@@ -45,6 +45,9 @@
 //! only in labels, annotations, node selector, tolerations and scheduling
 //! gates, so its pods could not be pinned in place to the nodes the
 //! ledger charged; the copy is made pinned (docs/deploy.md, "JobSets").
+//! Kubeflow PyTorchJobs (`kubeflow.org/v1`, suspended by
+//! `spec.runPolicy.suspend`) are queued and run the same way, named
+//! `pytorchjob-<name>-<uid prefix>`.
 //!
 //! Pods (Kueue's plain pods) are queued when created with Kueue's
 //! `kueue.x-k8s.io/admission` scheduling gate (`FrontDoor::on_pod`):
@@ -134,6 +137,7 @@ const JOB_STATUS_FIELDS: [&str; 11] = [
 pub enum QueuedKind {
     Job,
     JobSet,
+    PyTorchJob,
     Pod,
 }
 
@@ -142,6 +146,7 @@ impl QueuedKind {
         match self {
             QueuedKind::Job => ApiResource::erase::<Job>(&()),
             QueuedKind::JobSet => crate::executor::kubernetes::jobset_resource(),
+            QueuedKind::PyTorchJob => crate::executor::kubernetes::pytorchjob_resource(),
             QueuedKind::Pod => ApiResource::erase::<Pod>(&()),
         }
     }
@@ -150,6 +155,7 @@ impl QueuedKind {
         match self {
             QueuedKind::Job => "Job",
             QueuedKind::JobSet => "JobSet",
+            QueuedKind::PyTorchJob => "PyTorchJob",
             QueuedKind::Pod => "Pod",
         }
     }
@@ -159,7 +165,34 @@ impl QueuedKind {
         match self {
             QueuedKind::Job => "job",
             QueuedKind::JobSet => "jobset",
+            QueuedKind::PyTorchJob => "pytorchjob",
             QueuedKind::Pod => "pod",
+        }
+    }
+
+    /// Whether the user's object is admitted in place (a Job, a Pod), or
+    /// always runs as a copy (a JobSet or PyTorchJob, whose pod templates
+    /// cannot be pinned once created).
+    fn adopted_in_place(self) -> bool {
+        matches!(self, QueuedKind::Job | QueuedKind::Pod)
+    }
+
+    /// Whether the object is suspended (a PyTorchJob says it in its run
+    /// policy).
+    fn is_suspended(self, data: &Value) -> bool {
+        match self {
+            QueuedKind::PyTorchJob => data["spec"]["runPolicy"]["suspend"] == json!(true),
+            _ => data["spec"]["suspend"] == json!(true),
+        }
+    }
+
+    /// The merge patch that suspends the object of `uid`.
+    fn suspend_patch(self, uid: &str) -> Value {
+        match self {
+            QueuedKind::PyTorchJob => {
+                json!({"metadata": {"uid": uid}, "spec": {"runPolicy": {"suspend": true}}})
+            }
+            _ => json!({"metadata": {"uid": uid}, "spec": {"suspend": true}}),
         }
     }
 
@@ -169,6 +202,7 @@ impl QueuedKind {
         match self {
             QueuedKind::Job => &["Complete", "Failed"],
             QueuedKind::JobSet => &["Completed", "Failed"],
+            QueuedKind::PyTorchJob => &["Succeeded", "Failed"],
             QueuedKind::Pod => &[],
         }
     }
@@ -284,7 +318,7 @@ fn user_manifest(
                 .collect()
         })
         .unwrap_or_default();
-    if kind != QueuedKind::JobSet {
+    if kind.adopted_in_place() {
         annotations.insert(ADOPT_CLUSTER.into(), json!(cluster));
         annotations.insert(ADOPT_UID.into(), json!(uid));
     }
@@ -574,8 +608,10 @@ impl FrontDoor {
     /// cluster has the API) until `shutdown`.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let mut kinds = vec![QueuedKind::Job, QueuedKind::Pod];
-        if self.has_jobsets().await {
-            kinds.push(QueuedKind::JobSet);
+        for custom in [QueuedKind::JobSet, QueuedKind::PyTorchJob] {
+            if self.has_api(custom).await {
+                kinds.push(custom);
+            }
         }
         let streams = kinds.into_iter().map(|kind| {
             let all: Api<DynamicObject> = Api::all_with(self.kube.clone(), &kind.resource());
@@ -625,14 +661,14 @@ impl FrontDoor {
         }
     }
 
-    /// Whether the cluster has a JobSet API this agent may read.
-    async fn has_jobsets(&self) -> bool {
-        let api: Api<DynamicObject> =
-            Api::all_with(self.kube.clone(), &QueuedKind::JobSet.resource());
+    /// Whether the cluster has the API of a custom `kind` (JobSet,
+    /// PyTorchJob) that this agent may read.
+    async fn has_api(&self, kind: QueuedKind) -> bool {
+        let api: Api<DynamicObject> = Api::all_with(self.kube.clone(), &kind.resource());
         match api.list(&ListParams::default().limit(1)).await {
             Ok(_) => true,
             Err(e) => {
-                tracing::info!(error = %e, "front door: no JobSet API to watch; JobSets are not queued");
+                tracing::info!(error = %e, kind = kind.name(), "front door: no API to watch for this kind; its objects are not queued");
                 false
             }
         }
@@ -663,7 +699,7 @@ impl FrontDoor {
             Ok(v) => v,
             Err(e) => return tracing::warn!(error = %e, "cannot read a queued object"),
         };
-        let suspended = job.data["spec"]["suspend"] == json!(true);
+        let suspended = kind.is_suspended(&job.data);
         let annotation = job
             .metadata
             .annotations
@@ -721,7 +757,7 @@ impl FrontDoor {
         if !t.submitted || t.done || t.deleted || t.refused.is_some() {
             return;
         }
-        let suspended = job.data["spec"]["suspend"] == json!(true);
+        let suspended = kind.is_suspended(&job.data);
         let admitted_here = job
             .metadata
             .labels
@@ -1235,7 +1271,7 @@ impl FrontDoor {
             "Admitted" | "Running" | "Succeeded" | "Failed"
         );
         let copy = multikueue
-            || kind == QueuedKind::JobSet
+            || !kind.adopted_in_place()
             || t.elsewhere
             || (!status.cluster.is_empty() && status.cluster != self.cluster);
         let due = t
@@ -1288,7 +1324,9 @@ impl FrontDoor {
                 }
                 // A JobSet's status is written whole, as the copy has it
                 // (a pod is never MultiKueue's).
-                QueuedKind::JobSet | QueuedKind::Pod => patch["status"] = copy_status.clone(),
+                QueuedKind::JobSet | QueuedKind::PyTorchJob | QueuedKind::Pod => {
+                    patch["status"] = copy_status.clone()
+                }
             }
             api.patch_status(&job, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
@@ -1325,7 +1363,7 @@ impl FrontDoor {
             self.to_suspend.drain().collect();
         for (uid, (kind, namespace, name)) in waiting {
             let api = self.objects(kind, &namespace);
-            let patch = json!({"metadata": {"uid": uid}, "spec": {"suspend": true}});
+            let patch = kind.suspend_patch(&uid);
             match api
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await

@@ -2,7 +2,7 @@
 //! cluster, read from the API server when the leader asks
 //! (`WorkloadJobStatus`): the front door of the cluster where the user
 //! created the Job copies it back, as MultiKueue copies a worker's Job
-//! status to the manager. Jobs and JobSets are found by the labels the
+//! status to the manager. Jobs, JobSets and PyTorchJobs are found by the labels the
 //! executor puts on the objects it creates or adopts. A pod workload has
 //! no such object: its status is its pod's (`{"pods": {name: status}}`
 //! for a group).
@@ -40,7 +40,22 @@ pub async fn read(
         })
         .collect();
     let found = if found.is_empty() {
-        jobsets(client.clone(), &selector).await?
+        custom(
+            client.clone(),
+            &selector,
+            super::kubernetes::jobset_resource(),
+        )
+        .await?
+    } else {
+        found
+    };
+    let found = if found.is_empty() {
+        custom(
+            client.clone(),
+            &selector,
+            super::kubernetes::pytorchjob_resource(),
+        )
+        .await?
     } else {
         found
     };
@@ -62,14 +77,18 @@ fn epoch_of(labels: &std::collections::BTreeMap<String, String>) -> Option<u64> 
     labels.get(LABEL_EPOCH)?.parse::<u64>().ok()
 }
 
-/// The (epoch, status) of the JobSets the selector finds; none where the
-/// cluster has no JobSet API.
-async fn jobsets(client: kube::Client, selector: &str) -> Result<Vec<(u64, Value)>, String> {
-    let api: Api<DynamicObject> = Api::all_with(client, &super::kubernetes::jobset_resource());
+/// The (epoch, status) of the objects of a custom resource (JobSets,
+/// PyTorchJobs) the selector finds; none where the cluster lacks the API.
+async fn custom(
+    client: kube::Client,
+    selector: &str,
+    resource: kube::discovery::ApiResource,
+) -> Result<Vec<(u64, Value)>, String> {
+    let api: Api<DynamicObject> = Api::all_with(client, &resource);
     let list = match api.list(&ListParams::default().labels(selector)).await {
         Ok(list) => list,
         Err(kube::Error::Api(e)) if e.code == 404 || e.code == 403 => return Ok(Vec::new()),
-        Err(e) => return Err(format!("cannot list JobSets: {e}")),
+        Err(e) => return Err(format!("cannot list {}s: {e}", resource.kind)),
     };
     Ok(list
         .items

@@ -1,4 +1,5 @@
-//! The Kubernetes executor: each admission becomes one `batch/v1` Job in
+//! The Kubernetes executor: each admission becomes one `batch/v1` Job
+//! (or a JobSet, a PyTorchJob, or plain pods: the submodules) in
 //! the workload's namespace, made from its Job template (`run.jobTemplate`,
 //! kept verbatim when a Kueue Job was imported) or, without one, from
 //! `run.image` and `run.command`. The Job and its pods carry
@@ -67,10 +68,12 @@ use crate::kubernetes::{
 
 mod jobset;
 mod pods;
+mod pytorchjob;
 pub use jobset::{api_resource as jobset_resource, jobset_manifest, jobset_name};
 pub use pods::{
     adopted_pods as pods_adopted_by, pod_manifests, KUEUE_ADMISSION_GATE, LABEL_POD_COUNT,
 };
+pub use pytorchjob::{api_resource as pytorchjob_resource, pytorchjob_manifest};
 
 /// Kueue's queue label: a Job carrying it would be held by a Kueue running
 /// in the target cluster, so fleetq's copy drops it.
@@ -680,6 +683,7 @@ pub fn phase_of(job: &Job) -> Option<(Event, String)> {
 enum RunKind {
     Job,
     JobSet,
+    PyTorchJob,
     Pods,
 }
 
@@ -688,6 +692,7 @@ impl RunKind {
         match self {
             RunKind::Job => "Job",
             RunKind::JobSet => "JobSet",
+            RunKind::PyTorchJob => "PyTorchJob",
             RunKind::Pods => "Pod",
         }
     }
@@ -697,12 +702,14 @@ impl RunKind {
 trait RunObject:
     kube::Resource + Clone + DeserializeOwned + Serialize + std::fmt::Debug + Send + Sync + 'static
 {
-    const KIND: RunKind;
+    fn kind(&self) -> RunKind;
     fn phase(&self) -> Option<(Event, String)>;
 }
 
 impl RunObject for Job {
-    const KIND: RunKind = RunKind::Job;
+    fn kind(&self) -> RunKind {
+        RunKind::Job
+    }
     fn phase(&self) -> Option<(Event, String)> {
         phase_of(self)
     }
@@ -711,20 +718,31 @@ impl RunObject for Job {
 /// One pod of a pod workload: created through [`create`]; the group's
 /// state comes from all of its pods ([`watch_pod_groups`]), not one.
 impl RunObject for Pod {
-    const KIND: RunKind = RunKind::Pods;
+    fn kind(&self) -> RunKind {
+        RunKind::Pods
+    }
     fn phase(&self) -> Option<(Event, String)> {
         None
     }
 }
 
-/// A JobSet, through the dynamic API (the only dynamic kind watched).
+/// A JobSet or PyTorchJob, through the dynamic API (the custom resources
+/// watched), told apart by its kind.
 impl RunObject for DynamicObject {
-    const KIND: RunKind = RunKind::JobSet;
+    fn kind(&self) -> RunKind {
+        match self.types.as_ref().map(|t| t.kind.as_str()) {
+            Some("PyTorchJob") => RunKind::PyTorchJob,
+            _ => RunKind::JobSet,
+        }
+    }
     fn phase(&self) -> Option<(Event, String)> {
         if self.metadata.deletion_timestamp.is_some() {
             return None;
         }
-        jobset::phase_of(&self.data)
+        match self.kind() {
+            RunKind::PyTorchJob => pytorchjob::phase_of(&self.data),
+            _ => jobset::phase_of(&self.data),
+        }
     }
 }
 
@@ -792,6 +810,9 @@ pub struct KubernetesExecutor {
     client: kube::Client,
     /// The cluster's JobSet API, where it has one (a custom resource).
     jobsets: Option<ApiResource>,
+    /// The cluster's PyTorchJob API (Kubeflow's Training Operator), where
+    /// it has one.
+    pytorchjobs: Option<ApiResource>,
     cluster: String,
     mapping: FlavorMapping,
     finished_job_ttl: Option<Duration>,
@@ -824,12 +845,32 @@ impl KubernetesExecutor {
         }
         tokio::spawn(watch_objects(
             all,
+            RunKind::Job,
             client.clone(),
             selector.clone(),
             Arc::downgrade(&jobs),
             events.clone(),
         ));
-        let jobsets = watch_jobsets(&client, cluster, &selector, &jobs, &events).await?;
+        let jobsets = watch_custom(
+            &client,
+            cluster,
+            &selector,
+            &jobs,
+            &events,
+            RunKind::JobSet,
+            jobset::api_resource(),
+        )
+        .await?;
+        let pytorchjobs = watch_custom(
+            &client,
+            cluster,
+            &selector,
+            &jobs,
+            &events,
+            RunKind::PyTorchJob,
+            pytorchjob::api_resource(),
+        )
+        .await?;
         // Pod admissions are tracked before the executor starts, as Jobs
         // are, so what a restarted agent says it runs includes them; their
         // state comes with the watch's first list.
@@ -877,6 +918,7 @@ impl KubernetesExecutor {
         Ok(KubernetesExecutor {
             client,
             jobsets,
+            pytorchjobs,
             cluster: cluster.to_string(),
             mapping,
             finished_job_ttl: Some(DEFAULT_FINISHED_JOB_TTL),
@@ -937,6 +979,9 @@ impl KubernetesExecutor {
         if jobset::runs_as_jobset(workload) {
             return self.start_jobset(id, epoch, workload, assignment);
         }
+        if pytorchjob::runs_as_pytorchjob(workload) {
+            return self.start_pytorchjob(id, epoch, workload, assignment);
+        }
         let job = match job_manifest(
             id,
             epoch,
@@ -994,6 +1039,44 @@ impl KubernetesExecutor {
             Err(e) => return report(&self.events, id, epoch, Event::Failed, e),
         };
         if !self.track(id, epoch, RunKind::JobSet, workload, &object.metadata) {
+            return;
+        }
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.client.clone(), &workload.namespace, &resource);
+        self.spawn_create(id, epoch, api, object);
+    }
+
+    /// Creates the admission's PyTorchJob (a repeat is ignored); Failed
+    /// where the cluster has no PyTorchJob API or it is refused.
+    fn start_pytorchjob(
+        &mut self,
+        id: u64,
+        epoch: u64,
+        workload: &Workload,
+        assignment: &Assignment,
+    ) {
+        let Some(resource) = self.pytorchjobs.clone() else {
+            let why = format!(
+                "cluster {} has no PyTorchJob API ({}): install Kubeflow's Training Operator \
+                 there, then restart its agent",
+                self.cluster,
+                pytorchjob::API_VERSION
+            );
+            return report(&self.events, id, epoch, Event::Failed, why);
+        };
+        let object = match pytorchjob_manifest(
+            id,
+            epoch,
+            &self.cluster,
+            workload,
+            assignment,
+            &self.mapping,
+            self.finished_job_ttl,
+        ) {
+            Ok(o) => o,
+            Err(e) => return report(&self.events, id, epoch, Event::Failed, e),
+        };
+        if !self.track(id, epoch, RunKind::PyTorchJob, workload, &object.metadata) {
             return;
         }
         let api: Api<DynamicObject> =
@@ -1360,11 +1443,15 @@ impl KubernetesExecutor {
         };
         let (jobs, events) = (self.jobs.clone(), self.events.clone());
         let client = self.client.clone();
-        let jobsets = self.jobsets.clone();
+        let custom = match kind {
+            RunKind::JobSet => self.jobsets.clone(),
+            RunKind::PyTorchJob => self.pytorchjobs.clone(),
+            _ => None,
+        };
         let cluster = self.cluster.clone();
         tokio::spawn(async move {
-            match (kind, jobsets) {
-                (RunKind::JobSet, Some(resource)) => {
+            match (kind, custom) {
+                (RunKind::JobSet | RunKind::PyTorchJob, Some(resource)) => {
                     let api: Api<DynamicObject> =
                         Api::namespaced_with(client, &namespace, &resource);
                     delete_until_gone(&api, &name, grace).await;
@@ -1451,7 +1538,7 @@ fn report(
 /// an earlier try made. Transient failures are retried; a refusal (4xx)
 /// is final and its message is the user's to read.
 async fn create<K: RunObject>(api: &Api<K>, object: &K) -> Result<(), String> {
-    let kind = K::KIND.name();
+    let kind = object.kind().name();
     let mut wait = Duration::from_millis(500);
     for attempt in 1..=6 {
         match api.create(&PostParams::default(), object).await {
@@ -1574,7 +1661,7 @@ fn on_object<K: RunObject>(jobs: &Jobs, events: &mpsc::UnboundedSender<Report>, 
     let mut jobs = lock(jobs);
     let tracked = jobs
         .entry(key)
-        .or_insert_with(|| Tracked::listed(K::KIND, meta));
+        .or_insert_with(|| Tracked::listed(object.kind(), meta));
     tracked.seen = true;
     if tracked.stopping {
         return;
@@ -1720,17 +1807,20 @@ fn report_gone(
     }
 }
 
-/// Lists this cluster's JobSets and watches them, where the cluster has a
-/// JobSet API; `None` where it has none (404) or the agent may not read
-/// it (403), so JobSet admissions fail there with the reason.
-async fn watch_jobsets(
+/// Lists this cluster's objects of a custom resource (JobSets,
+/// PyTorchJobs) and watches them, where the cluster has the API; `None`
+/// where it has none (404) or the agent may not read it (403), so such
+/// admissions fail there with the reason.
+#[allow(clippy::too_many_arguments)]
+async fn watch_custom(
     client: &kube::Client,
     cluster: &str,
     selector: &str,
     jobs: &Jobs,
     events: &mpsc::UnboundedSender<Report>,
+    kind: RunKind,
+    resource: ApiResource,
 ) -> Result<Option<ApiResource>, String> {
-    let resource = jobset::api_resource();
     let all: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
     let existing = match all.list(&ListParams::default().labels(selector)).await {
         Ok(list) => list,
@@ -1738,13 +1828,15 @@ async fn watch_jobsets(
             tracing::info!(
                 cluster,
                 code = e.code,
-                "no JobSet API to use: JobSet workloads fail on this cluster"
+                kind = kind.name(),
+                "no API for this kind: its workloads fail on this cluster"
             );
             return Ok(None);
         }
         Err(e) => {
             return Err(format!(
-                "kubernetes: cannot list this cluster's JobSets: {e}"
+                "kubernetes: cannot list this cluster's {}s: {e}",
+                kind.name()
             ))
         }
     };
@@ -1753,6 +1845,7 @@ async fn watch_jobsets(
     }
     tokio::spawn(watch_objects(
         all,
+        kind,
         client.clone(),
         selector.to_string(),
         Arc::downgrade(jobs),
@@ -1763,6 +1856,7 @@ async fn watch_jobsets(
 
 async fn watch_objects<K: RunObject>(
     api: Api<K>,
+    kind: RunKind,
     client: kube::Client,
     selector: String,
     jobs: std::sync::Weak<Mutex<HashMap<(u64, u64), Tracked>>>,
@@ -1787,10 +1881,10 @@ async fn watch_objects<K: RunObject>(
             }
             Ok(watcher::Event::Init) => listed.clear(),
             Ok(watcher::Event::InitDone) => {
-                on_relisted(&jobs, &events, K::KIND, &listed, Some(&client))
+                on_relisted(&jobs, &events, kind, &listed, Some(&client))
             }
             Err(e) => {
-                tracing::warn!(error = %e, kind = K::KIND.name(), "watch interrupted; retrying")
+                tracing::warn!(error = %e, kind = kind.name(), "watch interrupted; retrying")
             }
         }
     }
