@@ -135,6 +135,7 @@ const IMPORTABLE_EXAMPLES: &[&str] = &[
     "provisioning-sample-job.yaml",
     "quick-start-job.yaml",
     "quick-start-setup.yaml",
+    "ray-job-sample.yaml",
     "resource-flavor-empty.yaml",
     "resource-flavor-taints.yaml",
     "resource-flavor-tolerations.yaml",
@@ -1606,6 +1607,99 @@ fn kueue_jobset_examples_become_one_pod_set_per_replicated_job() {
 }
 
 // ---------------------------------------------------------------------------
+// RayJobs
+
+/// Kueue's RayJob integration: `head`, a pod set per worker group, and
+/// (KubeRay's default K8sJobMode) `submitter` with KubeRay's default
+/// submitter pod, written into the kept template.
+#[test]
+fn kueue_rayjob_example_becomes_head_workers_and_submitter() {
+    let docs = import_ok(&fixture("ray-job-sample.yaml"));
+    let Object::Workload(w) = &docs[0].object else {
+        panic!("a workload: {:?}", docs[0].object)
+    };
+    assert_eq!(w.name, "rayjob-sample");
+    let sets: Vec<(&str, u32)> = w
+        .spec
+        .pod_sets
+        .iter()
+        .map(|p| (p.name.as_str(), p.count))
+        .collect();
+    assert_eq!(sets, [("head", 1), ("small-group", 1), ("submitter", 1)]);
+    assert_eq!(
+        w.spec.pod_sets[0].requests,
+        BTreeMap::from([("cpu".into(), q("1")), ("memory".into(), q("2Gi"))])
+    );
+    assert_eq!(
+        w.spec.pod_sets[2].requests,
+        BTreeMap::from([("cpu".into(), q("500m")), ("memory".into(), q("200Mi"))])
+    );
+    let template = w.spec.run.job_template.as_ref().expect("kept");
+    assert_eq!(template["kind"], "RayJob");
+    assert_eq!(
+        template["spec"]["submitterPodTemplate"]["spec"]["containers"][0]["image"],
+        "rayproject/ray:2.52.0"
+    );
+    assert_eq!(fleetq_model::kueue::job_template_problem(&w.spec), None);
+}
+
+/// Kueue's RayJob webhook rules, refused at the field; HTTP submission
+/// has no submitter pod set; multi-host groups count replicas x hosts.
+#[test]
+fn a_rayjob_is_refused_where_kueue_would_refuse_it() {
+    let base = fixture("ray-job-sample.yaml");
+    let with = |from: &str, to: &str| {
+        assert!(base.contains(from), "{from}");
+        base.replacen(from, to, 1)
+    };
+    let refused = |yaml: String, path: &str| {
+        let errors = import_err(&yaml);
+        assert!(lines(&errors).contains(path), "{path}: {}", lines(&errors));
+    };
+    refused(
+        with(
+            "shutdownAfterJobFinishes: true",
+            "shutdownAfterJobFinishes: false",
+        ),
+        "spec.shutdownAfterJobFinishes",
+    );
+    refused(
+        with(
+            "shutdownAfterJobFinishes: true",
+            "shutdownAfterJobFinishes: true\n  clusterSelector: {ray.io/cluster: c}",
+        ),
+        "spec.clusterSelector",
+    );
+    refused(
+        with(
+            "rayVersion: '2.52.0'",
+            "rayVersion: '2.52.0'\n    enableInTreeAutoscaling: true",
+        ),
+        "spec.rayClusterSpec.enableInTreeAutoscaling",
+    );
+    refused(
+        with("groupName: small-group", "groupName: Head"),
+        "spec.rayClusterSpec.workerGroupSpecs[0].groupName",
+    );
+    let http = import_ok(&with(
+        "shutdownAfterJobFinishes: true",
+        "shutdownAfterJobFinishes: true\n  submissionMode: HTTPMode",
+    ));
+    let Object::Workload(w) = &http[0].object else {
+        panic!()
+    };
+    assert_eq!(w.spec.pod_sets.len(), 2, "no submitter");
+    let hosts = import_ok(&with(
+        "      - replicas: 1\n",
+        "      - replicas: 2\n        numOfHosts: 4\n",
+    ));
+    let Object::Workload(w) = &hosts[0].object else {
+        panic!()
+    };
+    assert_eq!(w.spec.pod_sets[1].count, 8);
+}
+
+// ---------------------------------------------------------------------------
 // PyTorchJobs
 
 /// Kueue's Kubeflow integration: a pod set per replica type, `master`
@@ -2212,10 +2306,10 @@ fn unsupported_kueue_kinds_say_why() {
     }
     // Not Kueue's: the list of what fleetq imports.
     let text = lines(&import_err(
-        "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: x}\n",
+        "apiVersion: kubeflow.org/v1\nkind: MPIJob\nmetadata: {name: x}\n",
     ));
     assert!(
-        text.contains("RayJob is not supported: fleetq imports"),
+        text.contains("MPIJob is not supported: fleetq imports"),
         "{text}"
     );
 }

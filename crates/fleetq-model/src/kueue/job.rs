@@ -422,6 +422,10 @@ pub fn job_template_problem(spec: &WorkloadSpec) -> Option<(String, String)> {
         return super::jobset::template_problem(spec, template)
             .map(|(path, message)| (format!("run.jobTemplate{path}"), message));
     }
+    if template.get("kind").and_then(Value::as_str) == Some("RayJob") {
+        return super::rayjob::template_problem(spec, template)
+            .map(|(path, message)| (format!("run.jobTemplate{path}"), message));
+    }
     if template.get("kind").and_then(Value::as_str) == Some("PyTorchJob") {
         return super::pytorchjob::template_problem(spec, template)
             .map(|(path, message)| (format!("run.jobTemplate{path}"), message));

@@ -12,6 +12,7 @@
 //! | `kueue.x-k8s.io/v1alpha1` | Cohort |
 //! | `batch/v1` | Job (becomes a Workload, as Kueue's job integration does) |
 //! | `jobset.x-k8s.io/v1alpha2` | JobSet (becomes a Workload of a pod set per replicated Job, as Kueue's JobSet integration does) |
+//! | `ray.io/v1` | RayJob (becomes a Workload of pod sets `head`, one per worker group, and `submitter`, as Kueue's RayJob integration does) |
 //! | `kubeflow.org/v1` | PyTorchJob (becomes a Workload of a pod set per replica type, `master` then `worker`, as Kueue's Kubeflow integration does) |
 //! | `v1` | Pod (a plain Pod becomes a Workload of one pod; the pods of a `kueue.x-k8s.io/pod-group-name` group become one Workload of a pod set per role, as Kueue's pod integration does) |
 //!
@@ -35,6 +36,7 @@ mod meta;
 mod pod;
 mod pod_group;
 mod pytorchjob;
+mod rayjob;
 pub(crate) mod rules;
 pub(crate) mod syntax;
 mod topology;
@@ -139,6 +141,7 @@ enum Kind {
     Job,
     JobSet,
     PyTorchJob,
+    RayJob,
     Pod,
     Configuration,
     Namespace,
@@ -154,6 +157,7 @@ const KUEUE_COHORT: &[&str] = &[
 const BATCH_V1: &[&str] = &["batch/v1"];
 const JOBSET_V1ALPHA2: &[&str] = &["jobset.x-k8s.io/v1alpha2"];
 const KUBEFLOW_V1: &[&str] = &["kubeflow.org/v1"];
+const RAY_V1: &[&str] = &["ray.io/v1"];
 const SCHEDULING_V1: &[&str] = &["scheduling.k8s.io/v1"];
 const CORE_V1: &[&str] = &["v1"];
 const KUEUE_CONFIG: &[&str] = &[
@@ -163,7 +167,7 @@ const KUEUE_CONFIG: &[&str] = &[
 
 const SUPPORTED: &str = "fleetq imports kueue.x-k8s.io/v1beta1 and v1beta2 ResourceFlavor, \
     ClusterQueue, LocalQueue, WorkloadPriorityClass, Workload and Topology; Cohort in \
-    kueue.x-k8s.io/v1alpha1, v1beta1 and v1beta2; batch/v1 Job; jobset.x-k8s.io/v1alpha2 JobSet; kubeflow.org/v1 PyTorchJob; v1 Pod; \
+    kueue.x-k8s.io/v1alpha1, v1beta1 and v1beta2; batch/v1 Job; jobset.x-k8s.io/v1alpha2 JobSet; kubeflow.org/v1 PyTorchJob; ray.io/v1 RayJob; v1 Pod; \
     config.kueue.x-k8s.io/v1beta1 and v1beta2 Configuration; scheduling.k8s.io/v1 PriorityClass; \
     v1 Namespace; and v1 List of those";
 
@@ -180,6 +184,7 @@ impl Kind {
             "Job" => Kind::Job,
             "JobSet" => Kind::JobSet,
             "PyTorchJob" => Kind::PyTorchJob,
+            "RayJob" => Kind::RayJob,
             "Pod" => Kind::Pod,
             "Configuration" => Kind::Configuration,
             "Namespace" => Kind::Namespace,
@@ -194,6 +199,7 @@ impl Kind {
             Kind::Job => BATCH_V1,
             Kind::JobSet => JOBSET_V1ALPHA2,
             Kind::PyTorchJob => KUBEFLOW_V1,
+            Kind::RayJob => RAY_V1,
             Kind::PriorityClass => SCHEDULING_V1,
             Kind::Configuration => KUEUE_CONFIG,
             Kind::Namespace | Kind::Pod => CORE_V1,
@@ -209,6 +215,7 @@ impl Kind {
                 | Kind::Job
                 | Kind::JobSet
                 | Kind::PyTorchJob
+                | Kind::RayJob
                 | Kind::Pod
         )
     }
@@ -334,6 +341,7 @@ fn import_value(value: Value, document: usize, path_prefix: &str, sink: &mut Sin
         Kind::Job => job::job(value, &at),
         Kind::JobSet => jobset::jobset(value, &at),
         Kind::PyTorchJob => pytorchjob::pytorchjob(value, &at),
+        Kind::RayJob => rayjob::rayjob(value, &at),
         Kind::Pod => match pod_group::pod(value, &at) {
             Ok(pod_group::Read::Single(converted)) => Ok(*converted),
             Ok(pod_group::Read::Grouped(member)) => {

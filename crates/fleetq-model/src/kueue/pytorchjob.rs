@@ -23,7 +23,7 @@ use super::job::{
 };
 use super::meta::{annotation_path, decode, Location, ObjectMeta};
 use super::pod::{PodSpec, PodTemplate};
-use super::topology::{job_request, pod_set_rewrites, ALL_ANNOTATIONS};
+use super::topology::{template_request, template_rewrites, ALL_ANNOTATIONS};
 use super::workload::{pod_requests, workload_name, NamedWorkload};
 use super::{
     Converted, DEFAULT_NAMESPACE, MAX_EXEC_TIME_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL,
@@ -172,12 +172,12 @@ fn pod_set(kind: &str, spec: &ReplicaSpec, at: &Location, errors: &mut Vec<Field
         ));
         0
     });
-    let inner = Location {
-        document: at.document,
-        object: at.object.clone(),
-        path_prefix: format!("{}{path}.", at.path_prefix),
-    };
-    let topology_request = job_request(&BTreeMap::new(), &spec.template.metadata, &inner, errors);
+    let topology_request = template_request(
+        &spec.template.metadata,
+        &format!("{path}.template"),
+        at,
+        errors,
+    );
     let requests = pod_requests(&spec.template.spec, &format!("{path}.template.spec"), at)
         .unwrap_or_else(|mut more| {
             errors.append(&mut more);
@@ -197,7 +197,7 @@ fn rewrites(kinds: &[&str], class: PriorityClassSource) -> Vec<(String, String)>
     let mut out = Vec::new();
     for (i, kind) in kinds.iter().enumerate() {
         let path = replica_path(kind);
-        out.extend(pod_set_rewrites(i, &format!("{path}.")));
+        out.extend(template_rewrites(i, &format!("{path}.template")));
         out.push((
             format!("spec.podSets[{i}].requests"),
             format!("{path}.template.spec.containers[*].resources.requests"),

@@ -190,6 +190,46 @@ pub(super) fn workload_request(
     })
 }
 
+/// [`job_request`] for a pod template that sits at `template_at` in its
+/// object (a PyTorchJob replica's `template`, a RayJob's
+/// `submitterPodTemplate`), not at a Job's `spec.template`: the errors
+/// name the template where it is.
+pub(super) fn template_request(
+    template_metadata: &Value,
+    template_at: &str,
+    at: &Location,
+    errors: &mut Vec<FieldError>,
+) -> Option<PodSetTopologyRequest> {
+    let inner = Location {
+        document: at.document,
+        object: at.object.clone(),
+        path_prefix: format!("{}{template_at}.", at.path_prefix),
+    };
+    let before = errors.len();
+    let request = job_request(&BTreeMap::new(), template_metadata, &inner, errors);
+    let (wrong, right) = (
+        format!("{template_at}.spec.template."),
+        format!("{template_at}."),
+    );
+    for e in &mut errors[before..] {
+        e.path = e.path.replacen(&wrong, &right, 1);
+    }
+    request
+}
+
+/// [`pod_set_rewrites`] for a pod template at `template_at` (as
+/// [`template_request`]).
+pub(super) fn template_rewrites(index: usize, template_at: &str) -> Vec<(String, String)> {
+    let (wrong, right) = (
+        format!("{template_at}.spec.template."),
+        format!("{template_at}."),
+    );
+    pod_set_rewrites(index, &format!("{template_at}."))
+        .into_iter()
+        .map(|(field, path)| (field, path.replacen(&wrong, &right, 1)))
+        .collect()
+}
+
 /// The request Kueue's Job integration builds from a Job's pod-template
 /// annotations (`spec.template.metadata`), with the Job webhook's checks;
 /// `None` when the Job asks for no topology. Kueue gives every Job's pod
