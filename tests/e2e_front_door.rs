@@ -963,7 +963,7 @@ fn queued_pytorchjob(name: &str, gpus: u32) -> Value {
 }
 
 fn user_pytorchjob(kube: &FakeKube, name: &str) -> Option<Value> {
-    kube.pytorchjobs()
+    kube.custom_objects("PyTorchJob")
         .into_iter()
         .find(|j| j["metadata"]["name"] == name)
 }
@@ -982,7 +982,7 @@ fn a_kubectl_created_pytorchjob_is_queued_and_run_as_a_copy() {
     let group = Group::configured(&["--lease-ttl", "5s"]);
     let agent = start_agent(&group, &kube);
 
-    let created = kube.kubectl_create_pytorchjob(queued_pytorchjob("mnist", 2));
+    let created = kube.kubectl_create_custom(queued_pytorchjob("mnist", 2));
     let workload = workload_of(&created).replacen("job-", "pytorchjob-", 1);
     let admitted = wait_state(&group, &workload, &["Admitted", "Running"]);
     assert_eq!(admitted["cluster"], "kube-east", "{admitted:#}");
@@ -993,14 +993,14 @@ fn a_kubectl_created_pytorchjob_is_queued_and_run_as_a_copy() {
     );
     let id = admitted["id"].as_u64().expect("id").to_string();
     let copy = wait_for(Duration::from_secs(30), || {
-        kube.pytorchjobs()
+        kube.custom_objects("PyTorchJob")
             .into_iter()
             .find(|j| j["metadata"]["labels"]["fleetq.dev/workload-id"] == id.as_str())
     })
     .unwrap_or_else(|| {
         panic!(
             "no copy: {:#?}\nagent log:\n{}",
-            kube.pytorchjobs(),
+            kube.custom_objects("PyTorchJob"),
             agent_log(&group)
         )
     });
@@ -1027,7 +1027,8 @@ fn a_kubectl_created_pytorchjob_is_queued_and_run_as_a_copy() {
 
     // The Training Operator says it runs: the workload runs, and the
     // copy's status comes back onto the user's PyTorchJob.
-    kube.set_pytorchjob_status(
+    kube.set_custom_status(
+        "PyTorchJob",
         "default",
         &copy_name,
         json!({"conditions": [{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}]}),
@@ -1049,7 +1050,8 @@ fn a_kubectl_created_pytorchjob_is_queued_and_run_as_a_copy() {
     });
 
     // Unsuspended by its user while it runs as a copy: suspended again.
-    kube.kubectl_patch_pytorchjob(
+    kube.kubectl_patch_custom(
+        "PyTorchJob",
         "default",
         "mnist",
         json!({"spec": {"runPolicy": {"suspend": false}}}),
@@ -1069,14 +1071,116 @@ fn a_kubectl_created_pytorchjob_is_queued_and_run_as_a_copy() {
     let agent = start_agent(&group, &kube);
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(workloads(&group, 1).len(), 1, "{:#?}", workloads(&group, 1));
-    assert_eq!(kube.pytorchjobs().len(), 2, "the original and one copy");
+    assert_eq!(
+        kube.custom_objects("PyTorchJob").len(),
+        2,
+        "the original and one copy"
+    );
 
     // Deleting the original cancels the workload; the copy goes.
-    kube.kubectl_delete_pytorchjob("default", "mnist");
+    kube.kubectl_delete_custom("PyTorchJob", "default", "mnist");
     wait_state(&group, &workload, &["Cancelled"]);
     wait_for(Duration::from_secs(30), || {
-        kube.pytorchjobs().is_empty().then_some(())
+        kube.custom_objects("PyTorchJob").is_empty().then_some(())
     })
-    .unwrap_or_else(|| panic!("the copy outlived its original: {:#?}", kube.pytorchjobs()));
+    .unwrap_or_else(|| {
+        panic!(
+            "the copy outlived its original: {:#?}",
+            kube.custom_objects("PyTorchJob")
+        )
+    });
     drop(agent);
+}
+
+/// KubeRay's RayJob through the front door: queued as Kueue's RayJob
+/// integration would (head and a worker group; HTTP submission, so no
+/// submitter pod), run as a copy with every pod template pinned, its
+/// deployment status mapped to the workload's state and copied back.
+#[test]
+fn a_kubectl_created_rayjob_is_queued_and_run_as_a_copy() {
+    let kube = FakeKube::start();
+    let h100 = [("nvidia.com/gpu.product", H100)];
+    kube.put_node(node("gpu-a", &h100, &[("nvidia.com/gpu", "8")]));
+    let group = Group::configured(&["--lease-ttl", "5s"]);
+    let _agent = start_agent(&group, &kube);
+
+    let container = |name: &str, gpus: u32| {
+        json!({"spec": {"containers": [{"name": name, "image": "rayproject/ray:2.52.0",
+            "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]}})
+    };
+    let created = kube.kubectl_create_custom(json!({
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": "tune", "namespace": "default",
+            "labels": {"kueue.x-k8s.io/queue-name": "team-a"}},
+        "spec": {
+            "suspend": true,
+            "shutdownAfterJobFinishes": true,
+            "submissionMode": "HTTPMode",
+            "entrypoint": "python tune.py",
+            "rayClusterSpec": {
+                "headGroupSpec": {"rayStartParams": {}, "template": container("ray-head", 1)},
+                "workerGroupSpecs": [{"groupName": "gpus", "replicas": 3, "rayStartParams": {},
+                    "template": container("ray-worker", 2)}],
+            },
+        },
+    }));
+    let workload = workload_of(&created).replacen("job-", "rayjob-", 1);
+    let admitted = wait_state(&group, &workload, &["Admitted", "Running"]);
+    let yaml = text(&group.cli(1, &["get", "workload", &workload, "-o", "yaml"]));
+    assert!(
+        yaml.contains("name: head") && yaml.contains("name: gpus"),
+        "{yaml}"
+    );
+    let id = admitted["id"].as_u64().expect("id").to_string();
+    let copy = wait_for(Duration::from_secs(30), || {
+        kube.custom_objects("RayJob")
+            .into_iter()
+            .find(|j| j["metadata"]["labels"]["fleetq.dev/workload-id"] == id.as_str())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no copy: {:#?}\n{}",
+            kube.custom_objects("RayJob"),
+            agent_log(&group)
+        )
+    });
+    let copy_name = copy["metadata"]["name"].as_str().expect("name").to_string();
+    assert_eq!(copy["spec"]["suspend"], false);
+    let worker = &copy["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"];
+    assert!(
+        worker["spec"]["affinity"].to_string().contains("gpu-a"),
+        "pinned: {worker}"
+    );
+
+    kube.set_custom_status(
+        "RayJob",
+        "default",
+        &copy_name,
+        json!({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}),
+    );
+    wait_state(&group, &workload, &["Running"]);
+    kube.set_custom_status(
+        "RayJob",
+        "default",
+        &copy_name,
+        json!({"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED"}),
+    );
+    wait_state(&group, &workload, &["Succeeded"]);
+    let original = wait_for(Duration::from_secs(30), || {
+        kube.custom_objects("RayJob").into_iter().find(|j| {
+            j["metadata"]["name"] == "tune"
+                && j["metadata"]["annotations"]["fleetq.dev/remote-status"]
+                    .as_str()
+                    .is_some_and(|s| s.contains("SUCCEEDED"))
+        })
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no remote status: {:#?}\n{}",
+            kube.custom_objects("RayJob"),
+            agent_log(&group)
+        )
+    });
+    assert_eq!(original["spec"]["suspend"], true, "the original waited");
 }

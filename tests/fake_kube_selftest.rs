@@ -1965,5 +1965,73 @@ fn pytorchjobs_are_served_and_validated_like_the_training_operator_does() {
             .await
             .expect("deleted");
     });
-    assert!(fake.pytorchjobs().is_empty());
+    assert!(fake.custom_objects("PyTorchJob").is_empty());
+}
+
+/// KubeRay's RayJob, a custom resource: 404 without KubeRay; refused as
+/// its webhook refuses (a name over 47 characters, two worker groups of
+/// one name) and as the API server refuses a pod template.
+#[test]
+fn rayjobs_are_served_and_validated_like_kuberay_does() {
+    let job = |name: &str, groups: &[&str], gpus: &str| {
+        let template = json!({"spec": {"containers": [{"name": "ray", "image": "i",
+            "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}});
+        json!({
+            "apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"rayClusterSpec": {
+                "headGroupSpec": {"template": template.clone()},
+                "workerGroupSpecs": groups.iter().map(|g| json!({"groupName": g, "template": template.clone()})).collect::<Vec<_>>(),
+            }},
+        })
+    };
+    let resource = kube::discovery::ApiResource {
+        group: "ray.io".into(),
+        version: "v1".into(),
+        api_version: "ray.io/v1".into(),
+        kind: "RayJob".into(),
+        plural: "rayjobs".into(),
+    };
+    let as_object =
+        |v: Value| -> kube::api::DynamicObject { serde_json::from_value(v).expect("an object") };
+    let without = FakeKube::start_with(Options {
+        ray_api: false,
+        ..Options::default()
+    });
+    with_client(&without, |client| {
+        let resource = resource.clone();
+        async move {
+            let api: Api<kube::api::DynamicObject> = Api::all_with(client, &resource);
+            let status = api_error(api.list(&ListParams::default()).await.unwrap_err());
+            assert_eq!(status.code, 404);
+        }
+    });
+    let fake = FakeKube::start();
+    let made = fake.kubectl_create_custom(job("tune", &["a", "b"], "1"));
+    assert!(made["metadata"]["uid"].is_string());
+    with_client(&fake, |client| async move {
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client, "default", &resource);
+        let refused = |v: Value| {
+            let api = api.clone();
+            async move {
+                api_error(
+                    api.create(&PostParams::default(), &as_object(v))
+                        .await
+                        .unwrap_err(),
+                )
+            }
+        };
+        let status = refused(job(&"r".repeat(48), &["a"], "1")).await;
+        assert_invalid(&status, "metadata.name", "47 characters");
+        let status = refused(job("twice", &["a", "a"], "1")).await;
+        assert_invalid(
+            &status,
+            "spec.rayClusterSpec.workerGroupSpecs[1].groupName",
+            "Duplicate value",
+        );
+        let status = refused(job("half", &["a"], "0.5")).await;
+        assert_eq!(status.code, 422, "{status:?}");
+    });
+    fake.kubectl_delete_custom("RayJob", "default", "tune");
+    assert!(fake.custom_objects("RayJob").is_empty());
 }

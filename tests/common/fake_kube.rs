@@ -117,6 +117,8 @@ pub struct Options {
     /// Whether the cluster has Kubeflow's PyTorchJob API
     /// (`kubeflow.org/v1`, the Training Operator's custom resource).
     pub kubeflow_api: bool,
+    /// Whether the cluster has KubeRay's RayJob API (`ray.io/v1`).
+    pub ray_api: bool,
 }
 
 impl Default for Options {
@@ -125,6 +127,7 @@ impl Default for Options {
             event_window: DEFAULT_EVENT_WINDOW,
             jobset_api: true,
             kubeflow_api: true,
+            ray_api: true,
         }
     }
 }
@@ -166,6 +169,7 @@ impl FakeKube {
             window: options.event_window.max(1),
             jobset_api: options.jobset_api,
             kubeflow_api: options.kubeflow_api,
+            ray_api: options.ray_api,
             namespaces: INITIAL_NAMESPACES.iter().map(|n| n.to_string()).collect(),
             ..Store::default()
         };
@@ -618,40 +622,38 @@ impl FakeKube {
             .unwrap_or_else(|| panic!("kubectl create: {namespace}/{name} not stored"))
     }
 
-    /// `kubectl create -f pytorchjob.yaml`: through the API server's
-    /// create path; returns it as stored. Panics with the server's
-    /// message if it is refused.
-    pub fn kubectl_create_pytorchjob(&self, job: Value) -> Value {
-        let namespace = job["metadata"]["namespace"]
+    /// `kubectl create -f`: a PyTorchJob or RayJob (by its `kind`)
+    /// through the API server's create path; returns it as stored.
+    /// Panics with the server's message if it is refused.
+    pub fn kubectl_create_custom(&self, object: Value) -> Value {
+        let kind = custom_kind(object["kind"].as_str().unwrap_or_default());
+        let namespace = object["metadata"]["namespace"]
             .as_str()
             .unwrap_or("default")
             .to_string();
-        let name = job["metadata"]["name"]
+        let name = object["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let body = serde_json::to_vec(&job).unwrap_or_default();
-        if let Err(e) = create(
-            &self.shared,
-            Kind::PyTorchJob,
-            &namespace,
-            &BTreeMap::new(),
-            &body,
-        ) {
+        let body = serde_json::to_vec(&object).unwrap_or_default();
+        if let Err(e) = create(&self.shared, kind, &namespace, &BTreeMap::new(), &body) {
             panic!("kubectl create: {}", e.message);
         }
-        self.pytorchjobs()
+        self.custom_objects(kind.kind())
             .into_iter()
             .find(|j| j["metadata"]["namespace"] == namespace && j["metadata"]["name"] == name)
             .unwrap_or_else(|| panic!("kubectl create: {namespace}/{name} not stored"))
     }
 
-    /// `kubectl patch pytorchjob --type=merge`: a user's change (not
-    /// recorded in [`FakeKube::patches`]). Panics if refused.
-    pub fn kubectl_patch_pytorchjob(&self, namespace: &str, name: &str, patch: Value) {
+    /// `kubectl patch KIND --type=merge`: a user's change to a PyTorchJob
+    /// or RayJob (not recorded in [`FakeKube::patches`]). Panics if
+    /// refused.
+    pub fn kubectl_patch_custom(&self, kind: &str, namespace: &str, name: &str, patch: Value) {
         let body = serde_json::to_vec(&patch).unwrap_or_default();
-        if let Err(e) = patch_pytorchjob(
+        let kind = custom_kind(kind);
+        if let Err(e) = patch_custom(
             &self.shared,
+            kind,
             namespace,
             name,
             "application/merge-patch+json",
@@ -661,12 +663,12 @@ impl FakeKube {
         }
     }
 
-    /// `kubectl delete pytorchjob`: background propagation. Panics if
-    /// there is none.
-    pub fn kubectl_delete_pytorchjob(&self, namespace: &str, name: &str) {
+    /// `kubectl delete KIND`: background propagation. Panics if there is
+    /// none.
+    pub fn kubectl_delete_custom(&self, kind: &str, namespace: &str, name: &str) {
         if let Err(e) = delete(
             &self.shared,
-            Kind::PyTorchJob,
+            custom_kind(kind),
             namespace,
             name,
             &BTreeMap::new(),
@@ -676,33 +678,35 @@ impl FakeKube {
         }
     }
 
-    /// Every PyTorchJob stored.
-    pub fn pytorchjobs(&self) -> Vec<Value> {
+    /// Every stored PyTorchJob or RayJob (by `kind`).
+    pub fn custom_objects(&self, kind: &str) -> Vec<Value> {
+        let kind = custom_kind(kind);
         self.shared
             .lock()
-            .pytorchjobs
+            .entries(kind)
             .iter()
             .map(|e| e.object.clone())
             .collect()
     }
 
-    /// Replaces the `status` of PyTorchJob ns/name, as the Training
-    /// Operator does (emits MODIFIED); panics if there is none.
-    pub fn set_pytorchjob_status(&self, namespace: &str, name: &str, status: Value) {
+    /// Replaces the `status` of PyTorchJob or RayJob ns/name, as its
+    /// operator does (emits MODIFIED); panics if there is none.
+    pub fn set_custom_status(&self, kind: &str, namespace: &str, name: &str, status: Value) {
+        let kind = custom_kind(kind);
         self.shared.commit(|store| {
             let i = store
-                .position(Kind::PyTorchJob, Some(namespace), name)
+                .position(kind, Some(namespace), name)
                 .unwrap_or_else(|| {
-                    panic!("set_pytorchjob_status: no PyTorchJob {namespace}/{name}")
+                    panic!("set_custom_status: no {} {namespace}/{name}", kind.kind())
                 });
-            let previous = store.pytorchjobs[i].object.clone();
+            let previous = store.entries(kind)[i].object.clone();
             let rv = store.next_rv();
-            let entry = &mut store.pytorchjobs[i];
+            let entry = &mut store.entries_mut(kind)[i];
             let seq = entry.seq;
             entry.object["status"] = status;
             entry.object["metadata"]["resourceVersion"] = json!(rv.to_string());
             let object = entry.object.clone();
-            store.log_event(rv, Kind::PyTorchJob, seq, Some(object), Some(previous));
+            store.log_event(rv, kind, seq, Some(object), Some(previous));
         });
     }
 
@@ -897,6 +901,8 @@ enum Kind {
     JobSet,
     /// kubeflow.org/v1 PyTorchJob, where [`Options::kubeflow_api`].
     PyTorchJob,
+    /// ray.io/v1 RayJob, where [`Options::ray_api`].
+    RayJob,
     /// events.k8s.io/v1 Event (what kube's event `Recorder` writes).
     Event,
 }
@@ -908,6 +914,7 @@ impl Kind {
             Kind::Job => "batch/v1",
             Kind::JobSet => "jobset.x-k8s.io/v1alpha2",
             Kind::PyTorchJob => "kubeflow.org/v1",
+            Kind::RayJob => "ray.io/v1",
             Kind::Event => "events.k8s.io/v1",
         }
     }
@@ -919,6 +926,7 @@ impl Kind {
             Kind::Job => "Job",
             Kind::JobSet => "JobSet",
             Kind::PyTorchJob => "PyTorchJob",
+            Kind::RayJob => "RayJob",
             Kind::Event => "Event",
         }
     }
@@ -930,6 +938,7 @@ impl Kind {
             Kind::Job => "JobList",
             Kind::JobSet => "JobSetList",
             Kind::PyTorchJob => "PyTorchJobList",
+            Kind::RayJob => "RayJobList",
             Kind::Event => "EventList",
         }
     }
@@ -942,6 +951,7 @@ impl Kind {
             Kind::Job => "jobs",
             Kind::JobSet => "jobsets",
             Kind::PyTorchJob => "pytorchjobs",
+            Kind::RayJob => "rayjobs",
             Kind::Event => "events",
         }
     }
@@ -952,6 +962,7 @@ impl Kind {
             Kind::Job => "batch",
             Kind::JobSet => "jobset.x-k8s.io",
             Kind::PyTorchJob => "kubeflow.org",
+            Kind::RayJob => "ray.io",
             Kind::Event => "events.k8s.io",
         }
     }
@@ -1041,6 +1052,9 @@ struct Store {
     pytorchjobs: Vec<Entry>,
     /// [`Options::kubeflow_api`].
     kubeflow_api: bool,
+    rayjobs: Vec<Entry>,
+    /// [`Options::ray_api`].
+    ray_api: bool,
     log: VecDeque<LoggedEvent>,
     /// How many events `log` keeps.
     window: usize,
@@ -1073,6 +1087,7 @@ impl Store {
             Kind::Job => &self.jobs,
             Kind::JobSet => &self.jobsets,
             Kind::PyTorchJob => &self.pytorchjobs,
+            Kind::RayJob => &self.rayjobs,
             Kind::Event => &self.events,
         }
     }
@@ -1084,6 +1099,7 @@ impl Store {
             Kind::Job => &mut self.jobs,
             Kind::JobSet => &mut self.jobsets,
             Kind::PyTorchJob => &mut self.pytorchjobs,
+            Kind::RayJob => &mut self.rayjobs,
             Kind::Event => &mut self.events,
         }
     }
@@ -1593,6 +1609,15 @@ fn route(path: &str) -> Result<Route, ApiError> {
         ["apis", "batch", "v1", "jobs"] => collection(Kind::Job, None),
         ["apis", "jobset.x-k8s.io", "v1alpha2", "jobsets"] => collection(Kind::JobSet, None),
         ["apis", "kubeflow.org", "v1", "pytorchjobs"] => collection(Kind::PyTorchJob, None),
+        ["apis", "ray.io", "v1", "rayjobs"] => collection(Kind::RayJob, None),
+        ["apis", "ray.io", "v1", "namespaces", ns, "rayjobs"] if !ns.is_empty() => {
+            collection(Kind::RayJob, Some(ns))
+        }
+        ["apis", "ray.io", "v1", "namespaces", ns, "rayjobs", name]
+            if !ns.is_empty() && !name.is_empty() =>
+        {
+            item(Kind::RayJob, Some(ns), name)
+        }
         ["apis", "kubeflow.org", "v1", "namespaces", ns, "pytorchjobs"] if !ns.is_empty() => {
             collection(Kind::PyTorchJob, Some(ns))
         }
@@ -1690,6 +1715,19 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
     if kubeflow_path && !shared.lock().kubeflow_api {
         return Err(ApiError::unknown_path(req.uri().path()));
     }
+    let ray_path = matches!(
+        route,
+        Route::Collection {
+            kind: Kind::RayJob,
+            ..
+        } | Route::Item {
+            kind: Kind::RayJob,
+            ..
+        }
+    );
+    if ray_path && !shared.lock().ray_api {
+        return Err(ApiError::unknown_path(req.uri().path()));
+    }
     let query = parse_query(req.uri().query().unwrap_or("")).map_err(ApiError::bad_request)?;
     let method = req.method().clone();
     let content_type = req
@@ -1739,7 +1777,13 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
         }
         (
             Route::Collection {
-                kind: kind @ (Kind::Job | Kind::JobSet | Kind::PyTorchJob | Kind::Pod | Kind::Event),
+                kind:
+                    kind @ (Kind::Job
+                    | Kind::JobSet
+                    | Kind::PyTorchJob
+                    | Kind::RayJob
+                    | Kind::Pod
+                    | Kind::Event),
                 namespace: Some(namespace),
             },
             Method::POST,
@@ -1786,15 +1830,16 @@ async fn dispatch(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Respons
         ) => patch_pod(&shared, &namespace, &name, &content_type, &body),
         (
             Route::Item {
-                kind: Kind::PyTorchJob,
+                kind: kind @ (Kind::PyTorchJob | Kind::RayJob),
                 namespace: Some(namespace),
                 name,
             },
             Method::PATCH,
-        ) => patch_pytorchjob(&shared, &namespace, &name, &content_type, &body),
+        ) => patch_custom(&shared, kind, &namespace, &name, &content_type, &body),
         (
             Route::Item {
-                kind: kind @ (Kind::Job | Kind::JobSet | Kind::PyTorchJob | Kind::Pod),
+                kind:
+                    kind @ (Kind::Job | Kind::JobSet | Kind::PyTorchJob | Kind::RayJob | Kind::Pod),
                 namespace: Some(namespace),
                 name,
             },
@@ -2032,6 +2077,7 @@ fn decode(kind: Kind, mut value: Value) -> Result<Value, ApiError> {
     let typed = match kind {
         Kind::JobSet => decode_jobset(value),
         Kind::PyTorchJob => decode_pytorchjob(value),
+        Kind::RayJob => decode_rayjob(value),
         Kind::Event => serde_json::from_value::<Event>(value).and_then(serde_json::to_value),
         Kind::Job => serde_json::from_value::<Job>(value).and_then(serde_json::to_value),
         Kind::Pod => serde_json::from_value::<Pod>(value).and_then(serde_json::to_value),
@@ -2059,6 +2105,10 @@ fn decode(kind: Kind, mut value: Value) -> Result<Value, ApiError> {
             .into_iter()
             .flatten()
             .map(|(_, replica)| &replica["template"]["spec"])
+            .collect(),
+        Kind::RayJob => rayjob_pod_templates(&decoded)
+            .into_iter()
+            .map(|(_, t)| &t["spec"])
             .collect(),
         Kind::Event => Vec::new(),
         _ => vec![&decoded["spec"]],
@@ -2175,7 +2225,7 @@ fn create(
                 default_jobset(&mut object);
                 object["status"] = json!({});
             }
-            Kind::PyTorchJob => {
+            Kind::PyTorchJob | Kind::RayJob => {
                 meta["generation"] = json!(1);
                 object["status"] = json!({});
             }
@@ -2189,6 +2239,7 @@ fn create(
             Kind::Job => validate_job(&object),
             Kind::JobSet => validate_jobset(&object),
             Kind::PyTorchJob => validate_pytorchjob(&object),
+            Kind::RayJob => validate_rayjob(&object),
             Kind::Event => validate_event(&object),
             _ => validate_pod(&object),
         };
@@ -2950,7 +3001,10 @@ fn delete(
             _ => {}
         }
     }
-    if matches!(kind, Kind::Job | Kind::JobSet | Kind::PyTorchJob) {
+    if matches!(
+        kind,
+        Kind::Job | Kind::JobSet | Kind::PyTorchJob | Kind::RayJob
+    ) {
         shared
             .lock()
             .deletes
@@ -3029,7 +3083,7 @@ fn delete(
         if dry_run || !current["metadata"]["deletionTimestamp"].is_null() {
             return Ok(Deleted::Pending(current.clone()));
         }
-        if matches!(kind, Kind::Job | Kind::JobSet | Kind::PyTorchJob) && policy == "Foreground" {
+        if matches!(kind, Kind::Job | Kind::JobSet | Kind::PyTorchJob | Kind::RayJob) && policy == "Foreground" {
             Ok(Deleted::Foreground(store.mark_foreground(kind, i)))
         } else {
             let object = store.remove_at(kind, i);
@@ -3912,6 +3966,15 @@ fn decode_jobset(value: Value) -> Result<Value, serde_json::Error> {
     Ok(value)
 }
 
+/// The custom kind a test names (`PyTorchJob`, `RayJob`).
+fn custom_kind(kind: &str) -> Kind {
+    match kind {
+        "PyTorchJob" => Kind::PyTorchJob,
+        "RayJob" => Kind::RayJob,
+        other => panic!("no custom kind {other:?} in the fake"),
+    }
+}
+
 /// A PyTorchJob as the API server decodes a custom resource: any object,
 /// each replica's pod template decoded as a pod template (a malformed
 /// quantity is a 400, as the CRD's structural schema makes it).
@@ -3971,11 +4034,12 @@ fn validate_pytorchjob(job: &Value) -> Vec<FieldError> {
     errors
 }
 
-/// PATCH of a PyTorchJob: a JSON merge patch; metadata the server owns
-/// and the status (the controller's) are kept, and the result is
-/// validated as on create.
-fn patch_pytorchjob(
+/// PATCH of a PyTorchJob or RayJob: a JSON merge patch; metadata the
+/// server owns and the status (the controller's) are kept, and the result
+/// is validated as on create.
+fn patch_custom(
     shared: &Shared,
+    kind: Kind,
     namespace: &str,
     name: &str,
     content_type: &str,
@@ -3983,7 +4047,7 @@ fn patch_pytorchjob(
 ) -> Result<Response<Body>, ApiError> {
     let patch = merge_patch_body(content_type, body)?;
     let updated = shared.commit(|store| {
-        let (i, old, mut new) = store.patched(Kind::PyTorchJob, namespace, name, &patch)?;
+        let (i, old, mut new) = store.patched(kind, namespace, name, &patch)?;
         for key in [
             "name",
             "namespace",
@@ -4003,16 +4067,112 @@ fn patch_pytorchjob(
             }
         }
         new["status"] = old["status"].clone();
-        let errors = validate_pytorchjob(&new);
+        let errors = match kind {
+            Kind::RayJob => validate_rayjob(&new),
+            _ => validate_pytorchjob(&new),
+        };
         if !errors.is_empty() {
-            return Err(ApiError::invalid(Kind::PyTorchJob, name, errors));
+            return Err(ApiError::invalid(kind, name, errors));
         }
         if new == old {
             return Ok(old);
         }
-        Ok(store.replace_at(Kind::PyTorchJob, i, old, new))
+        Ok(store.replace_at(kind, i, old, new))
     })?;
     Ok(json_response(StatusCode::OK, &updated))
+}
+
+/// A RayJob's pod templates with where each is: the head's, each worker
+/// group's, the submitter's.
+fn rayjob_pod_templates(job: &Value) -> Vec<(String, &Value)> {
+    let cluster = &job["spec"]["rayClusterSpec"];
+    let mut out = vec![(
+        "spec.rayClusterSpec.headGroupSpec.template".to_string(),
+        &cluster["headGroupSpec"]["template"],
+    )];
+    for (i, group) in cluster["workerGroupSpecs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        out.push((
+            format!("spec.rayClusterSpec.workerGroupSpecs[{i}].template"),
+            &group["template"],
+        ));
+    }
+    if !job["spec"]["submitterPodTemplate"].is_null() {
+        out.push((
+            "spec.submitterPodTemplate".into(),
+            &job["spec"]["submitterPodTemplate"],
+        ));
+    }
+    out
+}
+
+/// A RayJob as the API server decodes a custom resource: its pod
+/// templates decoded as pod templates (a malformed quantity is a 400).
+fn decode_rayjob(value: Value) -> Result<Value, serde_json::Error> {
+    use k8s_openapi::api::core::v1::PodTemplateSpec;
+    for (_, template) in rayjob_pod_templates(&value) {
+        if !template.is_null() {
+            serde_json::from_value::<PodTemplateSpec>(template.clone())?;
+        }
+    }
+    Ok(value)
+}
+
+/// KubeRay's RayJob webhook, for the fields fleetq writes: the metadata,
+/// a DNS-1035 name of at most 47 characters (KubeRay names the Ray
+/// cluster and its pods after it), a head group with a pod template,
+/// worker group names unique, pod templates as the API server takes a
+/// pod's.
+fn validate_rayjob(job: &Value) -> Vec<FieldError> {
+    let mut errors = validate_object_meta(&job["metadata"], "metadata");
+    let name = job["metadata"]["name"].as_str().unwrap_or_default();
+    for detail in dns1035_label(name) {
+        errors.push(FieldError::invalid("metadata.name", name, detail));
+    }
+    if name.len() > 47 {
+        errors.push(FieldError::invalid(
+            "metadata.name",
+            name,
+            "must be no more than 47 characters",
+        ));
+    }
+    if job["spec"]["rayClusterSpec"]["headGroupSpec"]["template"].is_null() {
+        errors.push(FieldError::required(
+            "spec.rayClusterSpec.headGroupSpec.template",
+            "must be set",
+        ));
+    }
+    let mut groups = BTreeSet::new();
+    for (i, group) in job["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let group_name = group["groupName"].as_str().unwrap_or_default();
+        if !groups.insert(group_name.to_string()) {
+            errors.push(FieldError::new(
+                format!("spec.rayClusterSpec.workerGroupSpecs[{i}].groupName"),
+                ErrorType::Duplicate,
+                Some(&json!(group_name)),
+                "",
+            ));
+        }
+    }
+    for (path, template) in rayjob_pod_templates(job) {
+        if !template.is_null() {
+            errors.extend(validate_pod_spec(
+                &template["spec"],
+                &format!("{path}.spec"),
+                false,
+            ));
+        }
+    }
+    errors
 }
 
 /// The JobSet CRD's defaults: one replica per replicated Job, not
@@ -4763,7 +4923,9 @@ fn parse_field_selector(kind: Kind, selector: &str) -> Result<Vec<FieldTerm>, St
             "status.nominatedNodeName",
         ],
         Kind::Job => &["metadata.name", "metadata.namespace", "status.successful"],
-        Kind::JobSet | Kind::PyTorchJob | Kind::Event => &["metadata.name", "metadata.namespace"],
+        Kind::JobSet | Kind::PyTorchJob | Kind::RayJob | Kind::Event => {
+            &["metadata.name", "metadata.namespace"]
+        }
     };
     selector
         .split(',')

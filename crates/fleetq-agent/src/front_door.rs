@@ -47,7 +47,8 @@
 //! ledger charged; the copy is made pinned (docs/deploy.md, "JobSets").
 //! Kubeflow PyTorchJobs (`kubeflow.org/v1`, suspended by
 //! `spec.runPolicy.suspend`) are queued and run the same way, named
-//! `pytorchjob-<name>-<uid prefix>`.
+//! `pytorchjob-<name>-<uid prefix>`, and KubeRay's RayJobs (`ray.io/v1`)
+//! as `rayjob-<name>-<uid prefix>`.
 //!
 //! Pods (Kueue's plain pods) are queued when created with Kueue's
 //! `kueue.x-k8s.io/admission` scheduling gate (`FrontDoor::on_pod`):
@@ -138,6 +139,7 @@ pub enum QueuedKind {
     Job,
     JobSet,
     PyTorchJob,
+    RayJob,
     Pod,
 }
 
@@ -147,6 +149,7 @@ impl QueuedKind {
             QueuedKind::Job => ApiResource::erase::<Job>(&()),
             QueuedKind::JobSet => crate::executor::kubernetes::jobset_resource(),
             QueuedKind::PyTorchJob => crate::executor::kubernetes::pytorchjob_resource(),
+            QueuedKind::RayJob => crate::executor::kubernetes::rayjob_resource(),
             QueuedKind::Pod => ApiResource::erase::<Pod>(&()),
         }
     }
@@ -156,6 +159,7 @@ impl QueuedKind {
             QueuedKind::Job => "Job",
             QueuedKind::JobSet => "JobSet",
             QueuedKind::PyTorchJob => "PyTorchJob",
+            QueuedKind::RayJob => "RayJob",
             QueuedKind::Pod => "Pod",
         }
     }
@@ -166,13 +170,14 @@ impl QueuedKind {
             QueuedKind::Job => "job",
             QueuedKind::JobSet => "jobset",
             QueuedKind::PyTorchJob => "pytorchjob",
+            QueuedKind::RayJob => "rayjob",
             QueuedKind::Pod => "pod",
         }
     }
 
     /// Whether the user's object is admitted in place (a Job, a Pod), or
-    /// always runs as a copy (a JobSet or PyTorchJob, whose pod templates
-    /// cannot be pinned once created).
+    /// always runs as a copy (a JobSet, PyTorchJob or RayJob, whose pod
+    /// templates cannot be pinned once created).
     fn adopted_in_place(self) -> bool {
         matches!(self, QueuedKind::Job | QueuedKind::Pod)
     }
@@ -203,6 +208,8 @@ impl QueuedKind {
             QueuedKind::Job => &["Complete", "Failed"],
             QueuedKind::JobSet => &["Completed", "Failed"],
             QueuedKind::PyTorchJob => &["Succeeded", "Failed"],
+            // A RayJob says it by its deployment status (`finished_or_adopted`).
+            QueuedKind::RayJob => &[],
             QueuedKind::Pod => &[],
         }
     }
@@ -449,7 +456,11 @@ fn finished_or_adopted(kind: QueuedKind, object: &DynamicObject) -> bool {
         .as_array()
         .into_iter()
         .flatten()
-        .any(|c| c["status"] == "True" && c["type"].as_str().is_some_and(|t| ends.contains(&t)));
+        .any(|c| c["status"] == "True" && c["type"].as_str().is_some_and(|t| ends.contains(&t)))
+        || matches!(
+            object.data["status"]["jobDeploymentStatus"].as_str(),
+            Some("Complete" | "Failed")
+        );
     adopted || finished
 }
 
@@ -608,7 +619,11 @@ impl FrontDoor {
     /// cluster has the API) until `shutdown`.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let mut kinds = vec![QueuedKind::Job, QueuedKind::Pod];
-        for custom in [QueuedKind::JobSet, QueuedKind::PyTorchJob] {
+        for custom in [
+            QueuedKind::JobSet,
+            QueuedKind::PyTorchJob,
+            QueuedKind::RayJob,
+        ] {
             if self.has_api(custom).await {
                 kinds.push(custom);
             }
@@ -1324,9 +1339,10 @@ impl FrontDoor {
                 }
                 // A JobSet's status is written whole, as the copy has it
                 // (a pod is never MultiKueue's).
-                QueuedKind::JobSet | QueuedKind::PyTorchJob | QueuedKind::Pod => {
-                    patch["status"] = copy_status.clone()
-                }
+                QueuedKind::JobSet
+                | QueuedKind::PyTorchJob
+                | QueuedKind::RayJob
+                | QueuedKind::Pod => patch["status"] = copy_status.clone(),
             }
             api.patch_status(&job, &PatchParams::default(), &Patch::Merge(&patch))
                 .await

@@ -2,7 +2,7 @@
 //! cluster, read from the API server when the leader asks
 //! (`WorkloadJobStatus`): the front door of the cluster where the user
 //! created the Job copies it back, as MultiKueue copies a worker's Job
-//! status to the manager. Jobs, JobSets and PyTorchJobs are found by the labels the
+//! status to the manager. Jobs, JobSets, PyTorchJobs and RayJobs are found by the labels the
 //! executor puts on the objects it creates or adopts. A pod workload has
 //! no such object: its status is its pod's (`{"pods": {name: status}}`
 //! for a group).
@@ -39,31 +39,20 @@ pub async fn read(
             ))
         })
         .collect();
-    let found = if found.is_empty() {
-        custom(
-            client.clone(),
-            &selector,
-            super::kubernetes::jobset_resource(),
-        )
-        .await?
-    } else {
-        found
-    };
-    let found = if found.is_empty() {
-        custom(
-            client.clone(),
-            &selector,
-            super::kubernetes::pytorchjob_resource(),
-        )
-        .await?
-    } else {
-        found
-    };
-    let found = if found.is_empty() {
-        pods(client, &selector).await?
-    } else {
-        found
-    };
+    let mut found = found;
+    // Not a Job: a custom resource's object, or pods.
+    for resource in [
+        super::kubernetes::jobset_resource(),
+        super::kubernetes::pytorchjob_resource(),
+        super::kubernetes::rayjob_resource(),
+    ] {
+        if found.is_empty() {
+            found = custom(client.clone(), &selector, resource).await?;
+        }
+    }
+    if found.is_empty() {
+        found = pods(client, &selector).await?;
+    }
     let chosen = match epoch {
         0 => found.into_iter().max_by_key(|(e, _)| *e),
         want => found.into_iter().find(|(e, _)| *e == want),

@@ -69,11 +69,13 @@ use crate::kubernetes::{
 mod jobset;
 mod pods;
 mod pytorchjob;
+mod rayjob;
 pub use jobset::{api_resource as jobset_resource, jobset_manifest, jobset_name};
 pub use pods::{
     adopted_pods as pods_adopted_by, pod_manifests, KUEUE_ADMISSION_GATE, LABEL_POD_COUNT,
 };
 pub use pytorchjob::{api_resource as pytorchjob_resource, pytorchjob_manifest};
+pub use rayjob::{api_resource as rayjob_resource, rayjob_manifest};
 
 /// Kueue's queue label: a Job carrying it would be held by a Kueue running
 /// in the target cluster, so fleetq's copy drops it.
@@ -679,11 +681,12 @@ pub fn phase_of(job: &Job) -> Option<(Event, String)> {
 
 /// What the executor runs an admission as: a batch/v1 Job, a JobSet, or
 /// plain pods (a Pod, or the pods of a group).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum RunKind {
     Job,
     JobSet,
     PyTorchJob,
+    RayJob,
     Pods,
 }
 
@@ -693,6 +696,7 @@ impl RunKind {
             RunKind::Job => "Job",
             RunKind::JobSet => "JobSet",
             RunKind::PyTorchJob => "PyTorchJob",
+            RunKind::RayJob => "RayJob",
             RunKind::Pods => "Pod",
         }
     }
@@ -732,6 +736,7 @@ impl RunObject for DynamicObject {
     fn kind(&self) -> RunKind {
         match self.types.as_ref().map(|t| t.kind.as_str()) {
             Some("PyTorchJob") => RunKind::PyTorchJob,
+            Some("RayJob") => RunKind::RayJob,
             _ => RunKind::JobSet,
         }
     }
@@ -741,6 +746,7 @@ impl RunObject for DynamicObject {
         }
         match self.kind() {
             RunKind::PyTorchJob => pytorchjob::phase_of(&self.data),
+            RunKind::RayJob => rayjob::phase_of(&self.data),
             _ => jobset::phase_of(&self.data),
         }
     }
@@ -808,11 +814,9 @@ fn lock(jobs: &Jobs) -> MutexGuard<'_, HashMap<(u64, u64), Tracked>> {
 
 pub struct KubernetesExecutor {
     client: kube::Client,
-    /// The cluster's JobSet API, where it has one (a custom resource).
-    jobsets: Option<ApiResource>,
-    /// The cluster's PyTorchJob API (Kubeflow's Training Operator), where
-    /// it has one.
-    pytorchjobs: Option<ApiResource>,
+    /// The cluster's APIs for the custom resources it runs (JobSet,
+    /// PyTorchJob, RayJob), where it has them.
+    custom_apis: HashMap<RunKind, ApiResource>,
     cluster: String,
     mapping: FlavorMapping,
     finished_job_ttl: Option<Duration>,
@@ -851,26 +855,18 @@ impl KubernetesExecutor {
             Arc::downgrade(&jobs),
             events.clone(),
         ));
-        let jobsets = watch_custom(
-            &client,
-            cluster,
-            &selector,
-            &jobs,
-            &events,
-            RunKind::JobSet,
-            jobset::api_resource(),
-        )
-        .await?;
-        let pytorchjobs = watch_custom(
-            &client,
-            cluster,
-            &selector,
-            &jobs,
-            &events,
-            RunKind::PyTorchJob,
-            pytorchjob::api_resource(),
-        )
-        .await?;
+        // The custom resources this cluster has an API for, each watched.
+        let mut custom_apis = HashMap::new();
+        for (kind, resource) in [
+            (RunKind::JobSet, jobset::api_resource()),
+            (RunKind::PyTorchJob, pytorchjob::api_resource()),
+            (RunKind::RayJob, rayjob::api_resource()),
+        ] {
+            let found = watch_custom(&client, cluster, &selector, &jobs, &events, kind, resource);
+            if let Some(resource) = found.await? {
+                custom_apis.insert(kind, resource);
+            }
+        }
         // Pod admissions are tracked before the executor starts, as Jobs
         // are, so what a restarted agent says it runs includes them; their
         // state comes with the watch's first list.
@@ -917,8 +913,7 @@ impl KubernetesExecutor {
         ));
         Ok(KubernetesExecutor {
             client,
-            jobsets,
-            pytorchjobs,
+            custom_apis,
             cluster: cluster.to_string(),
             mapping,
             finished_job_ttl: Some(DEFAULT_FINISHED_JOB_TTL),
@@ -976,11 +971,16 @@ impl KubernetesExecutor {
         {
             return self.adopt(id, epoch, workload, assignment, namespace, name, uid);
         }
-        if jobset::runs_as_jobset(workload) {
-            return self.start_jobset(id, epoch, workload, assignment);
-        }
-        if pytorchjob::runs_as_pytorchjob(workload) {
-            return self.start_pytorchjob(id, epoch, workload, assignment);
+        let custom = [
+            (jobset::runs_as_jobset(workload), RunKind::JobSet),
+            (
+                pytorchjob::runs_as_pytorchjob(workload),
+                RunKind::PyTorchJob,
+            ),
+            (rayjob::runs_as_rayjob(workload), RunKind::RayJob),
+        ];
+        if let Some((_, kind)) = custom.into_iter().find(|(runs, _)| *runs) {
+            return self.start_custom(kind, id, epoch, workload, assignment);
         }
         let job = match job_manifest(
             id,
@@ -1014,69 +1014,48 @@ impl KubernetesExecutor {
         });
     }
 
-    /// Creates the admission's JobSet (a repeat is ignored); Failed where
-    /// the cluster has no JobSet API or the JobSet is refused.
-    fn start_jobset(&mut self, id: u64, epoch: u64, workload: &Workload, assignment: &Assignment) {
-        let Some(resource) = self.jobsets.clone() else {
-            let why = format!(
-                "cluster {} has no JobSet API ({}): install the JobSet controller there, then \
-                 restart its agent",
-                self.cluster,
-                jobset::API_VERSION
-            );
-            return report(&self.events, id, epoch, Event::Failed, why);
-        };
-        let object = match jobset_manifest(
-            id,
-            epoch,
-            &self.cluster,
-            workload,
-            assignment,
-            &self.mapping,
-            self.finished_job_ttl,
-        ) {
-            Ok(o) => o,
-            Err(e) => return report(&self.events, id, epoch, Event::Failed, e),
-        };
-        if !self.track(id, epoch, RunKind::JobSet, workload, &object.metadata) {
-            return;
-        }
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &workload.namespace, &resource);
-        self.spawn_create(id, epoch, api, object);
-    }
-
-    /// Creates the admission's PyTorchJob (a repeat is ignored); Failed
-    /// where the cluster has no PyTorchJob API or it is refused.
-    fn start_pytorchjob(
+    /// Creates the admission's object of a custom resource (a JobSet,
+    /// PyTorchJob or RayJob; a repeat is ignored); Failed where the
+    /// cluster has no API for it (naming what to install) or the object is
+    /// refused.
+    fn start_custom(
         &mut self,
+        kind: RunKind,
         id: u64,
         epoch: u64,
         workload: &Workload,
         assignment: &Assignment,
     ) {
-        let Some(resource) = self.pytorchjobs.clone() else {
+        let (api_version, install) = match kind {
+            RunKind::JobSet => (jobset::API_VERSION, "the JobSet controller"),
+            RunKind::PyTorchJob => (pytorchjob::API_VERSION, "Kubeflow's Training Operator"),
+            _ => (rayjob::API_VERSION, "KubeRay"),
+        };
+        let resource = self.custom_apis.get(&kind).cloned();
+        let Some(resource) = resource else {
             let why = format!(
-                "cluster {} has no PyTorchJob API ({}): install Kubeflow's Training Operator \
-                 there, then restart its agent",
+                "cluster {} has no {} API ({api_version}): install {install} there, then \
+                 restart its agent",
                 self.cluster,
-                pytorchjob::API_VERSION
+                kind.name()
             );
             return report(&self.events, id, epoch, Event::Failed, why);
         };
-        let object = match pytorchjob_manifest(
-            id,
-            epoch,
-            &self.cluster,
-            workload,
-            assignment,
-            &self.mapping,
-            self.finished_job_ttl,
-        ) {
+        let (cluster, mapping, ttl) = (&self.cluster, &self.mapping, self.finished_job_ttl);
+        let made = match kind {
+            RunKind::JobSet => {
+                jobset_manifest(id, epoch, cluster, workload, assignment, mapping, ttl)
+            }
+            RunKind::PyTorchJob => {
+                pytorchjob_manifest(id, epoch, cluster, workload, assignment, mapping, ttl)
+            }
+            _ => rayjob_manifest(id, epoch, cluster, workload, assignment, mapping, ttl),
+        };
+        let object = match made {
             Ok(o) => o,
             Err(e) => return report(&self.events, id, epoch, Event::Failed, e),
         };
-        if !self.track(id, epoch, RunKind::PyTorchJob, workload, &object.metadata) {
+        if !self.track(id, epoch, kind, workload, &object.metadata) {
             return;
         }
         let api: Api<DynamicObject> =
@@ -1443,15 +1422,11 @@ impl KubernetesExecutor {
         };
         let (jobs, events) = (self.jobs.clone(), self.events.clone());
         let client = self.client.clone();
-        let custom = match kind {
-            RunKind::JobSet => self.jobsets.clone(),
-            RunKind::PyTorchJob => self.pytorchjobs.clone(),
-            _ => None,
-        };
+        let custom = self.custom_apis.get(&kind).cloned();
         let cluster = self.cluster.clone();
         tokio::spawn(async move {
             match (kind, custom) {
-                (RunKind::JobSet | RunKind::PyTorchJob, Some(resource)) => {
+                (RunKind::JobSet | RunKind::PyTorchJob | RunKind::RayJob, Some(resource)) => {
                     let api: Api<DynamicObject> =
                         Api::namespaced_with(client, &namespace, &resource);
                     delete_until_gone(&api, &name, grace).await;
