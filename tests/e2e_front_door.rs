@@ -265,6 +265,24 @@ fn kubectl_created_jobs_are_queued_admitted_in_place_and_cancelled_on_delete() {
     drop(agent);
 }
 
+/// The copy of a JobSet, PyTorchJob or RayJob (`kind`) the executor made
+/// for the `admitted` workload, once it is there.
+fn wait_custom_copy(kube: &FakeKube, group: &Group, kind: &str, admitted: &Value) -> Value {
+    let id = admitted["id"].as_u64().expect("id").to_string();
+    wait_for(Duration::from_secs(30), || {
+        kube.custom_objects(kind)
+            .into_iter()
+            .find(|j| j["metadata"]["labels"]["fleetq.dev/workload-id"] == id.as_str())
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "no copy: {:#?}\nagent log:\n{}",
+            kube.custom_objects(kind),
+            agent_log(group)
+        )
+    })
+}
+
 /// The workload's copy on a cluster: the Job its executor made for it.
 fn copy_of(kube: &FakeKube, workload_id: &Value) -> Option<Value> {
     let id = workload_id.as_u64().map(|i| i.to_string())?;
@@ -463,19 +481,8 @@ fn a_kubectl_created_jobset_is_queued_run_as_a_copy_and_cancelled_on_delete() {
     let workload = workload_of(&created).replacen("job-", "jobset-", 1);
     let admitted = wait_state(&group, &workload, &["Admitted", "Running"]);
     assert_eq!(admitted["cluster"], "kube-east", "{admitted:#}");
+    let copy = wait_custom_copy(&kube, &group, "JobSet", &admitted);
     let id = admitted["id"].as_u64().expect("id").to_string();
-    let copy = wait_for(Duration::from_secs(30), || {
-        kube.jobsets()
-            .into_iter()
-            .find(|j| j["metadata"]["labels"]["fleetq.dev/workload-id"] == id.as_str())
-    })
-    .unwrap_or_else(|| {
-        panic!(
-            "no copy: {:#?}\nagent log:\n{}",
-            kube.jobsets(),
-            agent_log(&group)
-        )
-    });
     let copy_name = copy["metadata"]["name"].as_str().expect("name").to_string();
     assert_ne!(copy_name, "llama");
     assert_eq!(copy["spec"]["suspend"], false);
@@ -991,19 +998,7 @@ fn a_kubectl_created_pytorchjob_is_queued_and_run_as_a_copy() {
         described.contains("name: master") && described.contains("name: worker"),
         "{described}"
     );
-    let id = admitted["id"].as_u64().expect("id").to_string();
-    let copy = wait_for(Duration::from_secs(30), || {
-        kube.custom_objects("PyTorchJob")
-            .into_iter()
-            .find(|j| j["metadata"]["labels"]["fleetq.dev/workload-id"] == id.as_str())
-    })
-    .unwrap_or_else(|| {
-        panic!(
-            "no copy: {:#?}\nagent log:\n{}",
-            kube.custom_objects("PyTorchJob"),
-            agent_log(&group)
-        )
-    });
+    let copy = wait_custom_copy(&kube, &group, "PyTorchJob", &admitted);
     let copy_name = copy["metadata"]["name"].as_str().expect("name").to_string();
     assert_ne!(copy_name, "mnist");
     assert_eq!(copy["spec"]["runPolicy"]["suspend"], false);
@@ -1132,19 +1127,7 @@ fn a_kubectl_created_rayjob_is_queued_and_run_as_a_copy() {
         yaml.contains("name: head") && yaml.contains("name: gpus"),
         "{yaml}"
     );
-    let id = admitted["id"].as_u64().expect("id").to_string();
-    let copy = wait_for(Duration::from_secs(30), || {
-        kube.custom_objects("RayJob")
-            .into_iter()
-            .find(|j| j["metadata"]["labels"]["fleetq.dev/workload-id"] == id.as_str())
-    })
-    .unwrap_or_else(|| {
-        panic!(
-            "no copy: {:#?}\n{}",
-            kube.custom_objects("RayJob"),
-            agent_log(&group)
-        )
-    });
+    let copy = wait_custom_copy(&kube, &group, "RayJob", &admitted);
     let copy_name = copy["metadata"]["name"].as_str().expect("name").to_string();
     assert_eq!(copy["spec"]["suspend"], false);
     let worker = &copy["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"];

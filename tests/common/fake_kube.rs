@@ -579,50 +579,17 @@ impl FakeKube {
     /// Replaces the `status` of JobSet ns/name, as its controller does
     /// (emits MODIFIED); panics if there is no such JobSet.
     pub fn set_jobset_status(&self, namespace: &str, name: &str, status: Value) {
-        self.shared.commit(|store| {
-            let i = store
-                .position(Kind::JobSet, Some(namespace), name)
-                .unwrap_or_else(|| panic!("set_jobset_status: no JobSet {namespace}/{name}"));
-            let previous = store.jobsets[i].object.clone();
-            let rv = store.next_rv();
-            let entry = &mut store.jobsets[i];
-            let seq = entry.seq;
-            entry.object["status"] = status;
-            entry.object["metadata"]["resourceVersion"] = json!(rv.to_string());
-            let object = entry.object.clone();
-            store.log_event(rv, Kind::JobSet, seq, Some(object), Some(previous));
-        });
+        self.set_custom_status("JobSet", namespace, name, status);
     }
 
     /// `kubectl create -f jobset.yaml`: a JobSet through the API server's
     /// create path; returns it as stored. Panics with the server's
     /// message if it is refused.
     pub fn kubectl_create_jobset(&self, jobset: Value) -> Value {
-        let namespace = jobset["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("default")
-            .to_string();
-        let name = jobset["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let body = serde_json::to_vec(&jobset).unwrap_or_default();
-        if let Err(e) = create(
-            &self.shared,
-            Kind::JobSet,
-            &namespace,
-            &BTreeMap::new(),
-            &body,
-        ) {
-            panic!("kubectl create: {}", e.message);
-        }
-        self.jobsets()
-            .into_iter()
-            .find(|j| j["metadata"]["namespace"] == namespace && j["metadata"]["name"] == name)
-            .unwrap_or_else(|| panic!("kubectl create: {namespace}/{name} not stored"))
+        self.kubectl_create_custom(jobset)
     }
 
-    /// `kubectl create -f`: a PyTorchJob or RayJob (by its `kind`)
+    /// `kubectl create -f`: a JobSet, PyTorchJob or RayJob (by its `kind`)
     /// through the API server's create path; returns it as stored.
     /// Panics with the server's message if it is refused.
     pub fn kubectl_create_custom(&self, object: Value) -> Value {
@@ -713,22 +680,12 @@ impl FakeKube {
     /// `kubectl delete jobset`: background propagation, so the JobSet
     /// goes at once and the garbage collector removes its pods.
     pub fn kubectl_delete_jobset(&self, namespace: &str, name: &str) {
-        if let Err(e) = delete(
-            &self.shared,
-            Kind::JobSet,
-            namespace,
-            name,
-            &BTreeMap::new(),
-            b"",
-        ) {
-            panic!("kubectl delete: {}", e.message);
-        }
+        self.kubectl_delete_custom("JobSet", namespace, name);
     }
 
     /// Every JobSet currently stored, in creation order.
     pub fn jobsets(&self) -> Vec<Value> {
-        let store = self.shared.lock();
-        store.jobsets.iter().map(|e| e.object.clone()).collect()
+        self.custom_objects("JobSet")
     }
 
     /// Every Job currently stored (with server-set fields), in creation order.
@@ -2345,24 +2302,7 @@ fn patch_pod(
     let patch = merge_patch_body(content_type, body)?;
     let updated = shared.commit(|store| {
         let (i, old, mut new) = store.patched(Kind::Pod, namespace, name, &patch)?;
-        for key in [
-            "name",
-            "namespace",
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "resourceVersion",
-        ] {
-            match old["metadata"].get(key) {
-                Some(v) => new["metadata"][key] = v.clone(),
-                None => {
-                    if let Some(m) = new["metadata"].as_object_mut() {
-                        m.remove(key);
-                    }
-                }
-            }
-        }
-        new["status"] = old["status"].clone();
+        keep_server_fields(&old, &mut new);
         default_pod(&mut new);
         let mut errors = validate_pod(&new);
         errors.extend(validate_pod_update(&old, &new));
@@ -2375,6 +2315,31 @@ fn patch_pod(
         Ok(store.replace_at(Kind::Pod, i, old, new))
     })?;
     Ok(json_response(StatusCode::OK, &updated))
+}
+
+/// What a write through the main resource cannot change: the metadata
+/// the server owns, and the status (a controller's, through its
+/// subresource).
+fn keep_server_fields(old: &Value, new: &mut Value) {
+    for key in [
+        "name",
+        "namespace",
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "resourceVersion",
+        "generation",
+    ] {
+        match old["metadata"].get(key) {
+            Some(v) => new["metadata"][key] = v.clone(),
+            None => {
+                if let Some(m) = new["metadata"].as_object_mut() {
+                    m.remove(key);
+                }
+            }
+        }
+    }
+    new["status"] = old["status"].clone();
 }
 
 /// `ValidatePodUpdate` for the spec (labels and annotations may change
@@ -3966,9 +3931,10 @@ fn decode_jobset(value: Value) -> Result<Value, serde_json::Error> {
     Ok(value)
 }
 
-/// The custom kind a test names (`PyTorchJob`, `RayJob`).
+/// The custom kind a test names (`JobSet`, `PyTorchJob`, `RayJob`).
 fn custom_kind(kind: &str) -> Kind {
     match kind {
+        "JobSet" => Kind::JobSet,
         "PyTorchJob" => Kind::PyTorchJob,
         "RayJob" => Kind::RayJob,
         other => panic!("no custom kind {other:?} in the fake"),
@@ -4048,25 +4014,7 @@ fn patch_custom(
     let patch = merge_patch_body(content_type, body)?;
     let updated = shared.commit(|store| {
         let (i, old, mut new) = store.patched(kind, namespace, name, &patch)?;
-        for key in [
-            "name",
-            "namespace",
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "resourceVersion",
-            "generation",
-        ] {
-            match old["metadata"].get(key) {
-                Some(v) => new["metadata"][key] = v.clone(),
-                None => {
-                    if let Some(m) = new["metadata"].as_object_mut() {
-                        m.remove(key);
-                    }
-                }
-            }
-        }
-        new["status"] = old["status"].clone();
+        keep_server_fields(&old, &mut new);
         let errors = match kind {
             Kind::RayJob => validate_rayjob(&new),
             _ => validate_pytorchjob(&new),

@@ -141,11 +141,7 @@ pub fn job_manifest(
     mapping: &FlavorMapping,
     finished_job_ttl: Option<Duration>,
 ) -> Result<Job, String> {
-    // The API refuses such a template; an agent checks again, as it
-    // trusts nothing it is sent to run.
-    if let Some((path, message)) = fleetq_model::kueue::job_template_problem(&workload.spec) {
-        return Err(format!("{path}: {message}"));
-    }
+    check_template(workload)?;
     let mut job = match &workload.spec.run.job_template {
         Some(template) => {
             if let Some(kind) = template.get("kind").and_then(Value::as_str) {
@@ -189,6 +185,87 @@ pub fn job_manifest(
 }
 
 /// The kind of the workload's `run.jobTemplate`, if it has one.
+/// The API refuses a template that asks for more than its workload is
+/// charged; an agent checks again, as it trusts nothing it is sent to
+/// run.
+fn check_template(workload: &Workload) -> Result<(), String> {
+    match fleetq_model::kueue::job_template_problem(&workload.spec) {
+        Some((path, message)) => Err(format!("{path}: {message}")),
+        None => Ok(()),
+    }
+}
+
+/// The workload's template of `kind` (a JobSet, PyTorchJob, RayJob, or
+/// pods), checked ([`check_template`]).
+fn checked_template(workload: &Workload, kind: &str) -> Result<Value, String> {
+    check_template(workload)?;
+    workload
+        .spec
+        .run
+        .job_template
+        .clone()
+        .ok_or_else(|| format!("run.jobTemplate: a {kind} workload needs its {kind}"))
+}
+
+/// Passes a pod template at `path` through Kubernetes' own type, in
+/// place: one the API could not take fails here, and quantities written
+/// as numbers go out in their canonical form.
+fn canonical_pod_template(template: &mut Value, path: &str) -> Result<(), String> {
+    let typed: k8s_openapi::api::core::v1::PodTemplateSpec =
+        serde_json::from_value(template.take())
+            .map_err(|e| format!("{path}: not a valid pod template: {e}"))?;
+    *template = serde_json::to_value(typed).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Makes the pod template at `path` (within the workload's template)
+/// one of this admission's: canonical ([`canonical_pod_template`]),
+/// labelled with `ours`, and pinned to the GPUs and nodes of pod set
+/// `pod_set` of the assignment.
+fn admit_pod_template(
+    template: &mut Value,
+    pod_set: &str,
+    path: &str,
+    assignment: &Assignment,
+    ours: &[(&str, String)],
+    mapping: &FlavorMapping,
+) -> Result<(), String> {
+    let charged = assignment
+        .pod_sets
+        .iter()
+        .find(|p| p.name == pod_set)
+        .ok_or_else(|| format!("{path}: no pod set {pod_set:?} in the assignment"))?;
+    canonical_pod_template(template, path)?;
+    let template = template
+        .as_object_mut()
+        .ok_or_else(|| format!("{path}: not an object"))?;
+    label_pods(template, ours);
+    pin_pods(
+        object_at_map(template, "spec"),
+        std::slice::from_ref(charged),
+        mapping,
+    )
+}
+
+/// The reason of the first true condition of `status` whose type is one
+/// of `types`, with that type: (type, "reason: message").
+fn true_condition<'a>(status: &'a Value, types: &[&str]) -> Option<(&'a str, String)> {
+    status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["status"] == "True")
+        .find_map(|c| {
+            let kind = c["type"].as_str().filter(|t| types.contains(t))?;
+            let why = [c["reason"].as_str(), c["message"].as_str()]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(": ");
+            Some((kind, why))
+        })
+}
+
 fn template_kind(workload: &Workload) -> Option<&str> {
     workload
         .spec
@@ -1164,83 +1241,55 @@ impl KubernetesExecutor {
         tokio::spawn(async move {
             let count = user_pods.len();
             for (pod, node) in user_pods.iter().zip(nodes) {
-                let Some(pod_set) = assignment.pod_sets.iter().find(|p| p.name == pod.pod_set)
-                else {
-                    let why = format!(
+                let adopted = match assignment.pod_sets.iter().find(|p| p.name == pod.pod_set) {
+                    Some(pod_set) => {
+                        let adopt = || async {
+                            let current = match api.get_opt(&pod.name).await {
+                                Ok(Some(p)) => serde_json::to_value(p)
+                                    .map_err(|e| Adopt::Failed(e.to_string()))?,
+                                Ok(None) => {
+                                    return Err(Adopt::Failed(format!("pod {} is gone", pod.name)))
+                                }
+                                Err(e) => {
+                                    return Err(Adopt::Failed(format!(
+                                        "cannot read pod {}: {e}",
+                                        pod.name
+                                    )))
+                                }
+                            };
+                            if current["metadata"]["uid"].as_str() != Some(pod.uid.as_str()) {
+                                return Err(Adopt::Failed(format!(
+                                    "pod {} was replaced by another of the same name",
+                                    pod.name
+                                )));
+                            }
+                            let patch = pods::pod_adoption_patch(
+                                id,
+                                epoch,
+                                &cluster,
+                                &workload,
+                                count,
+                                pod_set,
+                                node.as_deref(),
+                                &mapping,
+                                &current,
+                            )
+                            .map_err(Adopt::Failed)?;
+                            let why = |e| format!("cannot admit pod {}: {e}", pod.name);
+                            patch_adopting(&api, &pod.name, &patch, why).await
+                        };
+                        retry_conflicts(adopt).await
+                    }
+                    None => Err(format!(
                         "pod {}: no pod set {:?} in the assignment",
                         pod.name, pod.pod_set
-                    );
-                    return fail_adoption(
-                        &client,
-                        &cluster,
-                        &jobs,
-                        &events,
-                        (id, epoch),
-                        &workload.namespace,
-                        why,
-                    )
-                    .await;
+                    )),
                 };
-                let adopt = || async {
-                    let current = match api.get_opt(&pod.name).await {
-                        Ok(Some(p)) => {
-                            serde_json::to_value(p).map_err(|e| Adopt::Failed(e.to_string()))?
-                        }
-                        Ok(None) => return Err(Adopt::Failed(format!("pod {} is gone", pod.name))),
-                        Err(e) => {
-                            return Err(Adopt::Failed(format!("cannot read pod {}: {e}", pod.name)))
-                        }
-                    };
-                    if current["metadata"]["uid"].as_str() != Some(pod.uid.as_str()) {
-                        return Err(Adopt::Failed(format!(
-                            "pod {} was replaced by another of the same name",
-                            pod.name
-                        )));
-                    }
-                    let patch = pods::pod_adoption_patch(
-                        id,
-                        epoch,
-                        &cluster,
-                        &workload,
-                        count,
-                        pod_set,
-                        node.as_deref(),
-                        &mapping,
-                        &current,
-                    )
-                    .map_err(Adopt::Failed)?;
-                    api.patch(&pod.name, &PatchParams::default(), &Patch::Merge(&patch))
-                        .await
-                        .map_err(|e| {
-                            let why = format!("cannot admit pod {}: {e}", pod.name);
-                            match e {
-                                kube::Error::Api(status) if status.is_conflict() => {
-                                    Adopt::Conflict(why)
-                                }
-                                _ => Adopt::Failed(why),
-                            }
-                        })?;
-                    Ok(())
-                };
-                let result = adopt
-                    .retry(
-                        ExponentialBuilder::default()
-                            .with_min_delay(Duration::from_millis(50))
-                            .with_max_times(8),
-                    )
-                    .when(|e| matches!(e, Adopt::Conflict(_)))
-                    .await;
-                if let Err(Adopt::Conflict(why) | Adopt::Failed(why)) = result {
-                    return fail_adoption(
-                        &client,
-                        &cluster,
-                        &jobs,
-                        &events,
-                        (id, epoch),
-                        &workload.namespace,
-                        why,
-                    )
-                    .await;
+                if let Err(why) = adopted {
+                    let key = (id, epoch);
+                    let namespace = &workload.namespace;
+                    return fail_adoption(&client, &cluster, &jobs, &events, key, namespace, why)
+                        .await;
                 }
             }
             tracing::info!(namespace = %workload.namespace, pods = count, workload = id, epoch, "admitted the user's pods in place: ungated and pinned");
@@ -1351,32 +1400,12 @@ impl KubernetesExecutor {
                     &current,
                 )
                 .map_err(Adopt::Failed)?;
-                api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                    .map_err(|e| {
-                        let why = format!("cannot unsuspend Job {namespace}/{name}: {e}");
-                        match e {
-                            kube::Error::Api(status) if status.is_conflict() => {
-                                Adopt::Conflict(why)
-                            }
-                            _ => Adopt::Failed(why),
-                        }
-                    })?;
+                let why = |e| format!("cannot unsuspend Job {namespace}/{name}: {e}");
+                patch_adopting(&api, &name, &patch, why).await?;
                 tracing::info!(job = %format!("{namespace}/{name}"), workload = id, epoch, "adopted the user's Job: unsuspended in place");
                 Ok(())
             };
-            let result = adopt
-                .retry(
-                    ExponentialBuilder::default()
-                        .with_min_delay(Duration::from_millis(50))
-                        .with_max_times(8),
-                )
-                .when(|e| matches!(e, Adopt::Conflict(_)))
-                .await
-                .map_err(|e| match e {
-                    Adopt::Conflict(why) | Adopt::Failed(why) => why,
-                });
-            if let Err(e) = result {
+            if let Err(e) = retry_conflicts(adopt).await {
                 if lock(&jobs).remove(&(id, epoch)).is_some() {
                     report(&events, id, epoch, Event::Failed, e);
                 }
@@ -1691,6 +1720,50 @@ fn on_relisted(
     for (key, tracked) in gone {
         report_gone(jobs, events, key, tracked, client);
     }
+}
+
+/// Merge-patches the user's object `name` to adopt it: a 409 Conflict (it
+/// changed since it was read) is told apart, to be read again and
+/// retried; any other refusal is final.
+async fn patch_adopting<K>(
+    api: &Api<K>,
+    name: &str,
+    patch: &Value,
+    why: impl Fn(kube::Error) -> String,
+) -> Result<(), Adopt>
+where
+    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.is_conflict() => {
+            Err(Adopt::Conflict(why(kube::Error::Api(status))))
+        }
+        Err(e) => Err(Adopt::Failed(why(e))),
+    }
+}
+
+/// Runs an adoption again after a conflict, a few times with backoff, as
+/// controllers do; the reason it failed otherwise.
+async fn retry_conflicts<F, Fut>(adopt: F) -> Result<(), String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), Adopt>>,
+{
+    adopt
+        .retry(
+            ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(50))
+                .with_max_times(8),
+        )
+        .when(|e| matches!(e, Adopt::Conflict(_)))
+        .await
+        .map_err(|e| match e {
+            Adopt::Conflict(why) | Adopt::Failed(why) => why,
+        })
 }
 
 /// Adopting the user's pods failed: those already admitted are deleted

@@ -392,6 +392,31 @@ fn job_rewrites(class: PriorityClassSource) -> Vec<(String, String)> {
     .collect()
 }
 
+/// Where the Workload fields of an object with several pod templates (a
+/// JobSet, PyTorchJob, RayJob) come from, besides its pod sets: the queue
+/// and execution-time labels, the priority class (its label, else
+/// `template_class_path`, where a pod template names a PriorityClass), and
+/// the pod sets as a whole (`pod_sets_path`).
+pub(super) fn object_rewrites(
+    class: PriorityClassSource,
+    template_class_path: &str,
+    pod_sets_path: &str,
+) -> [(String, String); 4] {
+    let class_path = match class {
+        PriorityClassSource::WorkloadPriorityClass => label_path(PRIORITY_CLASS_LABEL),
+        PriorityClassSource::PriorityClass => template_class_path.to_string(),
+    };
+    [
+        ("spec.queueName".to_string(), label_path(QUEUE_NAME_LABEL)),
+        ("spec.priorityClassName".to_string(), class_path),
+        ("spec.podSets".to_string(), pod_sets_path.to_string()),
+        (
+            "spec.maximumExecutionTime".to_string(),
+            label_path(MAX_EXEC_TIME_LABEL),
+        ),
+    ]
+}
+
 /// The largest `run.jobTemplate` fleetq takes, as compact JSON: a Job
 /// with a long pod template is a few KiB; the template is replicated
 /// state, held as long as the workload.

@@ -21,9 +21,7 @@ use super::meta::{annotation_path, decode, Location, ObjectMeta};
 use super::pod::{PodSpec, PodTemplate};
 use super::topology::{job_request, pod_set_rewrites, ALL_ANNOTATIONS};
 use super::workload::{pod_requests, workload_name, NamedWorkload};
-use super::{
-    Converted, DEFAULT_NAMESPACE, MAX_EXEC_TIME_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL,
-};
+use super::{Converted, DEFAULT_NAMESPACE};
 use crate::config::MAX_POD_SETS;
 use crate::workload::WorkloadSpec;
 use crate::{FieldError, PodSet, PriorityClassSource, ResourceList};
@@ -285,27 +283,11 @@ fn rewrites(replicated_jobs: usize, class: PriorityClassSource) -> Vec<(String, 
         ));
         out.push((format!("spec.podSets[{i}]"), path));
     }
-    let class_path = match class {
-        PriorityClassSource::WorkloadPriorityClass => super::meta::label_path(PRIORITY_CLASS_LABEL),
-        PriorityClassSource::PriorityClass => {
-            "spec.replicatedJobs[*].template.spec.template.spec.priorityClassName".to_string()
-        }
-    };
-    out.extend([
-        (
-            "spec.queueName".to_string(),
-            super::meta::label_path(QUEUE_NAME_LABEL),
-        ),
-        ("spec.priorityClassName".to_string(), class_path),
-        (
-            "spec.podSets".to_string(),
-            "spec.replicatedJobs".to_string(),
-        ),
-        (
-            "spec.maximumExecutionTime".to_string(),
-            super::meta::label_path(MAX_EXEC_TIME_LABEL),
-        ),
-    ]);
+    out.extend(super::job::object_rewrites(
+        class,
+        "spec.replicatedJobs[*].template.spec.template.spec.priorityClassName",
+        "spec.replicatedJobs",
+    ));
     out
 }
 

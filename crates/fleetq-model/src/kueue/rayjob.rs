@@ -27,9 +27,7 @@ use super::meta::{annotation_path, decode, Location, ObjectMeta};
 use super::pod::{PodSpec, PodTemplate};
 use super::topology::{template_request, template_rewrites, ALL_ANNOTATIONS};
 use super::workload::{pod_requests, workload_name, NamedWorkload};
-use super::{
-    Converted, DEFAULT_NAMESPACE, MAX_EXEC_TIME_LABEL, PRIORITY_CLASS_LABEL, QUEUE_NAME_LABEL,
-};
+use super::{Converted, DEFAULT_NAMESPACE};
 use crate::workload::WorkloadSpec;
 use crate::{FieldError, PodSet, PriorityClassSource, ResourceList};
 
@@ -354,24 +352,11 @@ fn rewrites(sources: &[String], class: PriorityClassSource) -> Vec<(String, Stri
         ));
         out.push((format!("spec.podSets[{i}]"), path.clone()));
     }
-    let class_path = match class {
-        PriorityClassSource::WorkloadPriorityClass => super::meta::label_path(PRIORITY_CLASS_LABEL),
-        PriorityClassSource::PriorityClass => {
-            format!("{CLUSTER}.headGroupSpec.template.spec.priorityClassName")
-        }
-    };
-    out.extend([
-        (
-            "spec.queueName".to_string(),
-            super::meta::label_path(QUEUE_NAME_LABEL),
-        ),
-        ("spec.priorityClassName".to_string(), class_path),
-        ("spec.podSets".to_string(), CLUSTER.to_string()),
-        (
-            "spec.maximumExecutionTime".to_string(),
-            super::meta::label_path(MAX_EXEC_TIME_LABEL),
-        ),
-    ]);
+    out.extend(super::job::object_rewrites(
+        class,
+        &format!("{CLUSTER}.headGroupSpec.template.spec.priorityClassName"),
+        CLUSTER,
+    ));
     out
 }
 

@@ -110,12 +110,7 @@ pub fn jobset_manifest(
     mapping: &FlavorMapping,
     finished_ttl: Option<Duration>,
 ) -> Result<DynamicObject, String> {
-    if let Some((path, message)) = fleetq_model::kueue::job_template_problem(&workload.spec) {
-        return Err(format!("{path}: {message}"));
-    }
-    let Some(mut jobset) = workload.spec.run.job_template.clone() else {
-        return Err("run.jobTemplate: a JobSet workload needs its JobSet".into());
-    };
+    let mut jobset = super::checked_template(workload, "JobSet")?;
     let name = jobset_name(&workload.name, id, epoch, room_for_children(&jobset)).ok_or(
         "run.jobTemplate.spec.replicatedJobs: the replicated Jobs' names are too long for the \
          names the JobSet controller derives from them (at most 63 characters)",
@@ -170,20 +165,10 @@ pub fn phase_of(jobset: &Value) -> Option<(Event, String)> {
         return None;
     }
     let status = &jobset["status"];
-    for c in status["conditions"].as_array().into_iter().flatten() {
-        if c["status"] != "True" {
-            continue;
-        }
-        let why = [c["reason"].as_str(), c["message"].as_str()]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(": ");
-        match c["type"].as_str() {
-            Some("Completed") => return Some((Event::Succeeded, why)),
-            Some("Failed") => return Some((Event::Failed, why)),
-            _ => {}
-        }
+    match super::true_condition(status, &["Completed", "Failed"]) {
+        Some(("Completed", why)) => return Some((Event::Succeeded, why)),
+        Some((_, why)) => return Some((Event::Failed, why)),
+        None => {}
     }
     let jobs: u64 = jobset["spec"]["replicatedJobs"]
         .as_array()

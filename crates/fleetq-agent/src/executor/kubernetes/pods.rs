@@ -64,16 +64,8 @@ pub fn pod_manifests(
     assignment: &Assignment,
     mapping: &FlavorMapping,
 ) -> Result<Vec<Pod>, String> {
-    if let Some((path, message)) = fleetq_model::kueue::job_template_problem(&workload.spec) {
-        return Err(format!("{path}: {message}"));
-    }
-    let template = workload
-        .spec
-        .run
-        .job_template
-        .as_ref()
-        .ok_or("run.jobTemplate: a pod workload needs its pods")?;
-    let (pods, single) = template_pods(template);
+    let template = super::checked_template(workload, "Pod")?;
+    let (pods, single) = template_pods(&template);
     let count = pods.len().to_string();
     let mut ours = admission_labels(id, epoch, cluster, workload).to_vec();
     ours.push((LABEL_POD_COUNT, count));

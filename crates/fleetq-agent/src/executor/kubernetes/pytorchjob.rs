@@ -16,12 +16,11 @@ use std::time::Duration;
 
 use fleetq_model::assignment::Assignment;
 use fleetq_model::Workload;
-use k8s_openapi::api::core::v1::PodTemplateSpec;
 use kube::api::DynamicObject;
 use kube::discovery::ApiResource;
 use serde_json::{json, Value};
 
-use super::{label_pods, object_at, object_at_map, pin_pods, take_metadata};
+use super::{object_at, object_at_map, take_metadata};
 use crate::executor::Event;
 use crate::inventory::FlavorMapping;
 
@@ -57,12 +56,7 @@ pub fn pytorchjob_manifest(
     mapping: &FlavorMapping,
     finished_ttl: Option<Duration>,
 ) -> Result<DynamicObject, String> {
-    if let Some((path, message)) = fleetq_model::kueue::job_template_problem(&workload.spec) {
-        return Err(format!("{path}: {message}"));
-    }
-    let Some(mut job) = workload.spec.run.job_template.clone() else {
-        return Err("run.jobTemplate: a PyTorchJob workload needs its PyTorchJob".into());
-    };
+    let mut job = super::checked_template(workload, "PyTorchJob")?;
     let largest = assignment
         .pod_sets
         .iter()
@@ -104,25 +98,10 @@ pub fn pytorchjob_manifest(
         return Err("run.jobTemplate.spec.pytorchReplicaSpecs: is required".into());
     };
     for (kind, replica) in replicas.iter_mut() {
-        let path = format!("run.jobTemplate.spec.pytorchReplicaSpecs.{kind}");
-        let pod_set_name = kind.to_ascii_lowercase();
-        let pod_set = assignment
-            .pod_sets
-            .iter()
-            .find(|p| p.name == pod_set_name)
-            .ok_or_else(|| format!("{path}: no pod set {pod_set_name:?} in the assignment"))?;
-        // Through the pod template's own type: a template the API could
-        // not take fails here, quantities go out in canonical form.
-        let typed: PodTemplateSpec = serde_json::from_value(replica["template"].take())
-            .map_err(|e| format!("{path}.template: not a valid pod template: {e}"))?;
-        replica["template"] = serde_json::to_value(typed).map_err(|e| e.to_string())?;
-        let template = object_at(replica, "template");
-        label_pods(template, &ours);
-        pin_pods(
-            object_at_map(template, "spec"),
-            std::slice::from_ref(pod_set),
-            mapping,
-        )?;
+        let path = format!("run.jobTemplate.spec.pytorchReplicaSpecs.{kind}.template");
+        let pod_set = kind.to_ascii_lowercase();
+        let template = &mut replica["template"];
+        super::admit_pod_template(template, &pod_set, &path, assignment, &ours, mapping)?;
     }
     serde_json::from_value(job).map_err(|e| format!("run.jobTemplate: not a valid PyTorchJob: {e}"))
 }
@@ -134,24 +113,14 @@ pub fn phase_of(job: &Value) -> Option<(Event, String)> {
     if !job["metadata"]["deletionTimestamp"].is_null() {
         return None;
     }
-    let mut running = false;
-    for c in job["status"]["conditions"].as_array().into_iter().flatten() {
-        if c["status"] != "True" {
-            continue;
-        }
-        let why = [c["reason"].as_str(), c["message"].as_str()]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(": ");
-        match c["type"].as_str() {
-            Some("Succeeded") => return Some((Event::Succeeded, why)),
-            Some("Failed") => return Some((Event::Failed, why)),
-            Some("Running") => running = true,
-            _ => {}
+    let status = &job["status"];
+    match super::true_condition(status, &["Succeeded", "Failed"]) {
+        Some(("Succeeded", why)) => Some((Event::Succeeded, why)),
+        Some((_, why)) => Some((Event::Failed, why)),
+        None => {
+            super::true_condition(status, &["Running"]).map(|_| (Event::Running, String::new()))
         }
     }
-    running.then(|| (Event::Running, String::new()))
 }
 
 #[cfg(test)]

@@ -15,12 +15,11 @@ use std::time::Duration;
 
 use fleetq_model::assignment::Assignment;
 use fleetq_model::Workload;
-use k8s_openapi::api::core::v1::PodTemplateSpec;
 use kube::api::DynamicObject;
 use kube::discovery::ApiResource;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use super::{label_pods, object_at, pin_pods, take_metadata};
+use super::{object_at, take_metadata};
 use crate::executor::Event;
 use crate::inventory::FlavorMapping;
 
@@ -59,12 +58,7 @@ pub fn rayjob_manifest(
     mapping: &FlavorMapping,
     finished_ttl: Option<Duration>,
 ) -> Result<DynamicObject, String> {
-    if let Some((path, message)) = fleetq_model::kueue::job_template_problem(&workload.spec) {
-        return Err(format!("{path}: {message}"));
-    }
-    let Some(mut job) = workload.spec.run.job_template.clone() else {
-        return Err("run.jobTemplate: a RayJob workload needs its RayJob".into());
-    };
+    let mut job = super::checked_template(workload, "RayJob")?;
     let name = super::jobset_name(&workload.name, id, epoch, 63 - MAX_NAME)
         .ok_or("metadata.name: no room for the RayJob's name")?;
     let ours = super::admission_labels(id, epoch, cluster, workload);
@@ -74,24 +68,8 @@ pub fn rayjob_manifest(
     let spec = object_at(&mut job, "spec");
     // Unsuspended; not MultiKueue's here; gone after the agent's TTL.
     super::run_now(spec, finished_ttl);
-    let pin = |template: &mut Value, pod_set: &str, path: &str| -> Result<(), String> {
-        let charged = assignment
-            .pod_sets
-            .iter()
-            .find(|p| p.name == pod_set)
-            .ok_or_else(|| format!("{path}: no pod set {pod_set:?} in the assignment"))?;
-        let typed: PodTemplateSpec = serde_json::from_value(template.take())
-            .map_err(|e| format!("{path}: not a valid pod template: {e}"))?;
-        *template = serde_json::to_value(typed).map_err(|e| e.to_string())?;
-        let template: &mut Map<String, Value> = template
-            .as_object_mut()
-            .ok_or_else(|| format!("{path}: not an object"))?;
-        label_pods(template, &ours);
-        pin_pods(
-            super::object_at_map(template, "spec"),
-            std::slice::from_ref(charged),
-            mapping,
-        )
+    let pin = |template: &mut Value, pod_set: &str, path: &str| {
+        super::admit_pod_template(template, pod_set, path, assignment, &ours, mapping)
     };
     let cluster_spec = &mut spec["rayClusterSpec"];
     pin(
