@@ -4,6 +4,10 @@
 //! ledger re-validates every decision at apply, so this loop may be stale
 //! or run twice without harm; it waits for each batch to apply before the
 //! next cycle so that it does not propose the same decisions twice.
+//!
+//! Admission on submit ([`plan_on_submit`]) is planned here too, and
+//! handed to the proposer, which calls it on the leader as it writes a
+//! submission: the proposer itself knows nothing of admission.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +15,8 @@ use std::time::Duration;
 use fleetq_ledger::raft::Raft;
 use fleetq_ledger::store::LedgerHandle;
 use fleetq_ledger::{
-    AdmitBatch, Command, CycleId, Ledger, Outcome, RunningWorkload, WorkloadState,
+    AdmissionOnSubmit, AdmitBatch, Command, CycleId, Ledger, Outcome, RunningWorkload, Submission,
+    WorkloadState,
 };
 use fleetq_model::Timestamp;
 use fleetq_scheduler::{schedule, Decisions};
@@ -37,6 +42,25 @@ pub struct AdmissionStats {
 /// backoffs pass with time).
 const IDLE_TICK: Duration = Duration::from_secs(1);
 
+/// Admission on submit: the leader plans admissions for the workloads a
+/// submission is about to queue and writes them in the same entry, so a
+/// workload that finds room is admitted with one Raft commit instead of
+/// two (apply() re-validates the plan like any batch). Off with
+/// `admit_on_submit: false`. Wired into the proposer's write path
+/// (`Proposer::with_submit_planner`), which runs it on the leader only.
+pub fn plan_on_submit(
+    ledger: &Ledger,
+    submissions: &[Submission],
+    at: Timestamp,
+) -> Vec<AdmissionOnSubmit> {
+    if !ledger.scheduler_config().admit_on_submit {
+        return Vec::new();
+    }
+    ledger.plan_on_submit(submissions, at)
+}
+
+/// The admission loop, on every node (it acts while this node leads),
+/// until `shutdown`.
 pub async fn run(
     raft: Raft,
     handle: LedgerHandle,

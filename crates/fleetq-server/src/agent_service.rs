@@ -16,9 +16,11 @@ use fleetq_proto::v1::agent_server::Agent;
 use futures::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::auth::client_key;
 use crate::auth::Authorizer;
 use crate::leases::{LeaseConfig, LeaseTable};
-use crate::limits::{client_key, reason, size, SessionSlot, SessionSlots};
+use crate::limits::{size, SessionSlot, SessionSlots};
+use crate::metrics::reason;
 use crate::metrics::ServerMetrics;
 use crate::proposer::Proposer;
 use crate::status;

@@ -132,7 +132,10 @@ pub fn serve(
         registry: metrics::registry(collector, &node.metrics),
         raft: node.raft.clone(),
         node_id: node.id,
-        visibility: crate::visibility::Visibility::new(node),
+        visibility: crate::visibility::Visibility::new(
+            Arc::clone(&node.proposer),
+            node.handle.clone(),
+        ),
         ui: crate::ui::Dashboard::new(node),
     });
     let task = tokio::spawn(accept_loop(listener, state, node.stopping(), tls));

@@ -29,42 +29,10 @@ pub mod size;
 
 use tonic::{Request, Status};
 
-use crate::metrics::ServerMetrics;
+use crate::metrics::{reason, ServerMetrics};
 pub use rate::RateLimiter;
 pub use sessions::{SessionSlot, SessionSlots};
 pub use size::RequestSizeLayer;
-
-/// The `reason` label of `fleetq_requests_refused_total`.
-pub mod reason {
-    /// A message over `max_request_bytes`.
-    pub const REQUEST_TOO_LARGE: &str = "request_too_large";
-    /// A write over `client_write_rate`.
-    pub const RATE_LIMIT: &str = "rate_limit";
-    /// A submission to a LocalQueue at `max_pending_per_local_queue`.
-    pub const PENDING_LIMIT: &str = "pending_limit";
-    /// An agent session over `max_agent_sessions`.
-    pub const AGENT_SESSIONS: &str = "agent_sessions";
-    /// A request with neither a trusted client certificate nor a known
-    /// bearer token (crate::auth).
-    pub const UNAUTHENTICATED: &str = "unauthenticated";
-    /// A caller asking for what its identity or tenant may not do.
-    pub const FORBIDDEN: &str = "forbidden";
-    /// An agent speaking for a cluster its certificate does not name.
-    pub const FOREIGN_CLUSTER: &str = "foreign_cluster";
-    /// A connection whose TLS handshake failed (no certificate a server
-    /// needs, a certificate from another CA, plaintext).
-    pub const TLS_HANDSHAKE: &str = "tls_handshake";
-    pub const ALL: [&str; 8] = [
-        REQUEST_TOO_LARGE,
-        RATE_LIMIT,
-        PENDING_LIMIT,
-        AGENT_SESSIONS,
-        UNAUTHENTICATED,
-        FORBIDDEN,
-        FOREIGN_CLUSTER,
-        TLS_HANDSHAKE,
-    ];
-}
 
 /// A node's limits (`fleetq server` and `fleetq dev` flags and TOML keys
 /// of the same names).
@@ -149,16 +117,6 @@ impl Limits {
     }
 }
 
-/// Who a request without a tenant is from, for per-client limits: its
-/// source IP address (`unknown` where the transport has none). A
-/// tenant's requests are keyed by its name instead.
-pub fn client_key<T>(request: &Request<T>) -> String {
-    request
-        .remote_addr()
-        .map(|a| a.ip().to_canonical().to_string())
-        .unwrap_or_else(|| "unknown".into())
-}
-
 /// The API's write limits: a client over its rate is refused with
 /// `RESOURCE_EXHAUSTED` before anything is proposed.
 #[derive(Clone)]
@@ -194,7 +152,7 @@ impl WriteGate {
         };
         let client = match caller {
             crate::auth::Caller::Tenant(t) => format!("tenant {}", t.name),
-            _ => client_key(request),
+            _ => crate::auth::client_key(request),
         };
         limiter.check(&client).map_err(|refusal| {
             tracing::warn!(rpc, client = %client, reason = reason::RATE_LIMIT, "refused: {refusal}");
@@ -220,7 +178,7 @@ impl WriteGate {
         };
         let client = match caller {
             crate::auth::Caller::Tenant(t) => format!("tenant {}", t.name),
-            _ => client_key(request),
+            _ => crate::auth::client_key(request),
         };
         limiter.check_n(&client, more).map_err(|refusal| {
             tracing::warn!(rpc, client = %client, reason = reason::RATE_LIMIT, "refused: {refusal}");

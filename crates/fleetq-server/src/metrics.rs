@@ -163,7 +163,7 @@ impl Default for ServerMetrics {
         };
         // Every reason from the start, at 0, so that a rate() over it
         // works before the first refusal.
-        for reason in crate::limits::reason::ALL {
+        for reason in reason::ALL {
             drop(
                 metrics
                     .requests_refused
@@ -193,7 +193,7 @@ impl ServerMetrics {
     }
 
     /// A request this node refused under one of its limits
-    /// ([`crate::limits::reason`]).
+    /// ([`reason`]).
     pub fn refused(&self, reason: &'static str) {
         self.requests_refused
             .get_or_create(&[("reason", reason)])
@@ -288,6 +288,38 @@ impl Collector for BackupAge {
             None => Ok(()),
         }
     }
+}
+
+/// The `reason` label of `fleetq_requests_refused_total`.
+pub mod reason {
+    /// A message over `max_request_bytes`.
+    pub const REQUEST_TOO_LARGE: &str = "request_too_large";
+    /// A write over `client_write_rate`.
+    pub const RATE_LIMIT: &str = "rate_limit";
+    /// A submission to a LocalQueue at `max_pending_per_local_queue`.
+    pub const PENDING_LIMIT: &str = "pending_limit";
+    /// An agent session over `max_agent_sessions`.
+    pub const AGENT_SESSIONS: &str = "agent_sessions";
+    /// A request with neither a trusted client certificate nor a known
+    /// bearer token (crate::auth).
+    pub const UNAUTHENTICATED: &str = "unauthenticated";
+    /// A caller asking for what its identity or tenant may not do.
+    pub const FORBIDDEN: &str = "forbidden";
+    /// An agent speaking for a cluster its certificate does not name.
+    pub const FOREIGN_CLUSTER: &str = "foreign_cluster";
+    /// A connection whose TLS handshake failed (no certificate a server
+    /// needs, a certificate from another CA, plaintext).
+    pub const TLS_HANDSHAKE: &str = "tls_handshake";
+    pub const ALL: [&str; 8] = [
+        REQUEST_TOO_LARGE,
+        RATE_LIMIT,
+        PENDING_LIMIT,
+        AGENT_SESSIONS,
+        UNAUTHENTICATED,
+        FORBIDDEN,
+        FOREIGN_CLUSTER,
+        TLS_HANDSHAKE,
+    ];
 }
 
 /// The registry `/metrics` encodes: this node's own instruments plus the

@@ -213,7 +213,8 @@ impl Node {
                 handle.clone(),
             )
             .with_metrics(metrics.clone())
-            .with_pending_limit(limits.pending_limit()),
+            .with_pending_limit(limits.pending_limit())
+            .with_submit_planner(admission::plan_on_submit),
         );
         let batcher = SubmitBatcher::start(Arc::clone(&proposer));
         let (shutdown, shutdown_rx) = watch::channel(false);

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use fleetq_ledger::raft::{NodeId, Raft};
 use fleetq_ledger::store::LedgerHandle;
-use fleetq_ledger::{Command, Outcome, Request, Response};
+use fleetq_ledger::{AdmissionOnSubmit, Command, Ledger, Outcome, Request, Response, Submission};
+use fleetq_model::Timestamp;
 use fleetq_proto::v1::raft_client::RaftClient;
 use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
 use serde::{Deserialize, Serialize};
@@ -87,7 +88,15 @@ pub struct Proposer {
     metrics: Option<ServerMetrics>,
     /// Stamped into every submission this node proposes as leader.
     pending_limit: Option<u64>,
+    /// Plans admissions for the workloads a submission is about to queue,
+    /// written in the same entry; the leader's admission room decides how
+    /// (`crate::admission::plan_on_submit`). None: never.
+    submit_planner: Option<SubmitPlanner>,
 }
+
+/// How a leader plans admissions on submit: from the ledger as it stands
+/// and the submissions, at the entry's time.
+pub type SubmitPlanner = fn(&Ledger, &[Submission], Timestamp) -> Vec<AdmissionOnSubmit>;
 
 impl Proposer {
     pub fn new(
@@ -104,7 +113,15 @@ impl Proposer {
             deadline: Duration::from_secs(10),
             metrics: None,
             pending_limit: None,
+            submit_planner: None,
         }
+    }
+
+    /// Plans admissions for each submission this node writes as leader,
+    /// with `planner`.
+    pub fn with_submit_planner(mut self, planner: SubmitPlanner) -> Proposer {
+        self.submit_planner = Some(planner);
+        self
     }
 
     /// The most pending workloads per LocalQueue, which this node stamps
@@ -188,15 +205,9 @@ impl Proposer {
             // The leader decides admissions: a plan the command arrived
             // with (a forwarded one, say) is replaced by this node's own.
             let planning = std::time::Instant::now();
-            *admit = if self.is_leader() {
-                let sm = self.handle.read();
-                if sm.ledger.scheduler_config().admit_on_submit {
-                    sm.ledger.plan_on_submit(submissions, at)
-                } else {
-                    Vec::new()
-                }
-            } else {
-                Vec::new()
+            *admit = match self.submit_planner {
+                Some(plan) if self.is_leader() => plan(&self.handle.read().ledger, submissions, at),
+                _ => Vec::new(),
             };
             if !admit.is_empty() {
                 planned = Some(planning.elapsed());

@@ -52,12 +52,12 @@ impl RaftService {
                 let message = format!("{rpc} from node {id} claims to come from node {claimed}");
                 tracing::warn!(
                     rpc,
-                    reason = crate::limits::reason::FORBIDDEN,
+                    reason = crate::metrics::reason::FORBIDDEN,
                     "refused: {message}"
                 );
                 self.auth
                     .metrics()
-                    .refused(crate::limits::reason::FORBIDDEN);
+                    .refused(crate::metrics::reason::FORBIDDEN);
                 Err(Status::permission_denied(message))
             }
             _ => Ok(()),

@@ -61,7 +61,6 @@ use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Response, StatusCode, Uri};
 use serde::Serialize;
 
-use crate::node::Node;
 use crate::proposer::Proposer;
 use crate::status;
 
@@ -218,11 +217,9 @@ pub struct Visibility {
 }
 
 impl Visibility {
-    pub fn new(node: &Node) -> Visibility {
-        Visibility {
-            proposer: Arc::clone(&node.proposer),
-            handle: node.handle.clone(),
-        }
+    /// Served from `handle`, after a read barrier through `proposer`.
+    pub fn new(proposer: Arc<Proposer>, handle: LedgerHandle) -> Visibility {
+        Visibility { proposer, handle }
     }
 }
 

@@ -26,7 +26,7 @@ use tonic::Status;
 use tower::{Layer, Service};
 
 use super::{Authorizer, Caller};
-use crate::limits::reason;
+use crate::metrics::reason;
 
 /// The path prefixes of the services.
 const RAFT_PATH: &str = "/fleetq.v1.Raft/";

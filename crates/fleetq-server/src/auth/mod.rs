@@ -28,9 +28,19 @@ use fleetq_model::Workload;
 use fleetq_proto::tls::Identity;
 use tonic::{Request, Status};
 
-use crate::limits::{client_key, reason};
+use crate::metrics::reason;
 use crate::metrics::ServerMetrics;
 pub use policy::{token_digest, Policy, Tenant, Verb};
+
+/// Who a request without a tenant is from, for per-client limits: its
+/// source IP address (`unknown` where the transport has none). A
+/// tenant's requests are keyed by its name instead.
+pub fn client_key<T>(request: &Request<T>) -> String {
+    request
+        .remote_addr()
+        .map(|a| a.ip().to_canonical().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
 
 /// Who made a request.
 #[derive(Clone, Debug, PartialEq, Eq)]

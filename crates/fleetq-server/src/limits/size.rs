@@ -17,7 +17,7 @@ use tower::{Layer, Service};
 
 use crate::metrics::ServerMetrics;
 
-use super::reason;
+use crate::metrics::reason;
 
 /// The path prefix of the Raft peer service.
 const RAFT_PATH: &str = "/fleetq.v1.Raft/";
