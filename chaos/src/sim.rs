@@ -272,13 +272,13 @@ async fn node_host(setup: NodeSetup, incarnation: u64) -> turmoil::Result {
         scheduler,
         simulated_clusters: Vec::new(),
         debug_endpoints: false,
-        lease: fleetq_server::leases::LeaseConfig {
+        lease: fleetq_server::agents::leases::LeaseConfig {
             ttl: LEASE_TTL,
             heartbeat: Duration::from_millis(400),
         },
         // The simulated network carries plaintext; TLS is covered by the
         // end-to-end tests (tests/e2e_security.rs).
-        auth: fleetq_server::auth::Authorizer::insecure(),
+        auth: fleetq_server::guard::auth::Authorizer::insecure(),
     };
     let state_machine = StateMachineStore::open(
         MemSnapshotStore::new(disk.clone()),

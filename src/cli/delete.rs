@@ -31,7 +31,7 @@ pub fn run(server: &str, args: &DeleteArgs) -> ExitCode {
         );
         return ExitCode::FAILURE;
     }
-    let kind = fleetq_server::api_service::canonical_kind(&args.kind);
+    let kind = fleetq_server::api::service::canonical_kind(&args.kind);
     let name = if kind == Some("LocalQueue") {
         format!("{}/{}", args.namespace, args.name)
     } else {

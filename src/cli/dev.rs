@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use clap::Args;
 use fleetq_proto::v1 as pb;
-use fleetq_server::simulated::{self, SimulatedCluster};
+use fleetq_server::agents::simulated::{self, SimulatedCluster};
 use fleetq_server::{NodeConfig, RaftTiming};
 
 use fleetq_proto::tls::{Tls, TlsFiles};
-use fleetq_server::auth::Authorizer;
+use fleetq_server::guard::auth::Authorizer;
 
 use super::client;
 use super::limits::LimitArgs;
@@ -249,7 +249,7 @@ fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
                 // The clusters are served by real agents (below).
                 simulated_clusters: Vec::new(),
                 debug_endpoints: false,
-                lease: fleetq_server::leases::LeaseConfig::default(),
+                lease: fleetq_server::agents::leases::LeaseConfig::default(),
                 auth: match tls_dir {
                     Some(_) => Authorizer::secure(None)?,
                     None => Authorizer::insecure(),
@@ -260,7 +260,7 @@ fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
             if let Some(t) = &tls {
                 t.spawn_reloader(RELOAD_EVERY);
             }
-            let node = fleetq_server::tcp::start_node(config, limits, *addr, &dir, None, tls).await?;
+            let node = fleetq_server::bootstrap::start_node(config, limits, *addr, &dir, None, tls).await?;
             // The local dashboard: dev's listener is loopback, trusted.
             http.push(fleetq_server::http::serve(listener, &node, metrics, true, None)?);
             nodes.push(node);

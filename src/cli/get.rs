@@ -167,7 +167,7 @@ async fn get(c: &mut Client, args: &GetArgs) -> Result<(), String> {
             print_clusters(&list, args.output)
         }
         kind => {
-            let kind = fleetq_server::api_service::canonical_kind(kind).ok_or_else(|| {
+            let kind = fleetq_server::api::service::canonical_kind(kind).ok_or_else(|| {
                 format!(
                     "unknown kind {:?}; use cq, cohort, flavor, lq, wpc, pc, topology, workloads, clusters or pending",
                     args.kind
@@ -365,7 +365,7 @@ async fn watch_rows(
             .collect();
         return Ok((CLUSTER_HEADER.to_vec(), cluster_rows(&list)));
     }
-    let kind = fleetq_server::api_service::canonical_kind(&kind).ok_or_else(|| {
+    let kind = fleetq_server::api::service::canonical_kind(&kind).ok_or_else(|| {
         format!(
             "--watch follows workloads, clusters and configuration kinds, not {:?}",
             args.kind

@@ -1,8 +1,8 @@
 //! The limits flags shared by `fleetq server` and `fleetq dev` (and the
-//! server's TOML keys of the same names): see `fleetq_server::limits`.
+//! server's TOML keys of the same names): see `fleetq_server::guard::limits`.
 
 use clap::Args;
-use fleetq_server::limits::{MAX_REQUEST_BYTES, MIN_REQUEST_BYTES};
+use fleetq_server::guard::limits::{MAX_REQUEST_BYTES, MIN_REQUEST_BYTES};
 use fleetq_server::Limits;
 use serde::{Deserialize, Serialize};
 
@@ -109,10 +109,10 @@ impl LimitArgs {
             limits.max_request_bytes = b;
         }
         if let Some(rate) = self.client_write_rate {
-            fleetq_server::limits::rate::check_rate(rate).map_err(|_| {
+            fleetq_server::guard::limits::rate::check_rate(rate).map_err(|_| {
                 format!(
                     "--client-write-rate: {rate} must be 0 (unlimited) or a number of writes per second up to {}",
-                    fleetq_server::limits::rate::MAX_RATE
+                    fleetq_server::guard::limits::rate::MAX_RATE
                 )
             })?;
             limits.client_write_rate = rate;

@@ -196,7 +196,7 @@ pub fn object_names(current: &OsStr) -> Vec<CompletionCandidate> {
     let names = match kind.as_deref() {
         Some("workloads" | "workload" | "wl" | "wls") => workload_names(&words),
         Some("clusters" | "cluster") => cluster_names(&words),
-        Some(kind) => match fleetq_server::api_service::canonical_kind(kind) {
+        Some(kind) => match fleetq_server::api::service::canonical_kind(kind) {
             Some(kind) => objects(&words, kind),
             None => Vec::new(),
         },

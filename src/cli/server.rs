@@ -18,8 +18,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
+use fleetq_server::agents::simulated::SimulatedCluster;
 use fleetq_server::metrics::MetricsConfig;
-use fleetq_server::simulated::SimulatedCluster;
 use fleetq_server::{Limits, NodeConfig, RaftTiming};
 use serde::{Deserialize, Serialize};
 
@@ -300,7 +300,7 @@ pub struct ServerSettings {
     pub tls: TlsArgs,
     pub auth_policy: Option<PathBuf>,
     /// Scheduled backups, if any.
-    pub backup: Option<fleetq_server::backup::BackupSchedule>,
+    pub backup: Option<fleetq_server::api::backup::BackupSchedule>,
 }
 
 /// `--backup-dir`, `--backup-interval`, `--backup-keep`.
@@ -308,7 +308,7 @@ fn resolve_backup(
     dir: Option<PathBuf>,
     interval: Option<&String>,
     keep: Option<usize>,
-) -> Result<Option<fleetq_server::backup::BackupSchedule>, String> {
+) -> Result<Option<fleetq_server::api::backup::BackupSchedule>, String> {
     let Some(dir) = dir else {
         if interval.is_some() || keep.is_some() {
             return Err("--backup-interval and --backup-keep need --backup-dir".into());
@@ -327,7 +327,7 @@ fn resolve_backup(
     if keep == 0 {
         return Err("--backup-keep: must be at least 1".into());
     }
-    Ok(Some(fleetq_server::backup::BackupSchedule {
+    Ok(Some(fleetq_server::api::backup::BackupSchedule {
         dir,
         every,
         keep,
@@ -437,7 +437,7 @@ pub fn resolve(flags: &ServerArgs) -> Result<ServerSettings, String> {
         timing.election_max = min * 2;
         timing.heartbeat = min / 4;
     }
-    let mut lease = fleetq_server::leases::LeaseConfig::default();
+    let mut lease = fleetq_server::agents::leases::LeaseConfig::default();
     if let Some(ttl) = &args.lease_ttl {
         let ttl = fleetq_model::time::parse_duration(ttl)
             .map_err(|e| format!("--lease-ttl {ttl:?}: {e}"))?;
@@ -494,7 +494,7 @@ pub fn resolve(flags: &ServerArgs) -> Result<ServerSettings, String> {
             debug_endpoints: args.debug_endpoints,
             lease,
             // Set by `run` from the TLS flags.
-            auth: fleetq_server::auth::Authorizer::insecure(),
+            auth: fleetq_server::guard::auth::Authorizer::insecure(),
         },
         listen,
         source_address: args.source_address,
@@ -567,15 +567,15 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
 fn security(
     settings: &ServerSettings,
     flags: &TlsArgs,
-) -> Result<(Option<Tls>, fleetq_server::auth::Authorizer), String> {
+) -> Result<(Option<Tls>, fleetq_server::guard::auth::Authorizer), String> {
     let file = &settings.tls;
     let tls = flags.over(file).resolve(&Role::Node(settings.node.id))?;
     let auth = match (&tls, &settings.auth_policy) {
-        (Some(_), policy) => fleetq_server::auth::Authorizer::secure(policy.clone())?,
+        (Some(_), policy) => fleetq_server::guard::auth::Authorizer::secure(policy.clone())?,
         (None, Some(_)) => {
             return Err("--auth-policy: authorization needs TLS (drop --insecure)".into())
         }
-        (None, None) => fleetq_server::auth::Authorizer::insecure(),
+        (None, None) => fleetq_server::guard::auth::Authorizer::insecure(),
     };
     Ok((tls, auth))
 }
@@ -633,7 +633,7 @@ pub fn run(args: &ServerArgs, tls_args: &TlsArgs) -> ExitCode {
             }
         };
         let scheme = if http_tls.is_some() { "https" } else { "http" };
-        let node = match fleetq_server::tcp::start_node(settings.node, settings.limits, settings.listen, &settings.data_dir, settings.source_address, tls).await {
+        let node = match fleetq_server::bootstrap::start_node(settings.node, settings.limits, settings.listen, &settings.data_dir, settings.source_address, tls).await {
             Ok(n) => n,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -652,7 +652,7 @@ pub fn run(args: &ServerArgs, tls_args: &TlsArgs) -> ExitCode {
         println!("fleetq server: node {id} listening on {}", settings.listen);
         if let Some(schedule) = settings.backup.clone() {
             tracing::info!(dir = %schedule.dir.display(), every = ?schedule.every, keep = schedule.keep, "scheduled backups");
-            tokio::spawn(fleetq_server::backup::run(
+            tokio::spawn(fleetq_server::api::backup::run(
                 id,
                 std::sync::Arc::clone(&node.proposer),
                 node.handle.clone(),

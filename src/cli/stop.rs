@@ -49,7 +49,7 @@ pub fn run(server: &str, args: &StopArgs, action: Action) -> ExitCode {
 }
 
 async fn change(server: &str, args: &StopArgs, action: Action) -> Result<String, String> {
-    let kind = match fleetq_server::api_service::canonical_kind(&args.kind) {
+    let kind = match fleetq_server::api::service::canonical_kind(&args.kind) {
         Some(kind @ ("ClusterQueue" | "LocalQueue")) => kind,
         _ if matches!(
             args.kind.to_ascii_lowercase().as_str(),

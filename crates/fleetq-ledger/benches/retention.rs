@@ -2,7 +2,7 @@
 //! workloads, on a ledger that holds 1,000 or 100,000 of them (the cost
 //! per removal should not grow with what is kept). Every replica pays it,
 //! under the state machine's lock, which is why the leader removes at most
-//! `fleetq_server::retention::REMOVE_PER_COMMAND` (500) a command.
+//! `fleetq_server::leader::retention::REMOVE_PER_COMMAND` (500) a command.
 //!
 //! ```sh
 //! cargo bench -p fleetq-ledger --bench retention

@@ -1,34 +1,32 @@
 //! fleetq's control-plane node (docs/architecture.md §4-7).
 //!
-//! - [`node`]: one node: Raft, services, admission loop, simulated clusters.
-//! - [`transport`], [`network`]: gRPC channels with timeouts and
-//!   keep-alive; openraft's network over them.
-//! - [`proposer`], [`batcher`]: the write path (leader stamps, followers
-//!   forward, submissions group-committed) and linearizable reads.
-//! - [`admission`]: the leader's admission loop.
-//! - [`retention`]: the leader's removal of finished workloads.
-//! - [`api_service`], [`agent_service`], [`raft_service`]: the gRPC services.
-//! - [`simulated`]: simulated GPU clusters for `fleetq dev` and tests.
-//! - [`clock`]: the only clock the ledger path reads.
-//! - [`metrics`], [`http`]: Prometheus `/metrics` (Kueue's names where
-//!   Kueue has the series), `/healthz` and `/readyz` over HTTP.
-//! - [`visibility`]: pending workloads of a ClusterQueue or LocalQueue in
-//!   admission order (gRPC, and HTTP shaped like Kueue's visibility API).
-//! - [`ui`]: the web dashboard at `/ui` and its JSON, `/api/v1/overview`.
-//! - [`tcp`]: helpers to run a node on real TCP with sled storage.
-//! - [`limits`]: limits against abuse (request size, write rate per
-//!   client, pending workloads per LocalQueue, agent sessions).
-//! - [`backup`]: backups of the ledger, on demand and on a schedule.
-//! - [`auth`]: who is calling (client certificate or bearer token) and
-//!   what they may do; TLS itself is `fleetq_proto::tls`.
-
+//! The crate is grouped by role; arrows run one way (api, agents and
+//! http use raft and guard; everything may use the floor):
+//!
+//! - [`node`]: one node, wired from the rooms below; [`bootstrap`]: a node
+//!   on real TCP with sled storage (the production entry).
+//! - [`raft`]: the write path, linearizable reads, the Raft service and
+//!   network.
+//! - [`leader`]: admission (the loop, and admission on submit) and
+//!   retention of finished workloads.
+//! - [`api`]: the client API, visibility, backups.
+//! - [`agents`]: agent sessions, leases and their expiry, log relay,
+//!   simulated clusters for `fleetq dev` and tests.
+//! - [`http`]: `/metrics`, `/healthz`, `/readyz`, the dashboard at `/ui`.
+//! - [`guard`]: who is calling and what they may do; limits against abuse.
+//!   TLS itself is `fleetq_proto::tls`.
+//! - The floor: [`clock`] (the only clock the ledger path reads),
+//!   [`metrics`] (the node's instruments, Kueue's names where Kueue has
+//!   the series, and the refusal reasons), [`status`] (read models: the
+//!   ledger's records as the wire's messages, for the API, the agents'
+//!   service and the dashboard), [`transport`].
 //!
 //! ## Departures from the original design
 //!
 //! Each is recorded with its reason in docs/architecture.md §9; this crate's:
 //!
-//! - Agents: besides real agents (`Agent.Session`, leases in [`leases`]),
-//!   simulated clusters ([`simulated`]) run inside the control plane, on
+//! - Agents: besides real agents (`Agent.Session`, leases in
+//!   [`agents::leases`]), simulated clusters ([`agents::simulated`]) run inside the control plane, on
 //!   the leader, and report through the ledger exactly as an agent would;
 //!   they hold no lease.
 //! - Configuration objects cross the API as Kueue YAML/JSON text rather
@@ -36,30 +34,20 @@
 //!   in, and the model's importer gives field-path errors for it.
 //! - Raft RPCs carry openraft's own types as JSON (`raft.proto`).
 
-pub mod admission;
-pub mod agent_service;
-pub mod api_service;
-pub mod auth;
-pub mod backup;
-pub mod batcher;
+pub mod agents;
+pub mod api;
+pub mod bootstrap;
 pub mod clock;
+pub mod guard;
 pub mod http;
-pub mod leases;
-pub mod limits;
-pub mod logs;
+pub mod leader;
 pub mod metrics;
-pub mod network;
 pub mod node;
-pub mod proposer;
-pub mod raft_service;
-pub mod retention;
-pub mod simulated;
+pub mod raft;
 pub mod status;
-pub mod tcp;
-pub mod ui;
-pub mod visibility;
+
 /// Channels with timeouts and keep-alive (shared with the agent).
 pub use fleetq_proto::transport;
 
-pub use limits::Limits;
+pub use guard::limits::Limits;
 pub use node::{Node, NodeConfig, RaftTiming};

@@ -21,20 +21,20 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tonic::transport::server::Connected;
 
-use crate::admission::{self, AdmissionStats};
-use crate::agent_service::AgentService;
-use crate::api_service::ApiService;
-use crate::auth::gate::GateLayer;
-use crate::auth::Authorizer;
-use crate::batcher::SubmitBatcher;
+use crate::agents::leases::{LeaseConfig, LeaseTable};
+use crate::agents::service::AgentService;
+use crate::agents::simulated::{self, SimulatedCluster};
+use crate::api::service::ApiService;
 use crate::clock::SharedClock;
-use crate::leases::{LeaseConfig, LeaseTable};
-use crate::limits::{Limits, RequestSizeLayer, SessionSlots, WriteGate};
+use crate::guard::auth::gate::GateLayer;
+use crate::guard::auth::Authorizer;
+use crate::guard::limits::{Limits, RequestSizeLayer, SessionSlots, WriteGate};
+use crate::leader::admission::{self, AdmissionStats};
 use crate::metrics::ServerMetrics;
-use crate::network::PeerNetwork;
-use crate::proposer::Proposer;
-use crate::raft_service::RaftService;
-use crate::simulated::{self, SimulatedCluster};
+use crate::raft::batcher::SubmitBatcher;
+use crate::raft::network::PeerNetwork;
+use crate::raft::proposer::Proposer;
+use crate::raft::service::RaftService;
 use crate::transport::SharedConnector;
 
 /// Raft timing and log compaction.
@@ -229,7 +229,7 @@ impl Node {
             metrics.clone(),
             shutdown_rx.clone(),
         ));
-        tokio::spawn(crate::retention::run(
+        tokio::spawn(crate::leader::retention::run(
             handle.clone(),
             Arc::clone(&proposer),
             Arc::clone(&clock),
@@ -243,7 +243,7 @@ impl Node {
             shutdown_rx.clone(),
         ));
 
-        let logs = crate::logs::LogRelay::default();
+        let logs = crate::agents::logs::LogRelay::default();
         let api = ApiService {
             logs: logs.clone(),
             node_id: config.id,
@@ -255,13 +255,13 @@ impl Node {
             auth: auth.clone(),
         };
         let leases = LeaseTable::default();
-        tokio::spawn(crate::leases::confirm_leadership(
+        tokio::spawn(crate::agents::leases::confirm_leadership(
             raft.clone(),
             leases.clone(),
             config.lease,
             shutdown_rx.clone(),
         ));
-        tokio::spawn(crate::leases::run(
+        tokio::spawn(crate::agents::leases::run(
             handle.clone(),
             Arc::clone(&proposer),
             leases.clone(),
@@ -285,7 +285,7 @@ impl Node {
             auth,
         };
         let mut stop = shutdown_rx.clone();
-        // Limits (crate::limits): message sizes per service; per
+        // Limits (crate::guard::limits): message sizes per service; per
         // connection, streams open and requests in flight; oversized
         // requests explained, logged and counted.
         let raft_bytes = limits.raft_message_bytes();

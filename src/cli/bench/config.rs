@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use fleetq_server::simulated::SimulatedCluster;
+use fleetq_server::agents::simulated::SimulatedCluster;
 
 /// Namespace of the measured workloads.
 pub const NAMESPACE: &str = "bench";
@@ -288,7 +288,7 @@ mod tests {
     #[test]
     fn the_simulated_cluster_offers_every_flavor() {
         let spec = mix(10, 0, 3, 1).cluster_spec();
-        let cluster = fleetq_server::simulated::SimulatedCluster::parse(&spec).unwrap();
+        let cluster = fleetq_server::agents::simulated::SimulatedCluster::parse(&spec).unwrap();
         assert_eq!(cluster.capacity.len(), 3);
     }
 

@@ -34,7 +34,7 @@ use clap::Args;
 use fleetq_model::workload::{PodSet, RunSpec, WorkloadSpec};
 use fleetq_model::Workload;
 use fleetq_proto::v1 as pb;
-use fleetq_server::simulated::SimulatedCluster;
+use fleetq_server::agents::simulated::SimulatedCluster;
 use fleetq_server::{Node, NodeConfig, RaftTiming};
 
 use super::client;
@@ -248,13 +248,13 @@ async fn start_group(
             },
             simulated_clusters: vec![cluster.clone()],
             debug_endpoints: false,
-            lease: fleetq_server::leases::LeaseConfig::default(),
+            lease: fleetq_server::agents::leases::LeaseConfig::default(),
             // In-process loopback group: plaintext (TLS costs the
             // handshake once per connection, not per admission).
-            auth: fleetq_server::auth::Authorizer::insecure(),
+            auth: fleetq_server::guard::auth::Authorizer::insecure(),
         };
         nodes.push(
-            fleetq_server::tcp::start_node(
+            fleetq_server::bootstrap::start_node(
                 config,
                 // Every workload may wait at once, however many there are.
                 fleetq_server::Limits {

@@ -90,7 +90,7 @@ pub struct Proposer {
     pending_limit: Option<u64>,
     /// Plans admissions for the workloads a submission is about to queue,
     /// written in the same entry; the leader's admission room decides how
-    /// (`crate::admission::plan_on_submit`). None: never.
+    /// (`crate::leader::admission::plan_on_submit`). None: never.
     submit_planner: Option<SubmitPlanner>,
 }
 
@@ -331,7 +331,7 @@ impl Proposer {
             serde_json::to_vec(&request).map_err(|e| ForwardFailure::NotSent(e.to_string()))?;
         let is_write = matches!(request, Forwarded::Propose(_));
         let mut client = RaftClient::new(channel);
-        let mut req = tonic::Request::new(crate::raft_service::payload(json));
+        let mut req = tonic::Request::new(crate::raft::service::payload(json));
         req.set_timeout(self.deadline);
         match tokio::time::timeout(self.deadline, client.forward(req)).await {
             Err(_) => Err(ForwardFailure::Unknown(format!(

@@ -16,7 +16,7 @@ use openraft::ServerState;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::proposer::Proposer;
+use crate::raft::proposer::Proposer;
 
 /// The label that marks clusters simulated inside the control plane; they
 /// have no agent and hold no lease.

@@ -16,13 +16,13 @@ use fleetq_proto::v1::agent_server::Agent;
 use futures::Stream;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::auth::client_key;
-use crate::auth::Authorizer;
-use crate::leases::{LeaseConfig, LeaseTable};
-use crate::limits::{size, SessionSlot, SessionSlots};
+use crate::agents::leases::{LeaseConfig, LeaseTable};
+use crate::guard::auth::client_key;
+use crate::guard::auth::Authorizer;
+use crate::guard::limits::{size, SessionSlot, SessionSlots};
 use crate::metrics::reason;
 use crate::metrics::ServerMetrics;
-use crate::proposer::Proposer;
+use crate::raft::proposer::Proposer;
 use crate::status;
 use fleetq_ledger::store::{Change, LedgerHandle};
 use fleetq_ledger::{RunningWorkload, WorkloadState};
@@ -43,7 +43,7 @@ pub struct AgentService {
     /// Agents speak only for the cluster their certificate names.
     pub auth: Authorizer,
     /// `fleetq logs`: the sessions the API asks for a workload's output.
-    pub logs: crate::logs::LogRelay,
+    pub logs: crate::agents::logs::LogRelay,
 }
 
 /// The nodes an agent reports, each field checked and named.
@@ -282,7 +282,7 @@ struct Session {
     client: String,
     metrics: ServerMetrics,
     auth: Authorizer,
-    logs: crate::logs::LogRelay,
+    logs: crate::agents::logs::LogRelay,
     /// The one cluster this agent's certificate lets it speak for (`None`
     /// without TLS).
     allowed: Option<String>,
@@ -338,7 +338,7 @@ impl Session {
     /// since, in a newer session (simulator seed 21819: a workload ran on
     /// two clusters). On failure the session ends and the agent
     /// reconnects to the leader with what it runs now.
-    async fn write(&self, command: Command) -> Result<crate::proposer::Written, Status> {
+    async fn write(&self, command: Command) -> Result<crate::raft::proposer::Written, Status> {
         self.proposer
             .write_local(command)
             .await
@@ -467,7 +467,7 @@ impl Session {
                     )));
                 }
                 let (leading, _, term) = self.leader();
-                let fresh = crate::leases::ack_freshness(&self.lease);
+                let fresh = crate::agents::leases::ack_freshness(&self.lease);
                 if !ackable || !leading || !self.leases.leadership_fresh(fresh) {
                     // Not (provably) the leader now: no ack, so a lease
                     // granted here cannot outlive this node's leadership.

@@ -20,7 +20,7 @@ use tokio::sync::broadcast;
 use tokio::sync::watch;
 
 use crate::clock::SharedClock;
-use crate::proposer::Proposer;
+use crate::raft::proposer::Proposer;
 
 /// One simulated cluster: its name, per-flavor inventory and, when it
 /// has them, its nodes (placement then puts each pod on one).
@@ -75,7 +75,7 @@ impl SimulatedCluster {
             nodes: self.nodes.clone(),
             name: self.name.clone(),
             labels: BTreeMap::from([(
-                crate::leases::SIMULATED_LABEL.to_string(),
+                crate::agents::leases::SIMULATED_LABEL.to_string(),
                 "true".to_string(),
             )]),
             capacity: self.capacity.clone(),

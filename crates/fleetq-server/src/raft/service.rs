@@ -12,9 +12,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tonic::{Request, Response, Status};
 
-use crate::auth::Authorizer;
-use crate::batcher::SubmitBatcher;
-use crate::proposer::{ForwardReply, Forwarded, ProposeError, Proposer, Written};
+use crate::guard::auth::Authorizer;
+use crate::raft::batcher::SubmitBatcher;
+use crate::raft::proposer::{ForwardReply, Forwarded, ProposeError, Proposer, Written};
 
 pub struct RaftService {
     pub raft: Raft,
@@ -152,7 +152,7 @@ impl raft_server::Raft for RaftService {
 
 impl RaftService {
     /// A follower's batch of submissions joins the leader's own batch, so
-    /// that the whole group writes one entry at a time (crate::batcher).
+    /// that the whole group writes one entry at a time (crate::raft::batcher).
     async fn submit_forwarded(&self, submissions: Vec<Submission>) -> ForwardReply {
         match self.batcher.submit(submissions).await {
             Ok(s) => ForwardReply::Written(Written {

@@ -4,7 +4,7 @@
 //!
 //! Two front ends share [`pending_page`]:
 //!
-//! - gRPC `PendingWorkloads` ([`crate::api_service`]): positions are
+//! - gRPC `PendingWorkloads` ([`crate::api::service`]): positions are
 //!   1-based (`position` in the ClusterQueue, `local_queue_position` in the
 //!   LocalQueue), `limit` 0 means no limit.
 //! - HTTP, shaped like Kueue's on-demand visibility API
@@ -61,7 +61,7 @@ use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Response, StatusCode, Uri};
 use serde::Serialize;
 
-use crate::proposer::Proposer;
+use crate::raft::proposer::Proposer;
 use crate::status;
 
 /// The API group of Kueue's visibility API.
@@ -530,13 +530,13 @@ pub async fn respond(
     visibility: &Visibility,
     method: &Method,
     uri: &Uri,
-    viewer: &crate::auth::Viewer,
+    viewer: &crate::guard::auth::Viewer,
 ) -> Option<Response<Full<Bytes>>> {
     let path = uri.path();
     if !path.starts_with(PREFIX) {
         return None;
     }
-    if *viewer == crate::auth::Viewer::Anonymous {
+    if *viewer == crate::guard::auth::Viewer::Anonymous {
         let mut r = status_response(&HttpError {
             code: StatusCode::UNAUTHORIZED,
             reason: "Unauthorized",
@@ -586,7 +586,7 @@ async fn answer(
     visibility: &Visibility,
     path: &str,
     query: Option<&str>,
-    viewer: &crate::auth::Viewer,
+    viewer: &crate::guard::auth::Viewer,
 ) -> Result<Summary, HttpError> {
     // Bad requests are refused before waiting for the barrier.
     let query = parse(path, query)?;

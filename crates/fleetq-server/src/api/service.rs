@@ -20,13 +20,13 @@ use openraft::BasicNode;
 use tokio::sync::broadcast;
 use tonic::{Request, Status};
 
-use crate::auth::{Action, Authorizer, Caller};
-use crate::batcher::SubmitBatcher;
-use crate::limits::WriteGate;
-use crate::logs::Question;
-use crate::proposer::Proposer;
+use crate::agents::logs::Question;
+use crate::api::visibility;
+use crate::guard::auth::{Action, Authorizer, Caller};
+use crate::guard::limits::WriteGate;
+use crate::raft::batcher::SubmitBatcher;
+use crate::raft::proposer::Proposer;
 use crate::status;
-use crate::visibility;
 
 pub struct ApiService {
     pub node_id: u64,
@@ -36,10 +36,10 @@ pub struct ApiService {
     pub debug_endpoints: bool,
     /// The write rate per client, and the count of refusals.
     pub writes: WriteGate,
-    /// Who may do what (crate::auth).
+    /// Who may do what (crate::guard::auth).
     pub auth: Authorizer,
     /// `fleetq logs`: asks the agents' sessions (on the leader).
-    pub logs: crate::logs::LogRelay,
+    pub logs: crate::agents::logs::LogRelay,
 }
 
 type Reply<T> = Result<tonic::Response<T>, Status>;
@@ -162,9 +162,9 @@ impl ApiService {
         action: Action<'_>,
         namespace: &str,
         name: &str,
-    ) -> Result<crate::auth::Caller, Status> {
+    ) -> Result<crate::guard::auth::Caller, Status> {
         let caller = self.auth.identify(request, rpc)?;
-        if !matches!(caller, crate::auth::Caller::Agent(_)) {
+        if !matches!(caller, crate::guard::auth::Caller::Agent(_)) {
             self.auth.allow(request, rpc, &caller, action)?;
             return Ok(caller);
         }
@@ -194,7 +194,7 @@ impl ApiService {
     ) -> Result<(), Status> {
         let relayed = matches!(
             self.auth.identify(request, rpc)?,
-            crate::auth::Caller::Node(_)
+            crate::guard::auth::Caller::Node(_)
         );
         let action = match relayed {
             true => Action::Membership("relay a question for an agent to the leader"),
@@ -715,7 +715,7 @@ impl FleetQ for ApiService {
                 // A tenant listing every namespace sees its own LocalQueues.
                 Object::LocalQueue(lq) => {
                     (req.namespace.is_empty() || lq.namespace == req.namespace)
-                        && crate::auth::permits(&caller, Action::Read(&lq.namespace)).is_ok()
+                        && crate::guard::auth::permits(&caller, Action::Read(&lq.namespace)).is_ok()
                 }
                 _ => true,
             })
@@ -1125,8 +1125,9 @@ impl FleetQ for ApiService {
         let caller = self.auth.api(&request, "NodeStatus", Action::ReadCluster)?;
         // The full state hash costs seconds of CPU on a large ledger:
         // admins and member nodes only, not every tenant.
-        let may_hash = matches!(caller, crate::auth::Caller::Node(_))
-            || crate::auth::permits(&caller, Action::Admin("compute the state hash")).is_ok();
+        let may_hash = matches!(caller, crate::guard::auth::Caller::Node(_))
+            || crate::guard::auth::permits(&caller, Action::Admin("compute the state hash"))
+                .is_ok();
         let hash = if request.get_ref().skip_state_hash || !may_hash {
             StateHash::Skip
         } else {
@@ -1215,7 +1216,7 @@ impl FleetQ for ApiService {
             Action::Admin("take backups of the ledger"),
         )?;
         self.barrier().await?;
-        let (header, bytes) = crate::backup::take_encoded(self.node_id, &self.handle)
+        let (header, bytes) = crate::api::backup::take_encoded(self.node_id, &self.handle)
             .await
             .map_err(Status::unavailable)?;
         let bytes = Arc::new(bytes);

@@ -17,7 +17,7 @@ use fleetq_model::Timestamp;
 use tokio::sync::watch;
 
 use crate::clock::SharedClock;
-use crate::proposer::Proposer;
+use crate::raft::proposer::Proposer;
 
 /// How often the leader looks for finished workloads past the retention.
 const EVERY: Duration = Duration::from_secs(1);

@@ -9,11 +9,11 @@
 //!   the setting in that error, logs and counts it.
 //! - [`rate`]: a token bucket per client for the API's writes (Submit,
 //!   Cancel, Apply, Delete; a batch counts each workload). The client is
-//!   its tenant by name, or its source IP address ([`client_key`]) when
+//!   its tenant by name, or its source IP address ([`client_key`](crate::guard::auth::client_key)) when
 //!   it has none (`--insecure`, a node).
 //! - Pending workloads per LocalQueue: enforced by the ledger's apply()
 //!   (see `fleetq_ledger::Command::SubmitWorkloads`), with the limit that
-//!   the leader stamps into the command ([`crate::proposer::Proposer`]):
+//!   the leader stamps into the command ([`crate::raft::proposer::Proposer`]):
 //!   deterministic on every replica and on replay, whatever each node's
 //!   own setting.
 //! - [`sessions`]: at most `max_agent_sessions` clusters hold a session
@@ -145,14 +145,14 @@ impl WriteGate {
         &self,
         rpc: &str,
         request: &Request<T>,
-        caller: &crate::auth::Caller,
+        caller: &crate::guard::auth::Caller,
     ) -> Result<(), Status> {
         let Some(limiter) = &self.limiter else {
             return Ok(());
         };
         let client = match caller {
-            crate::auth::Caller::Tenant(t) => format!("tenant {}", t.name),
-            _ => crate::auth::client_key(request),
+            crate::guard::auth::Caller::Tenant(t) => format!("tenant {}", t.name),
+            _ => crate::guard::auth::client_key(request),
         };
         limiter.check(&client).map_err(|refusal| {
             tracing::warn!(rpc, client = %client, reason = reason::RATE_LIMIT, "refused: {refusal}");
@@ -170,15 +170,15 @@ impl WriteGate {
         &self,
         rpc: &str,
         request: &Request<T>,
-        caller: &crate::auth::Caller,
+        caller: &crate::guard::auth::Caller,
         more: u32,
     ) -> Result<(), Status> {
         let Some(limiter) = &self.limiter else {
             return Ok(());
         };
         let client = match caller {
-            crate::auth::Caller::Tenant(t) => format!("tenant {}", t.name),
-            _ => crate::auth::client_key(request),
+            crate::guard::auth::Caller::Tenant(t) => format!("tenant {}", t.name),
+            _ => crate::guard::auth::client_key(request),
         };
         limiter.check_n(&client, more).map_err(|refusal| {
             tracing::warn!(rpc, client = %client, reason = reason::RATE_LIMIT, "refused: {refusal}");
@@ -255,7 +255,7 @@ mod tests {
         };
         let gate = WriteGate::new(&limits, metrics.clone()).expect("valid limits");
         let request = Request::new(());
-        let anyone = crate::auth::Caller::Insecure;
+        let anyone = crate::guard::auth::Caller::Insecure;
         assert!(gate.admit("Submit", &request, &anyone).is_ok());
         assert!(gate.admit("Submit", &request, &anyone).is_ok());
         let refused = gate
@@ -278,7 +278,7 @@ mod tests {
         assert_eq!(metrics.refused_count(reason::RATE_LIMIT), 1);
         // Tenants have a bucket each, whatever address they call from.
         let tenant = |name: &str| {
-            crate::auth::Caller::Tenant(crate::auth::Tenant {
+            crate::guard::auth::Caller::Tenant(crate::guard::auth::Tenant {
                 name: name.into(),
                 admin: false,
                 namespaces: vec![name.into()],

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use crate::clock::SharedClock;
 use crate::metrics::ServerMetrics;
-use crate::proposer::Proposer;
+use crate::raft::proposer::Proposer;
 
 /// Statistics of the last cycles, for status and benchmarks.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

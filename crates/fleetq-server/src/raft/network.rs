@@ -83,7 +83,7 @@ impl PeerClient {
         };
         let json =
             serde_json::to_vec(request).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        let mut req = tonic::Request::new(crate::raft_service::payload(json));
+        let mut req = tonic::Request::new(crate::raft::service::payload(json));
         req.set_timeout(ttl);
         let call = async {
             match rpc {
@@ -112,7 +112,7 @@ impl PeerClient {
         if !reply.error.is_empty() {
             return Err(RPCError::Network(NetworkError::new(&Message(reply.error))));
         }
-        if let Err(e) = crate::raft_service::newer_format(
+        if let Err(e) = crate::raft::service::newer_format(
             reply.format,
             &format!("{rpc} reply from node {}", self.target),
         ) {

@@ -51,9 +51,9 @@ use hyper::header::{HeaderValue, CACHE_CONTROL, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 
+use crate::agents::leases::LeaseTable;
 use crate::clock::SharedClock;
-use crate::leases::LeaseTable;
-use crate::metrics::RaftSample;
+use crate::http::scrape::RaftSample;
 use crate::node::Node;
 use crate::status;
 
@@ -137,7 +137,7 @@ impl Dashboard {
     /// `/api/v1/overview` as JSON.
     /// The overview as `viewer` may see it: every cluster-wide figure,
     /// and the pending workloads and events of the namespaces it may read.
-    pub fn overview_response(&self, viewer: &crate::auth::Viewer) -> Response<Full<Bytes>> {
+    pub fn overview_response(&self, viewer: &crate::guard::auth::Viewer) -> Response<Full<Bytes>> {
         let mut overview = self.overview();
         overview
             .pending
@@ -150,7 +150,7 @@ impl Dashboard {
         }
         // The state hash is for those who may check replicas against each
         // other (as the API gives it to admins only).
-        if !matches!(viewer, crate::auth::Viewer::All) {
+        if !matches!(viewer, crate::guard::auth::Viewer::All) {
             overview.raft.state_hash.clear();
         }
         let (status, body) = match serde_json::to_vec(&overview) {

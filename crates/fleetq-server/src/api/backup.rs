@@ -4,14 +4,15 @@
 //! are `fleetq_ledger::backup`.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 
 use fleetq_ledger::backup::Backup;
 use fleetq_ledger::store::LedgerHandle;
 use tokio::sync::watch;
 
-use crate::proposer::Proposer;
+use crate::metrics::BackupStatus;
+use crate::raft::proposer::Proposer;
 
 /// A backup of this node's applied ledger as it is now. Only the copy is
 /// taken under the state machine's lock; serialising and hashing run off
@@ -53,45 +54,6 @@ pub struct BackupSchedule {
     pub dir: PathBuf,
     pub every: Duration,
     pub keep: usize,
-}
-
-/// When this node last wrote a good scheduled backup, for
-/// `fleetq_backup_last_success_age_seconds`; cheap to clone.
-#[derive(Clone, Debug, Default)]
-pub struct BackupStatus {
-    times: Arc<Mutex<BackupTimes>>,
-}
-
-#[derive(Debug, Default)]
-struct BackupTimes {
-    /// When the schedule started (None: no schedule on this node).
-    scheduled: Option<SystemTime>,
-    last_success: Option<SystemTime>,
-}
-
-impl BackupStatus {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BackupTimes> {
-        self.times.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn started(&self) {
-        self.lock().scheduled = Some(SystemTime::now());
-    }
-
-    fn succeeded(&self) {
-        self.lock().last_success = Some(SystemTime::now());
-    }
-
-    /// Time since the last good scheduled backup; before the first one,
-    /// since the schedule started (so that an alert on the age fires when
-    /// backups never succeed). None without a schedule.
-    pub fn age(&self) -> Option<Duration> {
-        let t = self.lock();
-        t.scheduled?;
-        t.last_success
-            .or(t.scheduled)
-            .map(|at| at.elapsed().unwrap_or_default())
-    }
 }
 
 const PREFIX: &str = "fleetq-backup-";

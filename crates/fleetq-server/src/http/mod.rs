@@ -12,14 +12,14 @@
 //!   the reason otherwise.
 //! - `/apis/visibility.kueue.x-k8s.io/...`: pending workloads of a
 //!   ClusterQueue or LocalQueue, as Kueue's visibility API (JSON, reads
-//!   pass the read barrier); see [`crate::visibility`].
+//!   pass the read barrier); see [`crate::api::visibility`].
 //! - `/ui`: the web dashboard, fed by `/api/v1/overview` (JSON); see
-//!   [`crate::ui`].
+//!   [`crate::http::ui`].
 //!
 //! Only GET and HEAD are served; the body is plain text (but for the
 //! dashboard's page and JSON).
 //!
-//! Who sees what (crate::auth::Viewer): `/healthz`, `/readyz`, `/metrics`
+//! Who sees what (crate::guard::auth::Viewer): `/healthz`, `/readyz`, `/metrics`
 //! and the cluster-wide figures of the overview are everyone's; pending
 //! workloads and events are shown per namespace, to a tenant with a
 //! bearer token (`Authorization: Bearer TOKEN`) or, over HTTPS
@@ -27,6 +27,9 @@
 //! to an admin; the visibility API needs one of them. Without TLS, or on
 //! `fleetq dev`'s loopback listener, everyone sees everything. Plain HTTP
 //! carries a bearer token in the clear: with tokens, use `--http-tls`.
+
+pub mod scrape;
+pub mod ui;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -51,8 +54,9 @@ use tokio::task::JoinHandle;
 use fleetq_proto::tls::{HandshakeRefused, Tls, HANDSHAKE_TIMEOUT};
 use tonic::transport::CertificateDer;
 
-use crate::metrics::{self, MetricsConfig, NodeCollector};
+use crate::metrics::MetricsConfig;
 use crate::node::Node;
+use scrape::NodeCollector;
 
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 const OPENMETRICS_TEXT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -85,15 +89,15 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
 struct State {
     /// Who may see what (workloads per namespace; `/healthz` and
     /// `/readyz` are everyone's).
-    auth: crate::auth::Authorizer,
+    auth: crate::guard::auth::Authorizer,
     /// Bound to loopback: callers are this host's (the local dashboard)
     /// and see everything.
     loopback: bool,
     registry: Registry,
     raft: Raft,
     node_id: u64,
-    visibility: crate::visibility::Visibility,
-    ui: crate::ui::Dashboard,
+    visibility: crate::api::visibility::Visibility,
+    ui: ui::Dashboard,
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` of `node` on `listener`
@@ -129,14 +133,14 @@ pub fn serve(
     let state = Arc::new(State {
         auth: node.auth.clone(),
         loopback: trust_loopback && local_addr.ip().is_loopback(),
-        registry: metrics::registry(collector, &node.metrics),
+        registry: scrape::registry(collector, &node.metrics),
         raft: node.raft.clone(),
         node_id: node.id,
-        visibility: crate::visibility::Visibility::new(
+        visibility: crate::api::visibility::Visibility::new(
             Arc::clone(&node.proposer),
             node.handle.clone(),
         ),
-        ui: crate::ui::Dashboard::new(node),
+        ui: ui::Dashboard::new(node),
     });
     let task = tokio::spawn(accept_loop(listener, state, node.stopping(), tls));
     Ok(HttpServer { local_addr, task })
@@ -184,7 +188,7 @@ async fn handshake(
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
     tls: &Tls,
-    auth: &crate::auth::Authorizer,
+    auth: &crate::guard::auth::Authorizer,
 ) -> Option<(
     tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
     Option<CertificateDer<'static>>,
@@ -245,9 +249,13 @@ async fn serve_connection<S>(
                         return Ok::<_, Infallible>(r);
                     }
                 };
-            // /apis/visibility.kueue.x-k8s.io/...: see crate::visibility.
-            let visibility =
-                crate::visibility::respond(&state.visibility, req.method(), req.uri(), &viewer);
+            // /apis/visibility.kueue.x-k8s.io/...: see crate::api::visibility.
+            let visibility = crate::api::visibility::respond(
+                &state.visibility,
+                req.method(),
+                req.uri(),
+                &viewer,
+            );
             if let Some(r) = visibility.await {
                 return Ok(r);
             }
@@ -290,7 +298,7 @@ fn text(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
 fn handle(
     state: &State,
     req: &Request<Incoming>,
-    viewer: &crate::auth::Viewer,
+    viewer: &crate::guard::auth::Viewer,
 ) -> Response<Full<Bytes>> {
     let head = req.method() == Method::HEAD;
     if req.method() != Method::GET && !head {
@@ -320,9 +328,9 @@ fn handle(
             Ok(m) => text(StatusCode::OK, m),
             Err(m) => text(StatusCode::SERVICE_UNAVAILABLE, m),
         },
-        // The dashboard: see crate::ui.
-        "/ui" | "/ui/" => crate::ui::page(),
-        crate::ui::OVERVIEW_PATH => state.ui.overview_response(viewer),
+        // The dashboard: see crate::http::ui.
+        "/ui" | "/ui/" => ui::page(),
+        ui::OVERVIEW_PATH => state.ui.overview_response(viewer),
         "/" => text(
             StatusCode::OK,
             "fleetq: /ui (dashboard), /metrics (Prometheus), /healthz, /readyz\n",

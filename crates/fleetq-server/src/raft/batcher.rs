@@ -29,7 +29,7 @@ use std::sync::Arc;
 use fleetq_ledger::{Command, Outcome, Submission, SubmitResult};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use crate::proposer::{ProposeError, Proposer};
+use crate::raft::proposer::{ProposeError, Proposer};
 
 /// Most submissions in one ledger command (a caller's group is never
 /// split, so a larger group goes out alone).

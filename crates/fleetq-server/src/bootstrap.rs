@@ -10,7 +10,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tokio_stream::StreamExt;
 
 use crate::clock::SystemClock;
-use crate::limits::Limits;
+use crate::guard::limits::Limits;
 use crate::node::{Node, NodeConfig};
 use crate::transport::{SharedConnector, TcpConnector, Timeouts};
 
@@ -18,7 +18,7 @@ use crate::transport::{SharedConnector, TcpConnector, Timeouts};
 /// node under `limits`; connections to peers go out from `source` where
 /// one is given. With `tls`, every connection in and out is mutual TLS
 /// with those certificates (reloaded when they change) and `config.auth`
-/// should be [`crate::auth::Authorizer::secure`]; without, plaintext.
+/// should be [`crate::guard::auth::Authorizer::secure`]; without, plaintext.
 pub async fn start_node(
     config: NodeConfig,
     limits: Limits,
