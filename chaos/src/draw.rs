@@ -312,7 +312,7 @@ impl DrawnConfig {
             Some(c) => c,
             None => return 0,
         };
-        let tree = Tree::of(&config);
+        let tree = Tree::from_config(&config);
         let per_cluster = if resource == GPU {
             AGENT_GPUS
         } else {

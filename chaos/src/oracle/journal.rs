@@ -220,7 +220,7 @@ pub fn check(
         let configs = configs_at(expected.timeline, t);
         let verdicts: Vec<Vec<String>> = configs
             .iter()
-            .map(|c| Tree::of(c).violations(&per_cq))
+            .map(|c| Tree::from_config(c).violations(&per_cq))
             .collect();
         if let Some(v) = verdicts
             .iter()

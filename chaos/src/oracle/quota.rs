@@ -78,7 +78,7 @@ fn lines_of(groups: &[fleetq_model::cluster_queue::ResourceGroup]) -> BTreeMap<C
 }
 
 impl Tree {
-    pub fn of(config: &Config) -> Tree {
+    pub fn from_config(config: &Config) -> Tree {
         let mut nodes = BTreeMap::new();
         for cohort in config.cohorts.values() {
             nodes.insert(
@@ -350,7 +350,7 @@ spec:
 
     #[test]
     fn lending_and_borrowing_limits_bound_what_others_use() {
-        let tree = Tree::of(&config(TWO));
+        let tree = Tree::from_config(&config(TWO));
         // b may borrow 1 (its limit), and a lends at most 2.
         assert!(tree.violations(&usage(&[("a", 0), ("b", 5)])).is_empty());
         let v = tree.violations(&usage(&[("a", 0), ("b", 6)]));
@@ -363,7 +363,7 @@ spec:
         assert!(v.iter().any(|l| l.contains("Cohort/pool")), "{v:?}");
         // a's guaranteed 6 are not b's to take, even with a idle.
         let loose = TWO.replace("borrowingLimit: 1", "borrowingLimit: 99");
-        let tree = Tree::of(&config(&loose));
+        let tree = Tree::from_config(&config(&loose));
         assert!(tree.violations(&usage(&[("a", 0), ("b", 6)])).is_empty());
         let v = tree.violations(&usage(&[("a", 0), ("b", 7)]));
         assert!(v.iter().any(|l| l.contains("Cohort/pool")), "{v:?}");
@@ -380,7 +380,7 @@ spec:
             .replace("  cohortName: pool\n", "")
             .replace(", lendingLimit: 2", "")
             .replace(", borrowingLimit: 1", "");
-        let tree = Tree::of(&config(&yaml));
+        let tree = Tree::from_config(&config(&yaml));
         assert!(tree.violations(&usage(&[("a", 8), ("b", 4)])).is_empty());
         assert!(!tree.violations(&usage(&[("a", 9)])).is_empty());
         let v = tree.violations(&usage(&[("nobody", 1)]));

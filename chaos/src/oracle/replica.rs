@@ -444,7 +444,7 @@ impl ReplicaBooks {
     fn check_books(&self, ledger: &Ledger) -> Vec<String> {
         let mut problems = Vec::new();
         let config = &ledger.state().config;
-        let tree = Tree::of(config);
+        let tree = Tree::from_config(config);
         let mut cq_usage: BTreeMap<String, Amounts> = BTreeMap::new();
         let mut on_cluster: BTreeMap<String, Amounts> = BTreeMap::new();
         for h in self.held.values() {

@@ -337,7 +337,7 @@ fn dns_name(name: &str, taken: &BTreeMap<String, String>) -> String {
 }
 
 impl Names {
-    fn of(case: &Case) -> Names {
+    fn from_case(case: &Case) -> Names {
         let mut names = Names::default();
         for f in &case.config.flavors {
             let n = dns_name(f, &names.flavors);
@@ -1062,7 +1062,7 @@ fn replay_case(case: &Case) -> (Vec<String>, Vec<String>, Vec<String>) {
         "ff69552e79ad21652c36caa97038382e55625cf7"
     );
     let mut notes = Vec::new();
-    let names = Names::of(case);
+    let names = Names::from_case(case);
     let (config, errors) = build_config(case, &names, &mut notes);
     if !errors.is_empty() {
         notes.push(format!(

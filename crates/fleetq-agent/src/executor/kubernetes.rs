@@ -2149,7 +2149,7 @@ fn store_pod(store: &mut pods::PodGroupStore, pod: &Pod) -> Option<(u64, u64)> {
     store
         .entry(key)
         .or_default()
-        .insert(name, pods::PodState::of(pod));
+        .insert(name, pods::PodState::from_pod(pod));
     Some(key)
 }
 

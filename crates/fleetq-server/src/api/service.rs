@@ -414,7 +414,7 @@ fn namespace_of(req: &pb::ListWorkloadsRequest) -> &str {
 struct Origins(std::collections::HashMap<String, fleetq_model::kueue::ImportedDocument>);
 
 impl Origins {
-    fn of(documents: &[fleetq_model::kueue::ImportedDocument]) -> Origins {
+    fn from_documents(documents: &[fleetq_model::kueue::ImportedDocument]) -> Origins {
         Origins(
             documents
                 .iter()
@@ -526,7 +526,7 @@ impl FleetQ for ApiService {
                 }))
             }
         };
-        let origins = Origins::of(&documents);
+        let origins = Origins::from_documents(&documents);
         for doc in &documents {
             if let Object::Workload(w) = &doc.object {
                 if let Err(e) = w.check_limits().and_then(|()| w.check_job_template()) {

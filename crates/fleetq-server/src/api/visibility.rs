@@ -416,7 +416,7 @@ struct ItemMeta {
 }
 
 impl Item {
-    fn of(s: pb::WorkloadStatus) -> Item {
+    fn from_status(s: pb::WorkloadStatus) -> Item {
         Item {
             metadata: ItemMeta {
                 creation_timestamp: rfc3339(s.created_at_ms),
@@ -519,7 +519,7 @@ fn summary(ledger: &Ledger, query: &Query) -> Result<Summary, HttpError> {
         metadata: SummaryMeta {
             creation_timestamp: None,
         },
-        items: page.items.into_iter().map(Item::of).collect(),
+        items: page.items.into_iter().map(Item::from_status).collect(),
         total: page.total,
     })
 }

@@ -299,7 +299,7 @@ pub struct PodState {
 }
 
 impl PodState {
-    pub fn of(pod: &Pod) -> PodState {
+    pub fn from_pod(pod: &Pod) -> PodState {
         let status = pod.status.as_ref();
         let phase = status
             .and_then(|s| s.phase.clone())
