@@ -841,11 +841,18 @@ impl FrontDoor {
     }
 
     fn on_deleted(&mut self, kind: QueuedKind, job: &DynamicObject) {
-        if let (Some(uid), Some((namespace, group, _))) =
-            (&job.metadata.uid, pod_group_of(kind, job))
-        {
-            if let Some(forming) = self.forming.get_mut(&(namespace, group)) {
-                forming.remove(uid);
+        if let Some(uid) = &job.metadata.uid {
+            // What is kept per pod goes with the pod, so that a cluster
+            // of short-lived pods does not grow the agent.
+            self.ungated.remove(uid);
+            if let Some((namespace, group, _)) = pod_group_of(kind, job) {
+                let key = (namespace, group);
+                if let Some(forming) = self.forming.get_mut(&key) {
+                    forming.remove(uid);
+                    if forming.is_empty() {
+                        self.forming.remove(&key);
+                    }
+                }
             }
         }
         if let Some(t) = tracking_key(kind, job).and_then(|k| self.jobs.get_mut(&k)) {
