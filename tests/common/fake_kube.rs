@@ -2317,9 +2317,9 @@ fn patch_pod(
     Ok(json_response(StatusCode::OK, &updated))
 }
 
-/// What a write through the main resource cannot change: the metadata
-/// the server owns, and the status (a controller's, through its
-/// subresource).
+/// What a write through the main resource (PUT or PATCH of a Job, JobSet,
+/// Pod or custom kind) cannot change: the metadata the server owns, and
+/// the status (a controller's, through its subresource).
 fn keep_server_fields(old: &Value, new: &mut Value) {
     for key in [
         "name",
@@ -2327,6 +2327,7 @@ fn keep_server_fields(old: &Value, new: &mut Value) {
         "uid",
         "creationTimestamp",
         "deletionTimestamp",
+        "deletionGracePeriodSeconds",
         "resourceVersion",
         "generation",
     ] {
@@ -2686,17 +2687,7 @@ fn patch_jobset(
         .push((namespace.to_string(), name.to_string(), patch.clone()));
     let updated = shared.commit(|store| {
         let (i, old, mut new) = store.patched(Kind::JobSet, namespace, name, &patch)?;
-        for key in [
-            "name",
-            "namespace",
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "generation",
-        ] {
-            new["metadata"][key] = old["metadata"][key].clone();
-        }
-        new["status"] = old["status"].clone();
+        keep_server_fields(&old, &mut new);
         default_jobset(&mut new);
         let mut errors = validate_jobset(&new);
         errors.extend(validate_jobset_update(&old, &new));
@@ -2846,28 +2837,9 @@ impl Store {
         mut new: Value,
         dry_run: bool,
     ) -> Result<Value, ApiError> {
-        for key in [
-            "name",
-            "namespace",
-            "uid",
-            "creationTimestamp",
-            "deletionTimestamp",
-            "deletionGracePeriodSeconds",
-            "generation",
-            "resourceVersion",
-        ] {
-            match old["metadata"].get(key) {
-                Some(v) => new["metadata"][key] = v.clone(),
-                None => {
-                    if let Some(m) = new["metadata"].as_object_mut() {
-                        m.remove(key);
-                    }
-                }
-            }
-        }
         // The main resource ignores status; it is the status
         // subresource's (the controller's).
-        new["status"] = old["status"].clone();
+        keep_server_fields(&old, &mut new);
         default_job(&mut new);
         let name = old["metadata"]["name"].as_str().unwrap_or_default();
         let mut errors = validate_job(&new);

@@ -538,9 +538,9 @@ struct Tracked {
     elsewhere: bool,
     /// Rounds since its workload ended without the copy's last status.
     final_tries: u32,
-    /// The user suspended it while it ran in place (`Some(true)`), or
-    /// unsuspended it since (`Some(false)`).
-    stopped_by_user: Option<bool>,
+    /// The user suspended it while it ran in place, and has not
+    /// unsuspended it since.
+    stopped_by_user: bool,
     /// Its workload is to be stopped (`false`) or resumed (`true`).
     set_active: Option<bool>,
     /// The Job, for its Events.
@@ -779,15 +779,15 @@ impl FrontDoor {
             .as_ref()
             .is_some_and(|l| l.contains_key(crate::kubernetes::LABEL_WORKLOAD_ID));
         match (suspended, admitted_here) {
-            (true, true) if t.stopped_by_user != Some(true) => {
+            (true, true) if !t.stopped_by_user => {
                 tracing::info!(job = %format!("{}/{}", t.namespace, t.job), "a running queued object was suspended by its user: its workload is stopped");
-                t.stopped_by_user = Some(true);
+                t.stopped_by_user = true;
                 t.set_active = Some(false);
             }
             (false, false) => {
-                if t.stopped_by_user == Some(true) {
+                if t.stopped_by_user {
                     tracing::info!(job = %format!("{}/{}", t.namespace, t.job), "a stopped queued object was unsuspended by its user: its workload is queued again");
-                    t.stopped_by_user = Some(false);
+                    t.stopped_by_user = false;
                     t.set_active = Some(true);
                 }
                 let (namespace, name) = (t.namespace.clone(), t.job.clone());
@@ -832,7 +832,7 @@ impl FrontDoor {
                 mirrored_at: None,
                 elsewhere,
                 final_tries: 0,
-                stopped_by_user: None,
+                stopped_by_user: false,
                 set_active: None,
                 reference: reference_of(kind, job),
                 told: None,
