@@ -458,7 +458,7 @@ fn a_group_that_lost_its_quorum_restarts_from_the_survivor() {
 
     // The independent checker's books agree with the survivor's ledger.
     let b = fleetq_ledger::backup::Backup::read_file(&file).expect("the backup reads");
-    let ledger = b.ledger(Default::default()).expect("the backup imports");
+    let ledger = b.ledger(fleetq_ledger::LedgerConfig::default()).expect("the backup imports");
     let problems = fleetq_chaos::oracle::replica::ReplicaBooks::new(survivor as u64)
         .reset(b.header.index, &ledger);
     assert!(problems.is_empty(), "{problems:?}");
@@ -544,7 +544,7 @@ fn a_group_that_lost_its_quorum_restarts_from_the_survivor() {
         "{backup}"
     );
     let b = fleetq_ledger::backup::Backup::read_file(&file).expect("the backup reads");
-    let ledger = b.ledger(Default::default()).expect("the backup imports");
+    let ledger = b.ledger(fleetq_ledger::LedgerConfig::default()).expect("the backup imports");
     let problems =
         fleetq_chaos::oracle::replica::ReplicaBooks::new(2).reset(b.header.index, &ledger);
     assert!(problems.is_empty(), "{problems:?}");
@@ -597,7 +597,7 @@ fn scheduled_backups_keep_the_newest_and_report_their_age() {
         let newest = f.last()?;
         let b = fleetq_ledger::backup::Backup::read_file(newest).ok()?;
         // One taken after the configuration was applied.
-        (b.ledger(Default::default())
+        (b.ledger(fleetq_ledger::LedgerConfig::default())
             .ok()?
             .state()
             .config

@@ -14,8 +14,9 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use fleetq_ledger::raft::{seed_election_rng, NodeId, Raft};
 use fleetq_ledger::store::mem::{MemDisk, MemLogStore, MemSnapshotStore};
 use fleetq_ledger::store::{LedgerHandle, StateMachineStore};
-use fleetq_scheduler::SchedulerConfig;
+use fleetq_ledger::LedgerConfig;
 use fleetq_server::clock::TokioClock;
+use fleetq_server::leader::LeaderPolicies;
 use fleetq_server::transport::Timeouts;
 use fleetq_server::{Node, NodeConfig, RaftTiming};
 use openraft::ServerState;
@@ -43,18 +44,21 @@ const FSYNC: Duration = Duration::from_millis(1);
 /// partition can outlast: admissions whose Running report is held up by a
 /// fault get evicted and requeued, which must neither strand nor
 /// double-charge quota. Retention of finished workloads as the plan says.
-fn scheduler_config(plan: &Plan) -> SchedulerConfig {
-    let wait_for_ready = plan.wait_for_ready;
-    SchedulerConfig {
-        finished_retention: plan.finished_retention,
-        wait_for_ready: wait_for_ready.then_some(fleetq_scheduler::WaitForReady {
+fn node_policies(plan: &Plan) -> (LedgerConfig, LeaderPolicies) {
+    let ledger = LedgerConfig {
+        wait_for_ready: plan.wait_for_ready.then_some(fleetq_ledger::WaitForReady {
             timeout: Duration::from_secs(2),
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(4),
             backoff_limit_count: None,
         }),
-        ..SchedulerConfig::default()
-    }
+        ..LedgerConfig::default()
+    };
+    let leader = LeaderPolicies {
+        finished_retention: plan.finished_retention,
+        ..LeaderPolicies::default()
+    };
+    (ledger, leader)
 }
 
 /// The address peers and clients reach node `id` at.
@@ -237,7 +241,8 @@ struct NodeSetup {
     id: NodeId,
     nodes: u64,
     seed: u64,
-    scheduler: SchedulerConfig,
+    ledger: LedgerConfig,
+    leader: LeaderPolicies,
     /// Outlives the node: a crashed node restarts from it.
     disk: MemDisk,
     registry: Registry,
@@ -252,7 +257,8 @@ async fn node_host(setup: NodeSetup, incarnation: u64) -> turmoil::Result {
         id,
         nodes,
         seed,
-        scheduler,
+        ledger,
+        leader,
         disk,
         registry,
         oracle,
@@ -269,7 +275,8 @@ async fn node_host(setup: NodeSetup, incarnation: u64) -> turmoil::Result {
         advertise: node_addr(id),
         initial_members: (1..=nodes).map(|i| (i, node_addr(i))).collect(),
         timing: RaftTiming::default(),
-        scheduler,
+        ledger,
+        leader,
         simulated_clusters: Vec::new(),
         debug_endpoints: false,
         lease: fleetq_server::agents::leases::LeaseConfig {
@@ -280,11 +287,9 @@ async fn node_host(setup: NodeSetup, incarnation: u64) -> turmoil::Result {
         // end-to-end tests (tests/e2e_security.rs).
         auth: fleetq_server::guard::auth::Authorizer::insecure(),
     };
-    let state_machine = StateMachineStore::open(
-        MemSnapshotStore::new(disk.clone()),
-        config.scheduler.clone(),
-    )?
-    .with_observer(oracle.observer(id));
+    let state_machine =
+        StateMachineStore::open(MemSnapshotStore::new(disk.clone()), config.ledger.clone())?
+            .with_observer(oracle.observer(id));
     let node = Node::start(
         config,
         MemLogStore::new(disk),
@@ -342,7 +347,7 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
     let wall = Instant::now();
     let seed = plan.seed;
     let nodes = plan.nodes;
-    let scheduler = scheduler_config(&plan);
+    let (ledger, leader) = node_policies(&plan);
 
     // turmoil has no setter for the repair rate once built: the lossy
     // weather's (if any) is fixed here and only matters while loss is on.
@@ -376,7 +381,8 @@ fn run_plan(plan: Plan) -> Result<RunReport, String> {
             id,
             nodes,
             seed,
-            scheduler: scheduler.clone(),
+            ledger: ledger.clone(),
+            leader,
             disk: disk.clone(),
             registry: Rc::clone(&registry),
             oracle: oracle.clone(),

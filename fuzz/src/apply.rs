@@ -37,7 +37,8 @@ use fleetq_model::local_queue::{GpuBudget, LocalQueue, LocalQueueSpec};
 use fleetq_model::quantity::MAX_MILLI;
 use fleetq_model::workload::{PodSet, WorkloadSpec};
 use fleetq_model::{Cluster, ClusterState, Quantity, Timestamp, Workload, WorkloadPriorityClass};
-use fleetq_scheduler::{schedule, Preemption, PreemptionReason, SchedulerConfig, WaitForReady};
+use fleetq_ledger::{LedgerConfig, WaitForReady};
+use fleetq_scheduler::{schedule, Preemption, PreemptionReason, SchedulerConfig};
 
 use crate::input::Input;
 
@@ -273,16 +274,18 @@ const COHORTS: [Option<&str>; 6] = [
     Some("loop"),
 ];
 
-pub fn scheduler_config(flags: u8) -> SchedulerConfig {
-    SchedulerConfig {
-        fair_sharing: flags & 1 == 1,
+pub fn ledger_config(flags: u8) -> LedgerConfig {
+    LedgerConfig {
+        scheduler: SchedulerConfig {
+            fair_sharing: flags & 1 == 1,
+            ..SchedulerConfig::default()
+        },
         wait_for_ready: (flags & 2 == 2).then_some(WaitForReady {
             timeout: Duration::from_secs(60),
             backoff_base: Duration::from_secs(10),
             backoff_max: Duration::from_secs(600),
             backoff_limit_count: Some(2),
         }),
-        ..SchedulerConfig::default()
     }
 }
 
@@ -339,7 +342,7 @@ pub fn setup_clusters() -> Vec<(Cluster, LeasePolicy)> {
 pub struct Harness {
     pub a: Ledger,
     pub b: Ledger,
-    pub scheduler: SchedulerConfig,
+    pub config: LedgerConfig,
     pub setup: Vec<Object>,
     /// Every request applied, with the term of its log entry.
     pub log: Vec<(Request, Option<u64>)>,
@@ -352,11 +355,11 @@ pub struct Harness {
 
 impl Harness {
     pub fn new(flags: u8) -> Harness {
-        let scheduler = scheduler_config(flags);
+        let config = ledger_config(flags);
         let mut h = Harness {
-            a: Ledger::new(scheduler.clone()),
-            b: Ledger::new(scheduler.clone()),
-            scheduler,
+            a: Ledger::new(config.clone()),
+            b: Ledger::new(config.clone()),
+            config,
             setup: setup_objects(flags),
             log: Vec::new(),
             now: 1_000_000,
@@ -434,7 +437,7 @@ impl Harness {
                 serde_json::to_string(&ra).unwrap_or_default()
             );
             let bytes = self.a.export().expect("export");
-            match Ledger::import(&bytes, self.scheduler.clone()) {
+            match Ledger::import(&bytes, self.config.clone()) {
                 Ok(l) if l.state_hash() == self.a.state_hash() => {}
                 Ok(l) => {
                     println!("  !! export/import changes the hash here");
@@ -461,7 +464,7 @@ impl Harness {
     /// The end of an input: a fresh replica replaying the whole log agrees,
     /// and export/import keeps the hash.
     pub fn finish(&mut self) {
-        let mut c = Ledger::new(self.scheduler.clone());
+        let mut c = Ledger::new(self.config.clone());
         c.set_invariant_checks(true);
         for (request, term) in &self.log {
             c.apply_in_term(request, *term);
@@ -470,7 +473,7 @@ impl Harness {
         assert_eq!(self.b.state_hash(), hash, "the replicas agree");
         assert_eq!(c.state_hash(), hash, "a replay agrees");
         let bytes = self.a.export().expect("export");
-        let imported = Ledger::import(&bytes, self.scheduler.clone()).expect("import");
+        let imported = Ledger::import(&bytes, self.config.clone()).expect("import");
         assert_eq!(imported.state_hash(), hash, "import keeps the hash");
         assert_eq!(imported.counters(), self.a.counters());
         assert!(imported.violations().is_empty());
@@ -592,7 +595,7 @@ impl Harness {
             }
             op::SNAPSHOT => {
                 let bytes = self.a.export().expect("export");
-                self.b = Ledger::import(&bytes, self.scheduler.clone()).expect("import");
+                self.b = Ledger::import(&bytes, self.config.clone()).expect("import");
                 self.b.set_invariant_checks(true);
                 assert_eq!(self.a.state_hash(), self.b.state_hash());
             }
@@ -1135,7 +1138,7 @@ impl Harness {
             }
         }
         let r = self.apply(Command::EvictNotReady { workloads });
-        assert_eq!(r.is_ok(), self.scheduler.wait_for_ready.is_some(), "{r:?}");
+        assert_eq!(r.is_ok(), self.config.wait_for_ready.is_some(), "{r:?}");
     }
 
     fn delete(&mut self, input: &mut Input) {

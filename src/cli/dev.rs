@@ -231,9 +231,9 @@ fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
         })
         .collect();
     let members: BTreeMap<u64, String> = addrs.iter().map(|(id, a)| (*id, a.to_string())).collect();
-    let mut scheduler = fleetq_scheduler::SchedulerConfig::default();
+    let mut leader = fleetq_server::leader::LeaderPolicies::default();
     if let Some(v) = &args.finished_retention {
-        scheduler.finished_retention = super::server::parse_finished_retention(v)?;
+        leader.finished_retention = super::server::parse_finished_retention(v)?;
     }
     runtime()?.block_on(async {
         let mut nodes = Vec::new();
@@ -245,7 +245,8 @@ fn run_inner(args: &DevArgs, tls_args: &TlsArgs) -> Result<(), String> {
                 advertise: addr.to_string(),
                 initial_members: members.clone(),
                 timing: RaftTiming::default(),
-                scheduler: scheduler.clone(),
+                ledger: fleetq_ledger::LedgerConfig::default(),
+                leader,
                 // The clusters are served by real agents (below).
                 simulated_clusters: Vec::new(),
                 debug_endpoints: false,

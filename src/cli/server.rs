@@ -446,18 +446,19 @@ pub fn resolve(flags: &ServerArgs) -> Result<ServerSettings, String> {
         }
         lease.ttl = ttl;
     }
-    let mut scheduler = fleetq_scheduler::SchedulerConfig::default();
+    let mut leader = fleetq_server::leader::LeaderPolicies::default();
     if args.no_admit_on_submit || args.admit_on_submit == Some(false) {
-        scheduler.admit_on_submit = false;
+        leader.admit_on_submit = false;
     }
     if let Some(v) = &args.finished_retention {
-        scheduler.finished_retention = parse_finished_retention(v)?;
+        leader.finished_retention = parse_finished_retention(v)?;
     }
+    let mut ledger = fleetq_ledger::LedgerConfig::default();
     let duration = |flag: &str, v: &String| {
         fleetq_model::time::parse_duration(v).map_err(|e| format!("--{flag} {v:?}: {e}"))
     };
     if let Some(t) = &args.wait_for_ready {
-        let mut w = fleetq_scheduler::WaitForReady::kueue_default();
+        let mut w = fleetq_ledger::WaitForReady::kueue_default();
         w.timeout = duration("wait-for-ready", t)?;
         if let Some(v) = &args.requeue_backoff_base {
             w.backoff_base = duration("requeue-backoff-base", v)?;
@@ -469,7 +470,7 @@ pub fn resolve(flags: &ServerArgs) -> Result<ServerSettings, String> {
         if w.timeout.is_zero() {
             return Err("--wait-for-ready: must be longer than 0s".into());
         }
-        scheduler.wait_for_ready = Some(w);
+        ledger.wait_for_ready = Some(w);
     } else if args.requeue_backoff_base.is_some()
         || args.requeue_backoff_max.is_some()
         || args.requeue_limit.is_some()
@@ -489,7 +490,8 @@ pub fn resolve(flags: &ServerArgs) -> Result<ServerSettings, String> {
             advertise,
             initial_members: peers,
             timing,
-            scheduler,
+            ledger,
+            leader,
             simulated_clusters,
             debug_endpoints: args.debug_endpoints,
             lease,
@@ -755,7 +757,7 @@ mod tests {
         assert_eq!(s.node.initial_members.len(), 2);
         assert_eq!(s.node.advertise, "a:1", "node 1's address in --peers");
         assert_eq!(s.limits.max_request_bytes, 4096);
-        assert!(!s.node.scheduler.admit_on_submit);
+        assert!(!s.node.leader.admit_on_submit);
         assert!(s.tls.insecure);
         assert!(
             s.node.debug_endpoints,

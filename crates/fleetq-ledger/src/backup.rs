@@ -189,8 +189,8 @@ impl Backup {
 
     /// The ledger the payload holds, checked: its invariants hold and its
     /// state hash is the header's.
-    pub fn ledger(&self, scheduler: fleetq_scheduler::SchedulerConfig) -> Result<Ledger, String> {
-        let ledger = Ledger::import(&self.payload, scheduler)?;
+    pub fn ledger(&self, config: impl Into<crate::LedgerConfig>) -> Result<Ledger, String> {
+        let ledger = Ledger::import(&self.payload, config)?;
         let hash = ledger.state_hash();
         if hash != self.header.state_hash {
             return Err(format!(
@@ -465,7 +465,7 @@ mod tests {
         assert_eq!(back.header.index, 42);
         assert_eq!(back.header.term, 3);
         assert_eq!(back.voters().len(), 2);
-        let ledger = back.ledger(Default::default()).unwrap();
+        let ledger = back.ledger(crate::LedgerConfig::default()).unwrap();
         assert_eq!(ledger.state_hash(), b.header.state_hash);
     }
 

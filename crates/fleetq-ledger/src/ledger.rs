@@ -27,6 +27,7 @@ use crate::command::{
     AdmissionOnSubmit, AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, Outcome, Phase, Request,
     Response, RunningWorkload, StatusReport, Submission, SubmitResult,
 };
+use crate::config::LedgerConfig;
 use crate::nodes_left;
 use crate::record::{
     AfterStop, ClusterRecord, Counters, LeasePolicy, Reservation, WorkloadRecord, WorkloadState,
@@ -81,7 +82,7 @@ pub struct Ledger {
     state: LedgerState,
     snapshot: Snapshot,
     counters: Counters,
-    scheduler: SchedulerConfig,
+    config: LedgerConfig,
     /// Check invariants 1 and 2 after every command (debug builds and the
     /// simulator).
     check_invariants: bool,
@@ -114,12 +115,14 @@ pub fn invariant_checks_default() -> bool {
 
 impl Default for Ledger {
     fn default() -> Self {
-        Ledger::new(SchedulerConfig::default())
+        Ledger::new(LedgerConfig::default())
     }
 }
 
 impl Ledger {
-    pub fn new(scheduler: SchedulerConfig) -> Ledger {
+    /// An empty ledger under `config` (a [`SchedulerConfig`] alone means
+    /// wait-for-ready off).
+    pub fn new(config: impl Into<LedgerConfig>) -> Ledger {
         Ledger {
             state: LedgerState {
                 next_id: 1,
@@ -128,7 +131,7 @@ impl Ledger {
             },
             snapshot: Snapshot::new(Config::default(), &[]),
             counters: Counters::default(),
-            scheduler,
+            config: config.into(),
             check_invariants: invariant_checks_default(),
             changed: Vec::new(),
             finished: FinishedIndex::default(),
@@ -169,8 +172,15 @@ impl Ledger {
         &self.counters
     }
 
+    /// The scheduler's settings, for the leader's admission cycle.
     pub fn scheduler_config(&self) -> &SchedulerConfig {
-        &self.scheduler
+        &self.config.scheduler
+    }
+
+    /// What this ledger runs under (what a replica rebuilt from its
+    /// snapshot needs).
+    pub fn config(&self) -> &LedgerConfig {
+        &self.config
     }
 
     /// Finished workloads, oldest end first (what retention removes).

@@ -2,6 +2,8 @@
 //!
 //! - [`command`]: the commands and their responses; every command is
 //!   stamped with the leader's time.
+//! - [`config`]: what a ledger runs under (scheduler settings,
+//!   wait-for-ready).
 //! - [`ledger`]: [`Ledger::apply`], which re-validates every decision and,
 //!   in debug builds, checks invariants 1 and 2 after every command.
 //! - [`record`]: the replicated records of workloads and clusters.
@@ -70,6 +72,7 @@
 
 pub mod backup;
 pub mod command;
+pub mod config;
 pub mod format;
 pub mod hash;
 pub mod ledger;
@@ -83,6 +86,7 @@ pub use command::{
     AdmissionOnSubmit, AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, Outcome, Phase, Request,
     Response, RunningWorkload, StatusReport, Submission, SubmitResult,
 };
+pub use config::{LedgerConfig, WaitForReady};
 pub use ledger::{invariant_checks_default, Ledger, LedgerState, INVARIANT_CHECKS_ENV};
 pub use record::{
     ClusterRecord, Counters, LeasePolicy, Reservation, WaitHistogram, WorkloadRecord,

@@ -127,7 +127,7 @@ fn import_keeps_a_misconfigured_reason_the_scheduler_gave() {
     assert_eq!(reason.kind, ReasonKind::Misconfigured, "{reason:?}");
 
     let bytes = ledger.export().expect("export");
-    let imported = Ledger::import(&bytes, ledger.scheduler_config().clone()).expect("import");
+    let imported = Ledger::import(&bytes, ledger.config().clone()).expect("import");
     assert_eq!(imported.state_hash(), ledger.state_hash());
     let record = imported
         .workload_by_name("default", "no-limit")

@@ -8,8 +8,9 @@
 use std::collections::BTreeMap;
 
 use fleetq_ledger::{
-    AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, LeasePolicy, Ledger, Outcome, Phase,
-    Request, Response, RunningWorkload, StatusReport, Submission, SubmitResult, WorkloadState,
+    AdmitBatch, AdmitOutcome, Command, CycleId, Epoch, LeasePolicy, Ledger, LedgerConfig, Outcome,
+    Phase, Request, Response, RunningWorkload, StatusReport, Submission, SubmitResult,
+    WorkloadState,
 };
 use fleetq_model::config::Object;
 use fleetq_model::kueue::import_manifests;
@@ -2401,7 +2402,7 @@ fn busy_ledger() -> Harness {
 fn export_then_import_gives_the_same_hash_and_the_same_behaviour() {
     let mut h = busy_ledger();
     let bytes = h.ledger.export().expect("export");
-    let imported = Ledger::import(&bytes, h.ledger.scheduler_config().clone()).expect("import");
+    let imported = Ledger::import(&bytes, h.ledger.config().clone()).expect("import");
     assert_eq!(imported.state_hash(), h.hash());
     assert!(imported.violations().is_empty());
     assert_eq!(imported.counters(), h.ledger.counters());
@@ -2454,7 +2455,7 @@ fn export_then_import_gives_the_same_hash_and_the_same_behaviour() {
     }
     let bytes_again = twin.ledger.export().expect("export");
     assert_eq!(
-        Ledger::import(&bytes_again, Default::default())
+        Ledger::import(&bytes_again, LedgerConfig::default())
             .expect("import")
             .state_hash(),
         h.hash()
@@ -2463,7 +2464,7 @@ fn export_then_import_gives_the_same_hash_and_the_same_behaviour() {
 
 #[test]
 fn import_refuses_garbage() {
-    let Err(e) = Ledger::import(b"not json", Default::default()) else {
+    let Err(e) = Ledger::import(b"not json", LedgerConfig::default()) else {
         panic!("garbage imported");
     };
     assert!(e.contains("unreadable"), "{e}");
@@ -2561,7 +2562,7 @@ fn counters_record_evictions_preemptions_wait_times_and_rejections() {
 
     // Snapshots carry the counters.
     let bytes = h.ledger.export().expect("export");
-    let back = Ledger::import(&bytes, h.ledger.scheduler_config().clone()).expect("import");
+    let back = Ledger::import(&bytes, h.ledger.config().clone()).expect("import");
     assert_eq!(back.counters(), h.ledger.counters());
 }
 
@@ -2834,7 +2835,7 @@ fn a_replica_that_installs_a_snapshot_removes_what_the_others_remove() {
     // A follower installs a snapshot taken now (a removal behind it, two
     // finished workloads still held), then both apply the same command.
     let bytes = h.ledger.export().expect("export");
-    let mut follower = Ledger::import(&bytes, h.ledger.scheduler_config().clone()).expect("import");
+    let mut follower = Ledger::import(&bytes, h.ledger.config().clone()).expect("import");
     assert_eq!(follower.state_hash(), h.hash());
     assert_eq!(follower.finished().len(), 2);
     let command = Request {

@@ -589,7 +589,7 @@ impl Replicas {
             } => self.remove_finished(*retention_secs * 1_000, *max),
             Op::Reinstall => {
                 let bytes = self.a.export().expect("export");
-                self.b = Ledger::import(&bytes, self.a.scheduler_config().clone())
+                self.b = Ledger::import(&bytes, self.a.config().clone())
                     .expect("a replica's own snapshot imports");
                 assert_eq!(self.a.state_hash(), self.b.state_hash());
             }
@@ -759,7 +759,7 @@ fn check(ledger: &Ledger) {
 
 fn export_import_keeps_the_hash(ledger: &Ledger) {
     let bytes = ledger.export().expect("export");
-    let imported = Ledger::import(&bytes, ledger.scheduler_config().clone()).expect("import");
+    let imported = Ledger::import(&bytes, ledger.config().clone()).expect("import");
     assert_eq!(imported.state_hash(), ledger.state_hash());
     assert_eq!(imported.counters(), ledger.counters());
     assert!(imported.violations().is_empty());
@@ -790,7 +790,7 @@ proptest! {
         // A replica restored from the export and fed one more cycle agrees.
         let bytes = replicas.a.export().expect("export");
         let mut restored =
-            Ledger::import(&bytes, replicas.a.scheduler_config().clone()).expect("import");
+            Ledger::import(&bytes, replicas.a.config().clone()).expect("import");
         let decisions = schedule(
             replicas.a.snapshot(),
             Timestamp(replicas.now + 1),

@@ -842,7 +842,7 @@ fn two_borrowers_that_took_turns_do_not_hold_each_other() {
     };
     for _ in 0..100 {
         let bytes = d.ledger.export().expect("exports");
-        let rebuilt = Ledger::import(&bytes, d.ledger.scheduler_config().clone()).expect("imports");
+        let rebuilt = Ledger::import(&bytes, d.ledger.config().clone()).expect("imports");
         assert_eq!(holds(&rebuilt), holds(&d.ledger), "rebuilt from history");
         d.now += 10;
         d.cycle();

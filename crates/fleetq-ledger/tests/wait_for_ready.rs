@@ -9,10 +9,11 @@ use fleetq_ledger::{
     AdmitBatch, Command, CycleId, LeasePolicy, Ledger, Outcome, Phase, Request, RunningWorkload,
     StatusReport, Submission, WorkloadState,
 };
+use fleetq_ledger::{LedgerConfig, WaitForReady};
 use fleetq_model::kueue::import_manifests;
 use fleetq_model::workload::{PodSet, WorkloadSpec};
 use fleetq_model::{Cluster, ClusterState, Timestamp, Workload};
-use fleetq_scheduler::{schedule, SchedulerConfig, WaitForReady};
+use fleetq_scheduler::schedule;
 
 const CONFIG: &str = r#"
 apiVersion: kueue.x-k8s.io/v1beta2
@@ -52,9 +53,9 @@ struct Harness {
 impl Harness {
     fn new(wait: Option<WaitForReady>) -> Harness {
         let mut h = Harness {
-            ledger: Ledger::new(SchedulerConfig {
+            ledger: Ledger::new(LedgerConfig {
                 wait_for_ready: wait,
-                ..SchedulerConfig::default()
+                ..LedgerConfig::default()
             }),
             now: 1_000,
             seq: 0,

@@ -115,70 +115,6 @@ pub struct SchedulerConfig {
     /// A BestEffortFIFO queue stops being scanned after this many
     /// inadmissible workloads in one cycle; the rest wait with its reason.
     pub max_inadmissible_per_queue: usize,
-    /// Kueue's waitForPodsReady: evict an admission its executor has not
-    /// reported running in time, and requeue it with backoff. Off when
-    /// `None` (Kueue's default).
-    #[serde(default)]
-    pub wait_for_ready: Option<WaitForReady>,
-    /// The leader plans admissions for the workloads it is about to queue
-    /// ([`schedule_on_submit`]) and puts them in the same entry, so a workload
-    /// that finds room is admitted with one Raft commit instead of two.
-    #[serde(default = "admit_on_submit_default")]
-    pub admit_on_submit: bool,
-    /// Retention of finished workloads (Kueue's
-    /// `objectRetentionPolicies.workloads.afterFinished`): the leader
-    /// removes a workload from the ledger this long after it ended, so the
-    /// ledger holds what is live and recent rather than all history.
-    /// `None`: kept forever. Not the scheduler's concern, but a leader
-    /// policy like wait-for-ready, and travels with it.
-    #[serde(default = "finished_retention_default")]
-    pub finished_retention: Option<Duration>,
-}
-
-fn admit_on_submit_default() -> bool {
-    true
-}
-
-/// A day: `fleetq get workloads` shows what ended today, and a fleet
-/// admitting a workload a second keeps under 100,000 finished records.
-pub const DEFAULT_FINISHED_RETENTION: Duration = Duration::from_secs(24 * 3600);
-
-fn finished_retention_default() -> Option<Duration> {
-    Some(DEFAULT_FINISHED_RETENTION)
-}
-
-/// Kueue's `waitForPodsReady` with its `requeuingStrategy`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WaitForReady {
-    /// An admission not reported running within this is evicted.
-    pub timeout: Duration,
-    /// The first requeue waits this long, each further one twice as long...
-    pub backoff_base: Duration,
-    /// ...up to this.
-    pub backoff_max: Duration,
-    /// After this many requeues the workload is deactivated (None: never).
-    pub backoff_limit_count: Option<u32>,
-}
-
-impl WaitForReady {
-    /// Kueue's defaults: 5 minutes, backoff 60 s doubling to 1 hour, no limit.
-    pub fn kueue_default() -> WaitForReady {
-        WaitForReady {
-            timeout: Duration::from_secs(300),
-            backoff_base: Duration::from_secs(60),
-            backoff_max: Duration::from_secs(3600),
-            backoff_limit_count: None,
-        }
-    }
-
-    /// The wait before the `n`-th requeue (1-based): base * 2^(n-1), capped.
-    pub fn backoff(&self, n: u32) -> Duration {
-        let factor = 1u32.checked_shl(n.saturating_sub(1)).unwrap_or(u32::MAX);
-        self.backoff_base
-            .checked_mul(factor)
-            .unwrap_or(self.backoff_max)
-            .min(self.backoff_max)
-    }
 }
 
 impl Default for SchedulerConfig {
@@ -194,9 +130,6 @@ impl Default for SchedulerConfig {
             afs_entry_penalty: Duration::from_secs(300),
             max_admissions_per_cycle: 10_000,
             max_inadmissible_per_queue: 16,
-            wait_for_ready: None,
-            admit_on_submit: true,
-            finished_retention: finished_retention_default(),
         }
     }
 }
@@ -296,22 +229,4 @@ pub fn schedule_on_submit(
         return Vec::new();
     }
     decisions.admissions
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn requeue_backoff_doubles_and_caps() {
-        let w = WaitForReady {
-            timeout: Duration::from_secs(300),
-            backoff_base: Duration::from_secs(60),
-            backoff_max: Duration::from_secs(3600),
-            backoff_limit_count: None,
-        };
-        let secs: Vec<u64> = (1..=8).map(|n| w.backoff(n).as_secs()).collect();
-        assert_eq!(secs, [60, 120, 240, 480, 960, 1920, 3600, 3600]);
-        assert_eq!(w.backoff(200).as_secs(), 3600);
-    }
 }

@@ -36,7 +36,7 @@ pub async fn start_node(
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    let (log, sm) = fleetq_ledger::store::open_sled(data_dir, config.scheduler.clone())?;
+    let (log, sm) = fleetq_ledger::store::open_sled(data_dir, config.ledger.clone())?;
     // Without TCP_NODELAY small gRPC replies wait out Nagle's algorithm and
     // the peer's delayed ACK (about 40 ms each).
     let incoming = TcpListenerStream::new(listener).map(|conn| {

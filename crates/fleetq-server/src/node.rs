@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use fleetq_ledger::raft::{NodeId, Raft};
 use fleetq_ledger::store::{LedgerHandle, SnapshotStore, StateMachineStore};
+use fleetq_ledger::LedgerConfig;
 use fleetq_proto::v1::agent_server::AgentServer;
 use fleetq_proto::v1::fleet_q_server::FleetQServer;
 use fleetq_proto::v1::raft_server::RaftServer;
-use fleetq_scheduler::SchedulerConfig;
 use futures::Stream;
 use openraft::storage::RaftLogStorage;
 use openraft::{BasicNode, SnapshotPolicy};
@@ -30,6 +30,7 @@ use crate::guard::auth::gate::GateLayer;
 use crate::guard::auth::Authorizer;
 use crate::guard::limits::{Limits, RequestSizeLayer, SessionSlots, WriteGate};
 use crate::leader::admission::{self, AdmissionStats};
+use crate::leader::LeaderPolicies;
 use crate::metrics::ServerMetrics;
 use crate::raft::batcher::SubmitBatcher;
 use crate::raft::network::PeerNetwork;
@@ -74,7 +75,10 @@ pub struct NodeConfig {
     /// an empty learner-to-be.
     pub initial_members: BTreeMap<NodeId, String>,
     pub timing: RaftTiming,
-    pub scheduler: SchedulerConfig,
+    /// What the ledger runs under; every replica the same.
+    pub ledger: LedgerConfig,
+    /// What this node proposes while it leads.
+    pub leader: LeaderPolicies,
     pub simulated_clusters: Vec<SimulatedCluster>,
     pub debug_endpoints: bool,
     /// Agent leases: how long a silent cluster keeps its workloads.
@@ -205,17 +209,18 @@ impl Node {
                 .collect()
         }));
         let metrics = auth.metrics().clone();
-        let proposer = Arc::new(
-            Proposer::new(
-                raft.clone(),
-                Arc::clone(&clock),
-                Arc::clone(&connector),
-                handle.clone(),
-            )
-            .with_metrics(metrics.clone())
-            .with_pending_limit(limits.pending_limit())
-            .with_submit_planner(admission::plan_on_submit),
-        );
+        let mut proposer = Proposer::new(
+            raft.clone(),
+            Arc::clone(&clock),
+            Arc::clone(&connector),
+            handle.clone(),
+        )
+        .with_metrics(metrics.clone())
+        .with_pending_limit(limits.pending_limit());
+        if config.leader.admit_on_submit {
+            proposer = proposer.with_submit_planner(admission::plan_on_submit);
+        }
+        let proposer = Arc::new(proposer);
         let batcher = SubmitBatcher::start(Arc::clone(&proposer));
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (stats_tx, stats_rx) = watch::channel(AdmissionStats::default());
@@ -230,6 +235,7 @@ impl Node {
             shutdown_rx.clone(),
         ));
         tokio::spawn(crate::leader::retention::run(
+            config.leader.finished_retention,
             handle.clone(),
             Arc::clone(&proposer),
             Arc::clone(&clock),
@@ -253,6 +259,7 @@ impl Node {
             debug_endpoints: config.debug_endpoints,
             writes: WriteGate::new(&limits, metrics.clone())?,
             auth: auth.clone(),
+            policies: config.leader,
         };
         let leases = LeaseTable::default();
         tokio::spawn(crate::agents::leases::confirm_leadership(

@@ -241,10 +241,10 @@ async fn start_group(
             advertise: addr.to_string(),
             initial_members: members.clone(),
             timing: RaftTiming::default(),
-            scheduler: fleetq_scheduler::SchedulerConfig {
+            ledger: fleetq_ledger::LedgerConfig::default(),
+            leader: fleetq_server::leader::LeaderPolicies {
                 admit_on_submit,
                 finished_retention,
-                ..fleetq_scheduler::SchedulerConfig::default()
             },
             simulated_clusters: vec![cluster.clone()],
             debug_endpoints: false,
@@ -462,7 +462,7 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     mix.validate()?;
     let retention = match &args.finished_retention {
         Some(v) => super::server::parse_finished_retention(v)?,
-        None => fleetq_scheduler::SchedulerConfig::default().finished_retention,
+        None => fleetq_server::leader::LeaderPolicies::default().finished_retention,
     };
     let runtime = fleetq_model::time::parse_duration(&args.runtime)
         .map_err(|e| format!("--runtime {:?}: {e}", args.runtime))?;

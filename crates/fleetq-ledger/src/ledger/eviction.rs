@@ -15,7 +15,7 @@ impl Ledger {
         workloads: &[RunningWorkload],
         at: Timestamp,
     ) -> Response {
-        let Some(policy) = self.scheduler.wait_for_ready else {
+        let Some(policy) = self.config.wait_for_ready else {
             return Response::refused(vec![FieldError::new(
                 "",
                 "waitForReady",

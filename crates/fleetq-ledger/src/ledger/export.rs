@@ -27,13 +27,13 @@ impl Ledger {
     }
 
     /// Rebuilds a ledger from [`Ledger::export`] output.
-    pub fn import(bytes: &[u8], scheduler: SchedulerConfig) -> Result<Ledger, String> {
+    pub fn import(bytes: &[u8], config: impl Into<LedgerConfig>) -> Result<Ledger, String> {
         let exported: Exported =
             crate::format::decode(bytes, || "the snapshot".into()).map_err(|e| match e {
                 crate::format::DecodeError::Newer(newer) => newer.to_string(),
                 crate::format::DecodeError::Json(e) => format!("snapshot is unreadable: {e}"),
             })?;
-        let mut ledger = Ledger::new(scheduler);
+        let mut ledger = Ledger::new(config);
         ledger.counters = exported.counters;
         let mut state = exported.state;
         let local_queues = std::mem::take(&mut state.local_queues);

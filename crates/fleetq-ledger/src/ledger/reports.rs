@@ -182,7 +182,7 @@ impl Ledger {
     /// usage.
     pub(super) fn release(&mut self, id: WorkloadId, at: Timestamp) {
         if let Ok(admitted) = self.snapshot.release(id, at) {
-            let cfg = self.scheduler.with_settings(&self.state.config);
+            let cfg = self.config.scheduler.with_settings(&self.state.config);
             let rate = fleetq_scheduler::fair::afs_rate(
                 &admitted.assignment.usage,
                 &cfg.afs_resource_weights,

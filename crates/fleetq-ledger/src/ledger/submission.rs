@@ -109,7 +109,7 @@ impl Ledger {
                 reclaimed_for: None,
             });
         }
-        fleetq_scheduler::schedule_on_submit(&self.snapshot, arriving, now, &self.scheduler)
+        fleetq_scheduler::schedule_on_submit(&self.snapshot, arriving, now, &self.config.scheduler)
             .into_iter()
             .map(|a| AdmissionOnSubmit::planned(a.workload as u32, a))
             .collect()

@@ -31,13 +31,13 @@ use crate::raft::{NodeId, StorageError};
 /// its state machine, restored from the last snapshot.
 pub fn open_sled(
     dir: &std::path::Path,
-    scheduler: fleetq_scheduler::SchedulerConfig,
+    config: impl Into<crate::LedgerConfig>,
 ) -> Result<(SledLogStore, StateMachineStore<SledSnapshotStore>), String> {
     let db = open_db(dir)?;
     let log = SledLogStore::new(&db, dir).map_err(|e| format!("cannot open the Raft log: {e}"))?;
     let snapshots =
         SledSnapshotStore::new(&db).map_err(|e| format!("cannot open the snapshot store: {e}"))?;
-    let sm = StateMachineStore::open(snapshots, scheduler)?;
+    let sm = StateMachineStore::open(snapshots, config)?;
     Ok((log, sm))
 }
 

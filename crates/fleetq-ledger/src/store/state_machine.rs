@@ -9,7 +9,7 @@ use std::io::Cursor;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use fleetq_scheduler::SchedulerConfig;
+use crate::config::LedgerConfig;
 use fleetq_scheduler::WorkloadId;
 use openraft::storage::RaftStateMachine;
 use openraft::{
@@ -119,7 +119,7 @@ impl LedgerHandle {
 pub struct StateMachineStore<S: SnapshotStore> {
     handle: LedgerHandle,
     snapshots: Arc<S>,
-    scheduler: SchedulerConfig,
+    config: LedgerConfig,
     snapshot_seq: Arc<AtomicU64>,
     observer: Option<ApplyObserver>,
 }
@@ -140,23 +140,24 @@ impl<S: SnapshotStore> StateMachineStore<S> {
     }
 
     /// Opens the state machine from the store's last snapshot, if any.
-    pub fn open(snapshots: S, scheduler: SchedulerConfig) -> Result<Self, String> {
+    pub fn open(snapshots: S, config: impl Into<LedgerConfig>) -> Result<Self, String> {
+        let config = config.into();
         let sm = match snapshots.load()? {
             None => StateMachine {
                 last_applied: None,
                 membership: StoredMembership::default(),
-                ledger: Ledger::new(scheduler.clone()),
+                ledger: Ledger::new(config.clone()),
             },
             Some(stored) => StateMachine {
                 last_applied: stored.meta.last_log_id,
                 membership: stored.meta.last_membership.clone(),
-                ledger: Ledger::import(&stored.data, scheduler.clone())?,
+                ledger: Ledger::import(&stored.data, config.clone())?,
             },
         };
         Ok(StateMachineStore {
             handle: LedgerHandle::new(sm),
             snapshots: Arc::new(snapshots),
-            scheduler,
+            config,
             snapshot_seq: Arc::new(AtomicU64::new(0)),
             observer: None,
         })
@@ -265,7 +266,7 @@ impl<S: SnapshotStore> RaftStateMachine<TypeConfig> for StateMachineStore<S> {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> Result<(), StorageError> {
         let data = snapshot.into_inner();
-        let ledger = Ledger::import(&data, self.scheduler.clone())
+        let ledger = Ledger::import(&data, self.config.clone())
             .map_err(|e| sm_error(ErrorVerb::Write, e))?;
         self.snapshots
             .save(&StoredSnapshot {

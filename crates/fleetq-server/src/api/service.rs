@@ -40,6 +40,9 @@ pub struct ApiService {
     pub auth: Authorizer,
     /// `fleetq logs`: asks the agents' sessions (on the leader).
     pub logs: crate::agents::logs::LogRelay,
+    /// What this node proposes while it leads (retention is named when a
+    /// workload is not found).
+    pub policies: crate::leader::LeaderPolicies,
 }
 
 type Reply<T> = Result<tonic::Response<T>, Status>;
@@ -917,7 +920,7 @@ impl FleetQ for ApiService {
             .workload_by_name(&req.namespace, &req.name)
             .ok_or_else(|| {
                 // A finished workload may have been removed: say so.
-                let retention = match ledger.scheduler_config().finished_retention {
+                let retention = match self.policies.finished_retention {
                     Some(d) => format!(
                         " (finished workloads are removed {} after they end)",
                         fleetq_model::time::format_duration(d)
@@ -1332,7 +1335,7 @@ pub async fn node_status(
                     .filter(|cq| cq.uses_admission_fair_sharing())
                     .count(),
             },
-            "admitOnSubmit": effective.admit_on_submit,
+            "admitOnSubmit": proposer.plans_on_submit(),
         });
         (
             sm.last_applied.map(|l| l.index).unwrap_or(0),

@@ -45,17 +45,15 @@ const IDLE_TICK: Duration = Duration::from_secs(1);
 /// Admission on submit: the leader plans admissions for the workloads a
 /// submission is about to queue and writes them in the same entry, so a
 /// workload that finds room is admitted with one Raft commit instead of
-/// two (apply() re-validates the plan like any batch). Off with
-/// `admit_on_submit: false`. Wired into the proposer's write path
-/// (`Proposer::with_submit_planner`), which runs it on the leader only.
+/// two (apply() re-validates the plan like any batch). Wired into the
+/// proposer's write path (`Proposer::with_submit_planner`), which runs it
+/// on the leader only, unless [`crate::leader::LeaderPolicies`] turns it
+/// off.
 pub fn plan_on_submit(
     ledger: &Ledger,
     submissions: &[Submission],
     at: Timestamp,
 ) -> Vec<AdmissionOnSubmit> {
-    if !ledger.scheduler_config().admit_on_submit {
-        return Vec::new();
-    }
     ledger.plan_on_submit(submissions, at)
 }
 
@@ -292,7 +290,7 @@ fn log_preemptions(
 /// Admissions past the wait-for-ready timeout that their executor never
 /// reported running (the ledger checks again at apply).
 pub fn not_ready(ledger: &Ledger, now: Timestamp) -> Vec<RunningWorkload> {
-    let Some(policy) = ledger.scheduler_config().wait_for_ready else {
+    let Some(policy) = ledger.config().wait_for_ready else {
         return Vec::new();
     };
     let now = now.max(ledger.state().now);

@@ -33,6 +33,7 @@ const EVERY: Duration = Duration::from_secs(1);
 pub const REMOVE_PER_COMMAND: u32 = 500;
 
 pub async fn run(
+    retention: Option<Duration>,
     handle: LedgerHandle,
     proposer: Arc<Proposer>,
     clock: SharedClock,
@@ -49,18 +50,23 @@ pub async fn run(
         if *shutdown.borrow() {
             return;
         }
-        if proposer.is_leader() {
-            remove_due(&handle, &proposer, &clock).await;
+        if let (Some(retention), true) = (retention, proposer.is_leader()) {
+            remove_due(retention, &handle, &proposer, &clock).await;
         }
     }
 }
 
 /// Proposes removals until nothing due is left or a proposal fails.
-async fn remove_due(handle: &LedgerHandle, proposer: &Proposer, clock: &SharedClock) {
+async fn remove_due(
+    retention: Duration,
+    handle: &LedgerHandle,
+    proposer: &Proposer,
+    clock: &SharedClock,
+) {
     loop {
         let command = {
             let sm = handle.read();
-            remove_finished(&sm.ledger, clock.now())
+            remove_finished(&sm.ledger, retention, clock.now())
         };
         let Some(command) = command else {
             return;
@@ -80,10 +86,9 @@ async fn remove_due(handle: &LedgerHandle, proposer: &Proposer, clock: &SharedCl
     }
 }
 
-/// The `RemoveFinished` to propose at `now`, if retention is on and some
-/// finished workload is past it.
-pub fn remove_finished(ledger: &Ledger, now: Timestamp) -> Option<Command> {
-    let retention = ledger.scheduler_config().finished_retention?;
+/// The `RemoveFinished` to propose at `now`, if some finished workload is
+/// past `retention`.
+pub fn remove_finished(ledger: &Ledger, retention: Duration, now: Timestamp) -> Option<Command> {
     let now = now.max(ledger.state().now);
     ledger
         .finished_due(now, retention)

@@ -124,6 +124,11 @@ impl Proposer {
         self
     }
 
+    /// Whether this node plans admissions on submit when it leads.
+    pub fn plans_on_submit(&self) -> bool {
+        self.submit_planner.is_some()
+    }
+
     /// The most pending workloads per LocalQueue, which this node stamps
     /// into the submissions it writes as leader (as it stamps its clock):
     /// apply() enforces the limit carried in the log entry, so every
