@@ -458,7 +458,9 @@ fn a_group_that_lost_its_quorum_restarts_from_the_survivor() {
 
     // The independent checker's books agree with the survivor's ledger.
     let b = fleetq_ledger::backup::Backup::read_file(&file).expect("the backup reads");
-    let ledger = b.ledger(fleetq_ledger::LedgerConfig::default()).expect("the backup imports");
+    let ledger = b
+        .ledger(fleetq_ledger::LedgerConfig::default())
+        .expect("the backup imports");
     let problems = fleetq_chaos::oracle::replica::ReplicaBooks::new(survivor as u64)
         .reset(b.header.index, &ledger);
     assert!(problems.is_empty(), "{problems:?}");
@@ -544,7 +546,9 @@ fn a_group_that_lost_its_quorum_restarts_from_the_survivor() {
         "{backup}"
     );
     let b = fleetq_ledger::backup::Backup::read_file(&file).expect("the backup reads");
-    let ledger = b.ledger(fleetq_ledger::LedgerConfig::default()).expect("the backup imports");
+    let ledger = b
+        .ledger(fleetq_ledger::LedgerConfig::default())
+        .expect("the backup imports");
     let problems =
         fleetq_chaos::oracle::replica::ReplicaBooks::new(2).reset(b.header.index, &ledger);
     assert!(problems.is_empty(), "{problems:?}");

@@ -21,7 +21,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tonic::transport::server::Connected;
 
-use crate::agents::leases::{LeaseConfig, LeaseTable};
+use crate::agents::leases::{LeadershipConfirmation, LeaseConfig, LeaseExpiry, LeaseTable};
 use crate::agents::service::AgentService;
 use crate::agents::simulated::{self, SimulatedCluster};
 use crate::api::service::ApiService;
@@ -30,7 +30,8 @@ use crate::guard::auth::gate::GateLayer;
 use crate::guard::auth::Authorizer;
 use crate::guard::limits::{Limits, RequestSizeLayer, SessionSlots, WriteGate};
 use crate::leader::admission::{self, AdmissionStats};
-use crate::leader::LeaderPolicies;
+use crate::leader::retention::Retention;
+use crate::leader::{task, LeaderPolicies};
 use crate::metrics::ServerMetrics;
 use crate::raft::batcher::SubmitBatcher;
 use crate::raft::network::PeerNetwork;
@@ -225,22 +226,30 @@ impl Node {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (stats_tx, stats_rx) = watch::channel(AdmissionStats::default());
 
-        tokio::spawn(admission::run(
+        // The leader's jobs, each in the one shape of crate::leader::task.
+        tokio::spawn(task::run(
+            admission::AdmissionLoop::new(
+                handle.clone(),
+                Arc::clone(&proposer),
+                Arc::clone(&clock),
+                stats_tx,
+                metrics.clone(),
+            ),
             raft.clone(),
-            handle.clone(),
-            Arc::clone(&proposer),
-            Arc::clone(&clock),
-            stats_tx,
-            metrics.clone(),
             shutdown_rx.clone(),
         ));
-        tokio::spawn(crate::leader::retention::run(
-            config.leader.finished_retention,
-            handle.clone(),
-            Arc::clone(&proposer),
-            Arc::clone(&clock),
-            shutdown_rx.clone(),
-        ));
+        if let Some(retention) = config.leader.finished_retention {
+            tokio::spawn(task::run(
+                Retention {
+                    retention,
+                    handle: handle.clone(),
+                    proposer: Arc::clone(&proposer),
+                    clock: Arc::clone(&clock),
+                },
+                raft.clone(),
+                shutdown_rx.clone(),
+            ));
+        }
         tokio::spawn(simulated::run(
             config.simulated_clusters.clone(),
             handle.clone(),
@@ -262,17 +271,19 @@ impl Node {
             policies: config.leader,
         };
         let leases = LeaseTable::default();
-        tokio::spawn(crate::agents::leases::confirm_leadership(
+        tokio::spawn(task::run(
+            LeadershipConfirmation::new(raft.clone(), leases.clone(), &config.lease),
             raft.clone(),
-            leases.clone(),
-            config.lease,
             shutdown_rx.clone(),
         ));
-        tokio::spawn(crate::agents::leases::run(
-            handle.clone(),
-            Arc::clone(&proposer),
-            leases.clone(),
-            config.lease,
+        tokio::spawn(task::run(
+            LeaseExpiry::new(
+                handle.clone(),
+                Arc::clone(&proposer),
+                leases.clone(),
+                config.lease,
+            ),
+            raft.clone(),
             shutdown_rx.clone(),
         ));
         let agent = AgentService {

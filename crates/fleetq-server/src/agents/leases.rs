@@ -5,17 +5,16 @@
 //! under policy `keep`). A new leader has heard nobody yet, so it first
 //! waits one full `lease_ttl` from taking office before it expires anyone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fleetq_ledger::store::LedgerHandle;
 use fleetq_ledger::Command;
 use fleetq_model::ClusterState;
-use openraft::ServerState;
-use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::leader::task::{LeaderTask, Office, Wakes};
 use crate::raft::proposer::Proposer;
 
 /// The label that marks clusters simulated inside the control plane; they
@@ -134,106 +133,137 @@ pub fn ack_freshness(config: &LeaseConfig) -> Duration {
 /// While this node leads, confirms its leadership with a quorum (a read
 /// index round) every `ack_freshness / 3`, recording when each successful
 /// round *started*: no new leader can have been elected before a quorum
-/// answered it.
-pub async fn confirm_leadership(
-    raft: fleetq_ledger::raft::Raft,
-    table: LeaseTable,
-    config: LeaseConfig,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let every = (ack_freshness(&config) / 3).max(Duration::from_millis(10));
-    loop {
-        if *shutdown.borrow() {
-            return;
-        }
-        if raft.metrics().borrow().state == ServerState::Leader {
-            let started = Instant::now();
-            if let Ok(Ok(_)) = tokio::time::timeout(every * 3, raft.ensure_linearizable()).await {
-                table.confirm(Some(started));
-            }
-        } else {
-            table.confirm(None);
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(every) => {}
-            _ = shutdown.changed() => {}
+/// answered it. A leader job ([`crate::leader::task`]).
+pub struct LeadershipConfirmation {
+    pub raft: fleetq_ledger::raft::Raft,
+    pub table: LeaseTable,
+    every: Duration,
+}
+
+impl LeadershipConfirmation {
+    pub fn new(
+        raft: fleetq_ledger::raft::Raft,
+        table: LeaseTable,
+        config: &LeaseConfig,
+    ) -> LeadershipConfirmation {
+        LeadershipConfirmation {
+            raft,
+            table,
+            every: (ack_freshness(config) / 3).max(Duration::from_millis(10)),
         }
     }
 }
 
-/// Expires clusters whose lease ran out, while this node leads.
-pub async fn run(
-    handle: LedgerHandle,
-    proposer: Arc<Proposer>,
-    table: LeaseTable,
-    config: LeaseConfig,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let mut metrics = proposer.raft().metrics();
-    let mut leading_since: Option<Instant> = None;
-    // Clusters seen Ready (or Draining) on the last pass. One that is Ready
-    // again after being expired has just re-registered: that is hearing
-    // from its agent, even when the registration reached this leader
-    // forwarded by another node (whose table got the agent's beats).
-    let mut live: std::collections::BTreeSet<String> = Default::default();
-    loop {
-        if *shutdown.borrow() {
-            return;
+impl LeaderTask for LeadershipConfirmation {
+    fn wakes(&self) -> Wakes {
+        Wakes {
+            every: self.every,
+            on_raft_change: false,
+            on_ledger_change: None,
         }
-        let leader = metrics.borrow().state == ServerState::Leader;
-        match (leader, leading_since) {
-            (true, None) => leading_since = Some(Instant::now()),
-            (false, _) => leading_since = None,
-            _ => {}
+    }
+
+    async fn pass(&mut self, _office: &Office) {
+        let started = Instant::now();
+        let round = tokio::time::timeout(self.every * 3, self.raft.ensure_linearizable()).await;
+        if let Ok(Ok(_)) = round {
+            self.table.confirm(Some(started));
         }
-        if let Some(since) = leading_since {
-            let expired: Vec<String> = {
-                let sm = handle.read();
-                let leased: Vec<&fleetq_ledger::record::ClusterRecord> = sm
-                    .ledger
-                    .state()
-                    .clusters
-                    .values()
-                    .filter(|c| !c.cluster.labels.contains_key(SIMULATED_LABEL))
-                    .filter(|c| {
-                        matches!(
-                            c.cluster.state,
-                            ClusterState::Ready | ClusterState::Draining
-                        )
-                    })
-                    .collect();
-                let now_live: std::collections::BTreeSet<String> =
-                    leased.iter().map(|c| c.cluster.name.clone()).collect();
-                for back in now_live.difference(&live) {
-                    table.beat(back);
-                }
-                live = now_live;
-                // Silence counts from the last beat or from taking office,
-                // whichever is later.
-                leased
-                    .into_iter()
-                    .filter(|c| table.claim_expiry(&c.cluster.name, since, config.ttl))
-                    .map(|c| c.cluster.name.clone())
-                    .collect()
-            };
-            for cluster in expired {
-                tracing::warn!(cluster = %cluster, ttl = ?config.ttl, "lease expired");
-                if let Err(e) = proposer
-                    .write_local(Command::ExpireCluster {
-                        cluster: cluster.clone(),
-                    })
-                    .await
-                    .written()
-                {
-                    tracing::debug!(error = %e, "expiry not applied");
-                }
-                table.expiry_done(&cluster);
+    }
+
+    fn out_of_office(&mut self) {
+        self.table.confirm(None);
+    }
+}
+
+/// Expires clusters whose lease ran out, while this node leads: on every
+/// Raft change and every half heartbeat. A leader job
+/// ([`crate::leader::task`]).
+pub struct LeaseExpiry {
+    pub handle: LedgerHandle,
+    pub proposer: Arc<Proposer>,
+    pub table: LeaseTable,
+    pub config: LeaseConfig,
+    /// Clusters seen Ready (or Draining) on the last pass. One that is
+    /// Ready again after being expired has just re-registered: that is
+    /// hearing from its agent, even when the registration reached this
+    /// leader forwarded by another node (whose table got the agent's
+    /// beats).
+    live: BTreeSet<String>,
+}
+
+impl LeaseExpiry {
+    pub fn new(
+        handle: LedgerHandle,
+        proposer: Arc<Proposer>,
+        table: LeaseTable,
+        config: LeaseConfig,
+    ) -> LeaseExpiry {
+        LeaseExpiry {
+            handle,
+            proposer,
+            table,
+            config,
+            live: BTreeSet::new(),
+        }
+    }
+
+    /// The clusters whose lease ran out, silence counted from the last
+    /// beat or from taking office (`since`), whichever is later.
+    fn expired(&mut self, since: Instant) -> Vec<String> {
+        let sm = self.handle.read();
+        let leased: Vec<&fleetq_ledger::record::ClusterRecord> = sm
+            .ledger
+            .state()
+            .clusters
+            .values()
+            .filter(|c| !c.cluster.labels.contains_key(SIMULATED_LABEL))
+            .filter(|c| {
+                matches!(
+                    c.cluster.state,
+                    ClusterState::Ready | ClusterState::Draining
+                )
+            })
+            .collect();
+        let now_live: BTreeSet<String> = leased.iter().map(|c| c.cluster.name.clone()).collect();
+        for back in now_live.difference(&self.live) {
+            self.table.beat(back);
+        }
+        self.live = now_live;
+        leased
+            .into_iter()
+            .filter(|c| {
+                self.table
+                    .claim_expiry(&c.cluster.name, since, self.config.ttl)
+            })
+            .map(|c| c.cluster.name.clone())
+            .collect()
+    }
+}
+
+impl LeaderTask for LeaseExpiry {
+    fn wakes(&self) -> Wakes {
+        Wakes {
+            every: self.config.heartbeat / 2,
+            on_raft_change: true,
+            on_ledger_change: None,
+        }
+    }
+
+    async fn pass(&mut self, office: &Office) {
+        for cluster in self.expired(office.since) {
+            tracing::warn!(cluster = %cluster, ttl = ?self.config.ttl, "lease expired");
+            if let Err(e) = self
+                .proposer
+                .write_local(Command::ExpireCluster {
+                    cluster: cluster.clone(),
+                })
+                .await
+                .written()
+            {
+                tracing::debug!(error = %e, "expiry not applied");
             }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(config.heartbeat / 2) => {}
-            _ = metrics.changed() => {}
-            _ = shutdown.changed() => {}
+            self.table.expiry_done(&cluster);
         }
     }
 }

@@ -12,7 +12,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleetq_ledger::raft::Raft;
 use fleetq_ledger::store::LedgerHandle;
 use fleetq_ledger::{
     AdmissionOnSubmit, AdmitBatch, Command, CycleId, Ledger, Outcome, RunningWorkload, Submission,
@@ -20,10 +19,10 @@ use fleetq_ledger::{
 };
 use fleetq_model::Timestamp;
 use fleetq_scheduler::{schedule, Decisions};
-use openraft::ServerState;
 use tokio::sync::watch;
 
 use crate::clock::SharedClock;
+use crate::leader::task::{LeaderTask, Office, Wakes};
 use crate::metrics::ServerMetrics;
 use crate::raft::proposer::Proposer;
 
@@ -57,126 +56,140 @@ pub fn plan_on_submit(
     ledger.plan_on_submit(submissions, at)
 }
 
-/// The admission loop, on every node (it acts while this node leads),
-/// until `shutdown`.
-pub async fn run(
-    raft: Raft,
-    handle: LedgerHandle,
-    proposer: Arc<Proposer>,
-    clock: SharedClock,
-    stats: watch::Sender<AdmissionStats>,
-    server_metrics: ServerMetrics,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let changed = handle.changed();
-    let mut seq = 0u64;
-    let mut refusals = Refusals::default();
-    let mut metrics = raft.metrics();
-    loop {
-        if *shutdown.borrow() {
-            return;
+/// The admission loop ([`crate::leader::task`]): on a change to the
+/// ledger, on any Raft change and at least every second (budgets refill
+/// and backoffs pass with time), one cycle.
+pub struct AdmissionLoop {
+    pub handle: LedgerHandle,
+    pub proposer: Arc<Proposer>,
+    pub clock: SharedClock,
+    pub stats: watch::Sender<AdmissionStats>,
+    pub metrics: ServerMetrics,
+    /// The last cycle's sequence number (per term, see [`CycleId`]).
+    seq: u64,
+    refusals: Refusals,
+}
+
+impl AdmissionLoop {
+    pub fn new(
+        handle: LedgerHandle,
+        proposer: Arc<Proposer>,
+        clock: SharedClock,
+        stats: watch::Sender<AdmissionStats>,
+        metrics: ServerMetrics,
+    ) -> AdmissionLoop {
+        AdmissionLoop {
+            handle,
+            proposer,
+            clock,
+            stats,
+            metrics,
+            seq: 0,
+            refusals: Refusals::default(),
         }
-        let (is_leader, term, caught_up) = {
-            let m = metrics.borrow();
-            // A new leader first commits an entry of its own term; until it
-            // has applied it, entries of earlier terms may still be
-            // unapplied here, and a cycle would propose decisions the log
-            // already holds (refused at apply, but wasted).
-            let caught_up = m
-                .last_applied
-                .is_some_and(|l| l.leader_id.term == m.current_term);
-            (m.state == ServerState::Leader, m.current_term, caught_up)
-        };
-        if !is_leader || !caught_up {
-            tokio::select! {
-                _ = metrics.changed() => {}
-                _ = shutdown.changed() => {}
-            }
-            continue;
-        }
-        let now = clock.now();
-        // Wait-for-ready first: evicting frees quota this cycle can use.
+    }
+
+    /// Wait-for-ready: evicts admissions not reported running in time
+    /// (first, so the quota they free is there for the cycle).
+    async fn evict_not_ready(&self, now: Timestamp) {
         let not_ready = {
-            let sm = handle.read();
+            let sm = self.handle.read();
             not_ready(&sm.ledger, now)
         };
-        if !not_ready.is_empty() {
-            if let Err(e) = proposer
-                .write_local(Command::EvictNotReady {
-                    workloads: not_ready,
-                })
-                .await
-                .written()
-            {
-                tracing::debug!(error = %e, "wait-for-ready eviction not applied");
-            }
+        if not_ready.is_empty() {
+            return;
         }
+        if let Err(e) = self
+            .proposer
+            .write_local(Command::EvictNotReady {
+                workloads: not_ready,
+            })
+            .await
+            .written()
+        {
+            tracing::debug!(error = %e, "wait-for-ready eviction not applied");
+        }
+    }
+
+    /// Proposes `batch` and learns from its outcome; whether it admitted.
+    async fn propose(&mut self, batch: AdmitBatch) -> bool {
+        let preemptions = batch.preemptions.clone();
+        let written = self
+            .proposer
+            .write_local(Command::AdmitBatch(batch))
+            .await
+            .written();
+        let w = match written {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::debug!(error = %e, "admission batch not applied");
+                return false;
+            }
+        };
+        let Outcome::Admitted(o) = w.response.outcome else {
+            return false;
+        };
+        if !o.stale_batch {
+            log_preemptions(&self.handle, &preemptions, &o.rejected);
+            self.refusals.note(o.changes, &o.rejected);
+        }
+        self.stats.send_modify(|s| {
+            s.batches += 1;
+            s.admitted += u64::from(o.admitted);
+            s.rejected += o.rejected.len() as u64;
+        });
+        if !o.rejected.is_empty() {
+            tracing::debug!(
+                rejected = o.rejected.len(),
+                "admission decisions rejected at apply"
+            );
+        }
+        o.admitted > 0
+    }
+}
+
+impl LeaderTask for AdmissionLoop {
+    fn wakes(&self) -> Wakes {
+        Wakes {
+            every: IDLE_TICK,
+            on_raft_change: true,
+            on_ledger_change: Some(self.handle.changed()),
+        }
+    }
+
+    async fn pass(&mut self, office: &Office) {
+        let now = self.clock.now();
+        self.evict_not_ready(now).await;
         let started = std::time::Instant::now();
         let batch = {
-            let sm = handle.read();
+            let sm = self.handle.read();
             // Stay ahead of any batch already accepted in this term (also
             // one forged through a debug endpoint).
             let last = sm.ledger.state().last_cycle;
-            if last.term == term {
-                seq = seq.max(last.seq);
+            if last.term == office.term {
+                self.seq = self.seq.max(last.seq);
             }
-            seq += 1;
-            next_batch(&sm.ledger, now, CycleId { term, seq })
-                .and_then(|b| refusals.withhold(&sm.ledger, b))
+            self.seq += 1;
+            let cycle = CycleId {
+                term: office.term,
+                seq: self.seq,
+            };
+            next_batch(&sm.ledger, now, cycle).and_then(|b| self.refusals.withhold(&sm.ledger, b))
         };
         // An admission attempt (Kueue's metric) is a cycle that decided
         // something or found new reasons; the loop also wakes on every
         // Raft metrics change, and a cycle that only confirms what the
         // ledger already says is not counted.
-        let attempted = batch.is_some();
         let took = started.elapsed();
         let elapsed = took.as_micros() as u64;
-        let mut admitted = false;
-        stats.send_modify(|s| {
+        self.stats.send_modify(|s| {
             s.cycles += 1;
             s.last_cycle_micros = elapsed;
             s.total_cycle_micros += elapsed;
         });
         if let Some(batch) = batch {
-            let preemptions = batch.preemptions.clone();
-            match proposer
-                .write_local(Command::AdmitBatch(batch))
-                .await
-                .written()
-            {
-                Ok(w) => {
-                    if let Outcome::Admitted(o) = w.response.outcome {
-                        admitted = o.admitted > 0;
-                        if !o.stale_batch {
-                            log_preemptions(&handle, &preemptions, &o.rejected);
-                            refusals.note(o.changes, &o.rejected);
-                        }
-                        stats.send_modify(|s| {
-                            s.batches += 1;
-                            s.admitted += u64::from(o.admitted);
-                            s.rejected += o.rejected.len() as u64;
-                        });
-                        if !o.rejected.is_empty() {
-                            tracing::debug!(
-                                rejected = o.rejected.len(),
-                                "admission decisions rejected at apply"
-                            );
-                        }
-                    }
-                }
-                Err(e) => tracing::debug!(error = %e, "admission batch not applied"),
-            }
-            // The batch's own apply may have woken us; look again at once
-            // only if something else changed meanwhile.
-        }
-        if attempted {
-            server_metrics.admission_attempt(admitted, took);
-        }
-        tokio::select! {
-            _ = changed.notified() => {}
-            _ = tokio::time::sleep(IDLE_TICK) => {}
-            _ = metrics.changed() => {}
-            _ = shutdown.changed() => {}
+            let admitted = self.propose(batch).await;
+            self.metrics.admission_attempt(admitted, took);
         }
     }
 }

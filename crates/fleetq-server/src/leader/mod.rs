@@ -1,12 +1,14 @@
 //! What only the leader does with the ledger: admission (the scheduling
 //! loop, and admission on submit handed to the write path) and the
-//! retention of finished workloads. Lease expiry is the agents' room
+//! retention of finished workloads, each a job of one shape
+//! ([`task`]). Lease expiry, a job of the same shape, is the agents' room
 //! ([`crate::agents::leases`]).
 
 use std::time::Duration;
 
 pub mod admission;
 pub mod retention;
+pub mod task;
 
 /// Policies only the leader reads: they decide what it proposes, never
 /// how an entry applies, so replicas need not agree on them (unlike

@@ -14,9 +14,9 @@ use std::time::Duration;
 use fleetq_ledger::store::LedgerHandle;
 use fleetq_ledger::{Command, Ledger, Outcome};
 use fleetq_model::Timestamp;
-use tokio::sync::watch;
 
 use crate::clock::SharedClock;
+use crate::leader::task::{LeaderTask, Office, Wakes};
 use crate::raft::proposer::Proposer;
 
 /// How often the leader looks for finished workloads past the retention.
@@ -32,55 +32,44 @@ const EVERY: Duration = Duration::from_secs(1);
 /// 20,000 (both from the admission loop), against 5 ms without retention.
 pub const REMOVE_PER_COMMAND: u32 = 500;
 
-pub async fn run(
-    retention: Option<Duration>,
-    handle: LedgerHandle,
-    proposer: Arc<Proposer>,
-    clock: SharedClock,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    // tokio's clock, not std's: the simulator drives tokio's.
-    let mut tick = tokio::time::interval(EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = tick.tick() => {}
-            _ = shutdown.changed() => {}
-        }
-        if *shutdown.borrow() {
-            return;
-        }
-        if let (Some(retention), true) = (retention, proposer.is_leader()) {
-            remove_due(retention, &handle, &proposer, &clock).await;
-        }
-    }
+/// Retention as a leader job ([`crate::leader::task`]): every second,
+/// removals until nothing due is left or a proposal fails.
+pub struct Retention {
+    pub retention: Duration,
+    pub handle: LedgerHandle,
+    pub proposer: Arc<Proposer>,
+    pub clock: SharedClock,
 }
 
-/// Proposes removals until nothing due is left or a proposal fails.
-async fn remove_due(
-    retention: Duration,
-    handle: &LedgerHandle,
-    proposer: &Proposer,
-    clock: &SharedClock,
-) {
-    loop {
-        let command = {
-            let sm = handle.read();
-            remove_finished(&sm.ledger, retention, clock.now())
-        };
-        let Some(command) = command else {
-            return;
-        };
-        match proposer.write_local(command).await.written() {
-            Ok(w)
-                if matches!(
-                    w.response.outcome,
-                    Outcome::RemovedFinished { more: true, .. }
-                ) => {}
-            Ok(_) => return,
-            Err(e) => {
-                tracing::debug!(error = %e, "removal of finished workloads not applied");
+impl LeaderTask for Retention {
+    fn wakes(&self) -> Wakes {
+        Wakes {
+            every: EVERY,
+            on_raft_change: false,
+            on_ledger_change: None,
+        }
+    }
+
+    async fn pass(&mut self, _office: &Office) {
+        loop {
+            let command = {
+                let sm = self.handle.read();
+                remove_finished(&sm.ledger, self.retention, self.clock.now())
+            };
+            let Some(command) = command else {
                 return;
+            };
+            match self.proposer.write_local(command).await.written() {
+                Ok(w)
+                    if matches!(
+                        w.response.outcome,
+                        Outcome::RemovedFinished { more: true, .. }
+                    ) => {}
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::debug!(error = %e, "removal of finished workloads not applied");
+                    return;
+                }
             }
         }
     }
