@@ -42,34 +42,9 @@ const RACE_STREAM: u64 = 0x7ace_5eed_f2e5;
 
 /// The Kueue configuration of a random run: one ClusterQueue with 8 GPUs
 /// of flavor h100-80gb and a LocalQueue default/team-a.
-pub const CONFIG: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata:
-  name: h100-80gb
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: team-a
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100-80gb
-      resources:
-      - name: nvidia.com/gpu
-        nominalQuota: 8
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata:
-  namespace: default
-  name: team-a
-spec:
-  clusterQueue: team-a
-"#;
+pub fn base_config() -> String {
+    fleetq_testkit::kueue::one_queue("h100-80gb", "team-a", "team-a", 8)
+}
 
 /// `yaml` with the Topology of a plan with racks, named by the flavor:
 /// levels rack, then host.
@@ -89,9 +64,9 @@ pub fn with_racks(yaml: &str) -> String {
     )
 }
 
-/// [`CONFIG`] with the ClusterQueue's quota set to `gpus`.
+/// [`base_config`] with the ClusterQueue's quota set to `gpus`.
 pub fn config_with_quota(gpus: u32) -> String {
-    CONFIG.replace("nominalQuota: 8", &format!("nominalQuota: {gpus}"))
+    fleetq_testkit::kueue::one_queue("h100-80gb", "team-a", "team-a", u64::from(gpus))
 }
 
 /// A fault in the control plane (or its network).
@@ -597,7 +572,7 @@ impl Plan {
     /// did).
     pub fn drawn(seed: u64, nodes: u64, racks: bool) -> Plan {
         let mut rng = StdRng::seed_from_u64(seed);
-        let mut plan = Plan::empty(seed, nodes, CONFIG.to_string());
+        let mut plan = Plan::empty(seed, nodes, base_config());
         // From the seed itself, not a draw: every other draw of a seed
         // stays as it was before retention existed.
         plan.finished_retention = (seed % 2 == 1).then_some(SIM_RETENTION);

@@ -17,8 +17,8 @@ use rand::{Rng, SeedableRng};
 
 use crate::agents::AgentFault;
 use crate::plan::{
-    config_with_quota, Action, Fault, MidBatch, Plan, PlannedPodSet, PlannedWorkload, SplitKind,
-    Weather, CONFIG,
+    base_config, config_with_quota, Action, Fault, MidBatch, Plan, PlannedPodSet, PlannedWorkload,
+    SplitKind, Weather,
 };
 
 /// One regression scenario.
@@ -104,7 +104,7 @@ impl Regression {
     /// This scenario's plan for `seed` on `nodes` control-plane nodes.
     pub fn plan(&self, seed: u64, nodes: u64) -> Plan {
         let mut rng = StdRng::seed_from_u64(seed ^ 0x005e_ed0f_4e67);
-        let mut plan = (self.build)(&mut rng, Plan::empty(seed, nodes, CONFIG.to_string()));
+        let mut plan = (self.build)(&mut rng, Plan::empty(seed, nodes, base_config()));
         plan.scenario = Some(self.name);
         plan
     }

@@ -42,71 +42,9 @@ use fleetq_scheduler::{schedule, Preemption, PreemptionReason, SchedulerConfig};
 
 use crate::input::Input;
 
-/// The property tests' configuration (crates/fleetq-ledger/tests/
-/// ledger_props.rs): two ClusterQueues sharing cohort `pool`, both
-/// preempting lower priority.
-pub const CONFIG_POOL: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata:
-  name: h100-80gb
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: team-a
-spec:
-  namespaceSelector: {}
-  cohortName: pool
-  preemption:
-    withinClusterQueue: LowerPriority
-    reclaimWithinCohort: Any
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100-80gb
-      resources:
-      - name: nvidia.com/gpu
-        nominalQuota: 8
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: team-b
-spec:
-  namespaceSelector: {}
-  cohortName: pool
-  preemption:
-    withinClusterQueue: LowerPriority
-    reclaimWithinCohort: Any
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100-80gb
-      resources:
-      - name: nvidia.com/gpu
-        nominalQuota: 4
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {namespace: default, name: team-a}
-spec: {clusterQueue: team-a}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {namespace: default, name: team-b}
-spec: {clusterQueue: team-b}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: WorkloadPriorityClass
-metadata: {name: low}
-value: 10
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: WorkloadPriorityClass
-metadata: {name: high}
-value: 1000
-"#;
+/// The ledger's property tests' configuration too: two ClusterQueues
+/// sharing cohort `pool`, both preempting lower priority.
+pub const CONFIG_POOL: &str = fleetq_testkit::kueue::POOL;
 
 /// The ledger tests' cohort tree (ledger_apply.rs `COHORTS`) with more
 /// knobs: lending and borrowing limits, borrowWithinCohort, a StrictFIFO

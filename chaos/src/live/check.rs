@@ -170,7 +170,7 @@ pub fn final_checks(system: &System, outcomes: &Outcomes) -> Vec<String> {
 fn journal_violations(system: &System, outcomes: &Outcomes, workloads: &[Value]) -> Vec<String> {
     use crate::oracle::journal::{check, Devices, Expected};
     use crate::oracle::replica::Held;
-    let Some(config) = crate::draw::parse(super::system::CONFIG) else {
+    let Some(config) = crate::draw::parse(&super::system::config()) else {
         return vec!["harness: its own configuration does not parse".into()];
     };
     let cell = || ("h100-80gb".to_string(), "nvidia.com/gpu".to_string());

@@ -28,34 +28,9 @@ pub const AGENT_GPUS: u64 = 8;
 
 /// The Kueue configuration the harness applies: one ClusterQueue with 16
 /// H100s, the two agents' clusters together.
-pub const CONFIG: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata:
-  name: h100-80gb
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: chaos
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100-80gb
-      resources:
-      - name: nvidia.com/gpu
-        nominalQuota: 16
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata:
-  namespace: default
-  name: chaos
-spec:
-  clusterQueue: chaos
-"#;
+pub fn config() -> String {
+    fleetq_testkit::kueue::one_queue("h100-80gb", "chaos", "chaos", 2 * AGENT_GPUS)
+}
 
 fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
@@ -165,7 +140,7 @@ impl System {
         system
             .wait_leader(Duration::from_secs(20))
             .ok_or("no leader within 20 s")?;
-        let out = system.cli_stdin(&["apply", "-f", "-"], CONFIG)?;
+        let out = system.cli_stdin(&["apply", "-f", "-"], &config())?;
         if !out.status.success() {
             return Err(format!(
                 "apply: {}{}",

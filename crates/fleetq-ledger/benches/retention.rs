@@ -27,34 +27,9 @@ const FLAVOR: &str = "h100";
 /// Admitted, run and finished in rounds of this many (the cluster's GPUs).
 const ROUND: usize = 5_000;
 
-const CONFIG: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata:
-  name: h100
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: team-a
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100
-      resources:
-      - name: nvidia.com/gpu
-        nominalQuota: 5000
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata:
-  namespace: default
-  name: team-a
-spec:
-  clusterQueue: team-a
-"#;
+fn manifests() -> String {
+    fleetq_testkit::kueue::one_queue(FLAVOR, "team-a", "team-a", ROUND as u64)
+}
 
 struct Leader {
     ledger: Ledger,
@@ -105,7 +80,7 @@ fn ledger_with_finished(finished: usize) -> Ledger {
         seq: 0,
     };
     l.ledger.set_invariant_checks(false);
-    let objects = import_manifests(CONFIG)
+    let objects = import_manifests(&manifests())
         .expect("bench manifests import")
         .into_iter()
         .map(|d| d.object)

@@ -20,68 +20,7 @@ use proptest::prelude::*;
 /// Two ClusterQueues sharing a cohort (so borrowing and reclaiming happen),
 /// both preempting lower priority; two clusters with different lease
 /// policies.
-const CONFIG: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata:
-  name: h100-80gb
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: team-a
-spec:
-  namespaceSelector: {}
-  cohortName: pool
-  preemption:
-    withinClusterQueue: LowerPriority
-    reclaimWithinCohort: Any
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100-80gb
-      resources:
-      - name: nvidia.com/gpu
-        nominalQuota: 8
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: team-b
-spec:
-  namespaceSelector: {}
-  cohortName: pool
-  preemption:
-    withinClusterQueue: LowerPriority
-    reclaimWithinCohort: Any
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100-80gb
-      resources:
-      - name: nvidia.com/gpu
-        nominalQuota: 4
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {namespace: default, name: team-a}
-spec: {clusterQueue: team-a}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {namespace: default, name: team-b}
-spec: {clusterQueue: team-b}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: WorkloadPriorityClass
-metadata: {name: low}
-value: 10
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: WorkloadPriorityClass
-metadata: {name: high}
-value: 1000
-"#;
+const CONFIG: &str = fleetq_testkit::kueue::POOL;
 
 const CLUSTERS: [(&str, u64, LeasePolicy); 2] = [
     ("east", 8, LeasePolicy::Fence),

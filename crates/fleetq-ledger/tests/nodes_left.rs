@@ -17,28 +17,9 @@ use fleetq_scheduler::schedule;
 
 const GPU: &str = "nvidia.com/gpu";
 
-const QUEUE: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: h100}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: team}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100
-      resources:
-      - {name: nvidia.com/gpu, nominalQuota: 16}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {namespace: default, name: q}
-spec: {clusterQueue: team}
-"#;
+fn queue() -> String {
+    fleetq_testkit::kueue::one_queue("h100", "team", "q", 16)
+}
 
 fn node(name: &str, unschedulable: bool) -> Node {
     Node {
@@ -82,7 +63,7 @@ impl Driver {
             seq: 0,
             policy,
         };
-        let objects: Vec<Object> = import_manifests(QUEUE)
+        let objects: Vec<Object> = import_manifests(&queue())
             .expect("manifests import")
             .into_iter()
             .map(|doc| doc.object)

@@ -37,34 +37,9 @@ use openraft::{
 };
 use tempfile::TempDir;
 
-const CONFIG: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata:
-  name: h100-80gb
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: team-a
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100-80gb
-      resources:
-      - name: nvidia.com/gpu
-        nominalQuota: 8
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata:
-  namespace: default
-  name: team-a
-spec:
-  clusterQueue: team-a
-"#;
+fn config() -> String {
+    fleetq_testkit::kueue::one_queue("h100-80gb", "team-a", "team-a", 8)
+}
 
 const NODE: u64 = 1;
 const WAIT: Option<Duration> = Some(Duration::from_secs(10));
@@ -72,7 +47,7 @@ const WAIT: Option<Duration> = Some(Duration::from_secs(10));
 // ----- commands -------------------------------------------------------------
 
 fn objects() -> Vec<Object> {
-    import_manifests(CONFIG)
+    import_manifests(&config())
         .expect("test manifests import")
         .into_iter()
         .map(|d| d.object)

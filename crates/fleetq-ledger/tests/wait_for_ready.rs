@@ -15,34 +15,9 @@ use fleetq_model::workload::{PodSet, WorkloadSpec};
 use fleetq_model::{Cluster, ClusterState, Timestamp, Workload};
 use fleetq_scheduler::schedule;
 
-const CONFIG: &str = r#"
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata:
-  name: h100-80gb
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: team-a
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: ["nvidia.com/gpu"]
-    flavors:
-    - name: h100-80gb
-      resources:
-      - name: nvidia.com/gpu
-        nominalQuota: 8
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata:
-  namespace: default
-  name: team-a
-spec:
-  clusterQueue: team-a
-"#;
+fn config() -> String {
+    fleetq_testkit::kueue::one_queue("h100-80gb", "team-a", "team-a", 8)
+}
 
 struct Harness {
     ledger: Ledger,
@@ -60,7 +35,7 @@ impl Harness {
             now: 1_000,
             seq: 0,
         };
-        let objects = import_manifests(CONFIG)
+        let objects = import_manifests(&config())
             .expect("config")
             .into_iter()
             .map(|d| d.object)
