@@ -8,7 +8,7 @@
 //! - [`raft`]: the write path, linearizable reads, the Raft service and
 //!   network.
 //! - [`leader`]: admission (the loop, and admission on submit) and
-//!   retention of finished workloads.
+//!   retention of finished workloads; the one shape of every leader job.
 //! - [`api`]: the client API, visibility, backups.
 //! - [`agents`]: agent sessions, leases and their expiry, log relay,
 //!   simulated clusters for `fleetq dev` and tests.
@@ -19,7 +19,8 @@
 //!   [`metrics`] (the node's instruments, Kueue's names where Kueue has
 //!   the series, and the refusal reasons), [`status`] (read models: the
 //!   ledger's records as the wire's messages, for the API, the agents'
-//!   service and the dashboard), [`transport`].
+//!   service and the dashboard), [`census`] (workloads counted by queue,
+//!   for the dashboard and `/metrics` alike), [`transport`].
 //!
 //! ## Departures from the original design
 //!
@@ -37,6 +38,7 @@
 pub mod agents;
 pub mod api;
 pub mod bootstrap;
+pub mod census;
 pub mod clock;
 pub mod guard;
 pub mod http;

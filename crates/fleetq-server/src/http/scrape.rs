@@ -13,8 +13,8 @@ use fleetq_ledger::store::LedgerHandle;
 use fleetq_ledger::{Counters, Ledger, WorkloadState};
 use fleetq_model::cluster_queue::StopPolicy;
 use fleetq_model::Timestamp;
+use fleetq_scheduler::fair;
 use fleetq_scheduler::quota::NodeKind;
-use fleetq_scheduler::{fair, ReasonKind};
 use openraft::ServerState;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
@@ -22,6 +22,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::agents::leases::LeaseTable;
+use crate::census::Census;
 use crate::clock::SharedClock;
 
 use crate::metrics::{counters, gauges, gauges_owned, MetricsConfig, ServerMetrics};
@@ -289,23 +290,6 @@ fn kueue_share(drs: fair::Drs) -> f64 {
     }
 }
 
-/// Whether a pending reason means the last cycle could not admit it (as
-/// opposed to not having got to it yet).
-pub fn holds_back(kind: ReasonKind) -> bool {
-    match kind {
-        ReasonKind::WaitingForQuota
-        | ReasonKind::ExceedsMaxQuota
-        | ReasonKind::NoClusterCapacity
-        | ReasonKind::Misconfigured
-        | ReasonKind::Suspended
-        | ReasonKind::BackingOff
-        | ReasonKind::BudgetExhausted
-        | ReasonKind::BlockedByHead => true,
-        ReasonKind::Preempting | ReasonKind::NotYetConsidered | ReasonKind::Evicted => false,
-    }
-}
-
-/// The name of the root of `node`'s cohort tree (`node` itself for a root).
 fn root_of(tree: &fleetq_scheduler::quota::QuotaTree, node: usize) -> String {
     tree.nodes[tree.root_of(node)].name.clone()
 }
@@ -320,35 +304,7 @@ impl LedgerSample {
         let tree = snapshot.tree();
         let usage = snapshot.usage();
 
-        let mut pending: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-        let mut lq_pending: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-        let mut pending_resources: BTreeMap<&str, BTreeMap<String, u64>> = BTreeMap::new();
-        for p in snapshot.pending() {
-            let held = ledger
-                .workload(p.id)
-                .and_then(|r| ledger.reason_of(r))
-                .is_some_and(|r| holds_back(r.kind));
-            for e in [
-                pending.entry(p.cluster_queue.as_str()).or_default(),
-                lq_pending.entry(p.local_queue.as_str()).or_default(),
-            ] {
-                if held {
-                    e.1 += 1;
-                } else {
-                    e.0 += 1;
-                }
-            }
-            let requested = pending_resources
-                .entry(p.cluster_queue.as_str())
-                .or_default();
-            for ps in &p.workload.spec.pod_sets {
-                for (resource, per_pod) in &ps.requests {
-                    let total = per_pod.saturating_mul(u64::from(ps.count)).milli();
-                    let e = requested.entry(resource.clone()).or_default();
-                    *e = e.saturating_add(total);
-                }
-            }
-        }
+        let census = Census::take(ledger);
         // Finished workloads still kept, by the queues their LocalQueue
         // names now (a finished record holds no reservation).
         let by_queue: BTreeMap<(&str, &str), (&str, &str)> = state
@@ -375,9 +331,6 @@ impl LedgerSample {
                 *lq_finished.entry(lq).or_default() += 1;
             }
         }
-        let mut lq_admitted: BTreeMap<&str, u64> = BTreeMap::new();
-        let mut lq_usage: BTreeMap<&str, BTreeMap<(String, String), u64>> = BTreeMap::new();
-        let mut admitted: BTreeMap<&str, u64> = BTreeMap::new();
         let mut reserved_not_running: BTreeMap<(String, String), u64> = BTreeMap::new();
         for cq in state.config.cluster_queues.keys() {
             for cluster in state.clusters.keys() {
@@ -385,19 +338,6 @@ impl LedgerSample {
             }
         }
         for a in snapshot.admitted() {
-            *admitted
-                .entry(a.pending.cluster_queue.as_str())
-                .or_default() += 1;
-            *lq_admitted
-                .entry(a.pending.local_queue.as_str())
-                .or_default() += 1;
-            let usage = lq_usage.entry(a.pending.local_queue.as_str()).or_default();
-            for (fr, q) in &a.assignment.usage {
-                let e = usage
-                    .entry((fr.flavor.clone(), fr.resource.clone()))
-                    .or_default();
-                *e = e.saturating_add(q.milli());
-            }
             let Some(record) = ledger.workload(a.pending.id) else {
                 continue;
             };
@@ -432,7 +372,7 @@ impl LedgerSample {
                     lending_limit: limits.lending_limit.map(units),
                 });
             }
-            let (active, inadmissible) = pending.get(name.as_str()).copied().unwrap_or_default();
+            let counts = census.cluster_queue(name);
             let stopped = cq.spec.stop_policy != StopPolicy::None;
             cluster_queues.push(ClusterQueueSample {
                 name: name.clone(),
@@ -442,11 +382,12 @@ impl LedgerSample {
                     .map(|p| root_of(tree, p))
                     .unwrap_or_default(),
                 status: if stopped { "pending" } else { "active" },
-                pending_active: active,
-                pending_inadmissible: inadmissible,
-                admitted_active: admitted.get(name.as_str()).copied().unwrap_or(0),
+                pending_active: counts.pending_active,
+                pending_inadmissible: counts.pending_inadmissible,
+                admitted_active: counts.admitted,
                 finished: finished.get(name.as_str()).copied().unwrap_or(0),
-                pending_resources: pending_resources
+                pending_resources: census
+                    .pending_requests
                     .get(name.as_str())
                     .map(|r| r.iter().map(|(k, v)| (k.clone(), units(*v))).collect())
                     .unwrap_or_default(),
@@ -466,17 +407,17 @@ impl LedgerSample {
                         .cluster_queues
                         .get(&lq.spec.cluster_queue)
                         .is_none_or(|cq| cq.spec.stop_policy != StopPolicy::None);
-                let (active, inadmissible) =
-                    lq_pending.get(key.as_str()).copied().unwrap_or_default();
+                let counts = census.local_queue(key);
                 LocalQueueSample {
                     namespace: lq.namespace.clone(),
                     name: lq.name.clone(),
                     active: if stopped { "False" } else { "True" },
-                    pending_active: active,
-                    pending_inadmissible: inadmissible,
-                    admitted_active: lq_admitted.get(key.as_str()).copied().unwrap_or(0),
+                    pending_active: counts.pending_active,
+                    pending_inadmissible: counts.pending_inadmissible,
+                    admitted_active: counts.admitted,
                     finished: lq_finished.get(key.as_str()).copied().unwrap_or(0),
-                    usage: lq_usage
+                    usage: census
+                        .local_queue_usage
                         .get(key.as_str())
                         .map(|u| u.iter().map(|(k, v)| (k.clone(), units(*v))).collect())
                         .unwrap_or_default(),
@@ -532,7 +473,7 @@ impl LedgerSample {
                     subtree,
                     admitted_active: names
                         .clone()
-                        .map(|q| admitted.get(q).copied().unwrap_or(0))
+                        .map(|q| census.cluster_queue(q).admitted)
                         .sum(),
                     admitted_total: names.map(admissions).sum(),
                 }
@@ -1256,6 +1197,35 @@ spec:
             .iter()
             .find(|q| q.name == name)
             .unwrap_or_else(|| panic!("no sample for {name}"))
+    }
+
+    #[test]
+    fn the_dashboard_counts_queues_as_the_scrape_does() {
+        let h = busy();
+        let sample = LedgerSample::take(&h.ledger, Timestamp(h.now), Duration::from_secs(60));
+        let overview = crate::http::ui::LedgerOverview::read(&h.ledger);
+        let mut compared = 0;
+        for view in &overview.cluster_queues {
+            let s = cq(&sample, &view.name);
+            assert_eq!(
+                (view.pending, view.admitted),
+                (s.pending_active + s.pending_inadmissible, s.admitted_active),
+                "{}",
+                view.name
+            );
+            compared += view.pending + view.admitted;
+        }
+        // a and b admitted, c waiting for team-a's quota, d not yet seen.
+        assert_eq!(compared, 4);
+        let team_a = cq(&sample, "team-a");
+        assert_eq!(
+            (
+                team_a.pending_active,
+                team_a.pending_inadmissible,
+                team_a.admitted_active
+            ),
+            (1, 1, 2)
+        );
     }
 
     #[test]

@@ -52,6 +52,7 @@ use hyper::{Response, StatusCode};
 use serde::Serialize;
 
 use crate::agents::leases::LeaseTable;
+use crate::census::Census;
 use crate::clock::SharedClock;
 use crate::http::scrape::RaftSample;
 use crate::node::Node;
@@ -540,7 +541,6 @@ impl LedgerOverview {
         // the unbound pending ones and the newest events.
         let mut placed: BTreeMap<&str, Vec<(Timestamp, WorkloadId, &WorkloadRecord)>> =
             BTreeMap::new();
-        let mut admitted_by_cq: BTreeMap<&str, u64> = BTreeMap::new();
         let mut unbound: Vec<&WorkloadRecord> = Vec::new();
         let mut totals = Totals::default();
         // Min-heap of the newest EVENT_LIMIT: (at, id, index in history).
@@ -563,7 +563,6 @@ impl LedgerOverview {
                     .entry(r.assignment.cluster.as_str())
                     .or_default()
                     .push((r.admitted_at, record.id, record));
-                *admitted_by_cq.entry(r.cluster_queue.as_str()).or_default() += 1;
             }
             for (i, e) in record.history.iter().enumerate() {
                 if event_kind(e).is_none() {
@@ -687,10 +686,10 @@ impl LedgerOverview {
             })
             .collect();
         queued.sort_unstable();
-        let mut pending_by_cq: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut last_position: BTreeMap<&str, u64> = BTreeMap::new();
         let mut order: Vec<(WorkloadId, u64)> = Vec::with_capacity(queued.len());
         for (_, _, id, cq) in &queued {
-            let n = pending_by_cq.entry(cq).or_default();
+            let n = last_position.entry(cq).or_default();
             *n += 1;
             order.push((*id, *n));
         }
@@ -723,7 +722,8 @@ impl LedgerOverview {
             workloads: rows,
         };
 
-        // ClusterQueues.
+        // ClusterQueues, counted as /metrics counts them.
+        let census = Census::take(ledger);
         let cluster_queues = state
             .config
             .cluster_queues
@@ -731,8 +731,8 @@ impl LedgerOverview {
             .map(|(name, cq)| ClusterQueueView {
                 name: name.clone(),
                 cohort: cq.spec.cohort.clone(),
-                pending: pending_by_cq.get(name.as_str()).copied().unwrap_or(0),
-                admitted: admitted_by_cq.get(name.as_str()).copied().unwrap_or(0),
+                pending: census.cluster_queue(name).pending(),
+                admitted: census.cluster_queue(name).admitted,
                 reason: state.queue_reasons.get(name).map(|r| r.message.clone()),
                 resources: status::quota_cells(ledger, name)
                     .unwrap_or_default()
