@@ -1,6 +1,6 @@
 //! The `command_apply` target's interpreter: fuzz input -> a sequence of
 //! ledger commands on a realistic setup, with the invariants checked after
-//! every command (DESIGN.md §6: 1 and 2 through `Ledger::violations`, the
+//! every command (docs/architecture.md §6: 1 and 2 through `Ledger::violations`, the
 //! record/snapshot agreement of the property tests, and 6: a second
 //! replica fed the same log through JSON, as Raft carries it, holds the
 //! same state after every command and the same state hash every 8

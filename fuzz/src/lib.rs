@@ -3,8 +3,8 @@
 //!
 //! The interesting one is [`apply`]: the `command_apply` target's
 //! interpreter, which turns fuzz input into a sequence of ledger commands on
-//! a realistic setup (the configurations of the ledger tests, two clusters)
-//! and checks after every command that the invariants of DESIGN.md §6 hold
+//! a realistic setup (the ledger tests' configuration or a cohort tree, two clusters)
+//! and checks after every command that the invariants of docs/architecture.md §6 hold
 //! and that a second replica fed the same log (through its JSON encoding,
 //! as Raft carries it) agrees. `examples/seeds.rs` uses the same
 //! interpreter to write the seed corpora.
