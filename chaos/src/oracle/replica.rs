@@ -872,11 +872,17 @@ fn compare_with_replica(
 pub struct Progress {
     /// Accepted preemptions per victim.
     pub preempted: BTreeMap<u64, u32>,
-    /// Repeats per (victim, preemptor): the preemptor preempted the same
-    /// victim again without having been admitted since its last
-    /// preemption of it. That is the livelock's signature (the victim
-    /// re-admitted into its preemptor's room), whatever else happens.
+    /// The longest streak of repeats per (victim, preemptor): the
+    /// preemptor preempted the same victim again and again without having
+    /// been admitted in between. That is the livelock's signature (the
+    /// victim re-admitted into its preemptor's room), whatever else
+    /// happens. Streaks apart, each ended by the preemptor's admission,
+    /// do not add up: each may have its own cause (soak seed 395997: the
+    /// preemptor stopped by its user, then, after it ran, its room lost
+    /// with a crashed agent's cluster).
     pub repeats: BTreeMap<(u64, u64), u32>,
+    /// The current streak's repeats per (victim, preemptor).
+    streak: BTreeMap<(u64, u64), u32>,
     /// Admissions per workload so far.
     admissions: BTreeMap<u64, u32>,
     /// (victim, preemptor) -> the preemptor's admissions when it last
@@ -921,8 +927,13 @@ impl Progress {
             *self.preempted.entry(p.victim).or_default() += 1;
             let pair = (p.victim, p.preemptor);
             let admitted = self.admissions.get(&p.preemptor).copied().unwrap_or(0);
+            let streak = self.streak.entry(pair).or_default();
             if self.last_pair.insert(pair, admitted) == Some(admitted) {
-                *self.repeats.entry(pair).or_default() += 1;
+                *streak += 1;
+                let longest = self.repeats.entry(pair).or_default();
+                *longest = (*longest).max(*streak);
+            } else {
+                *streak = 0;
             }
         }
         for (id, why) in &outcome.rejected {
@@ -937,7 +948,70 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fleetq_ledger::{AdmitBatch, AdmitOutcome, CycleId};
     use fleetq_model::assignment::{NodePods, PodSetAssignment};
+    use fleetq_scheduler::{Admission, Preemption, PreemptionReason};
+
+    /// `preemptor` preempting `victim` (admissions empty), or admitting
+    /// `preemptor` (victim None), as an accepted batch.
+    fn batch(preemptor: u64, victim: Option<u64>) -> (Command, Response) {
+        let mut b = AdmitBatch {
+            cycle: CycleId { term: 1, seq: 1 },
+            admissions: Vec::new(),
+            preemptions: Vec::new(),
+            reasons: Vec::new(),
+            queue_reasons: Vec::new(),
+        };
+        match victim {
+            Some(victim) => b.preemptions.push(Preemption {
+                victim,
+                preemptor,
+                reason: PreemptionReason::InClusterQueue,
+                grace_period: None,
+                cluster: None,
+            }),
+            None => b.admissions.push(Admission {
+                workload: preemptor,
+                cluster_queue: "q".into(),
+                assignment: fleetq_scheduler::Assignment {
+                    cluster: "east".into(),
+                    pod_sets: Vec::new(),
+                    usage: BTreeMap::new(),
+                },
+                budget_charge: 0,
+                afs_penalty: 0,
+            }),
+        }
+        let outcome = Outcome::Admitted(AdmitOutcome {
+            admitted: u32::from(victim.is_none()),
+            preempted: u32::from(victim.is_some()),
+            rejected: Vec::new(),
+            stale_batch: false,
+            changes: 0,
+        });
+        (Command::AdmitBatch(b), Response::ok(outcome))
+    }
+
+    #[test]
+    fn repeats_count_per_streak_not_per_run() {
+        let mut progress = Progress::default();
+        let mut count = |preemptor, victim| {
+            let (c, r) = batch(preemptor, victim);
+            progress.count(&c, &r);
+        };
+        // Two streaks of one repeat each, the preemptor admitted between.
+        for step in [Some(6), Some(6), None, Some(6), Some(6)] {
+            count(20, step);
+        }
+        assert_eq!(progress.repeats.get(&(6, 20)), Some(&1));
+        assert_eq!(progress.preempted.get(&6), Some(&4));
+        // One streak of two repeats: the livelock's signature.
+        for _ in 0..3 {
+            let (c, r) = batch(21, Some(7));
+            progress.count(&c, &r);
+        }
+        assert_eq!(progress.repeats.get(&(7, 21)), Some(&2));
+    }
 
     fn node(rack: &str, host: &str) -> NodeCapacity {
         NodeCapacity {
