@@ -10,6 +10,9 @@
 //! Servers authorize by this name, never by the certificate's DNS names
 //! (those only prove which address a server may answer for).
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+
 use rustls_pki_types::CertificateDer;
 
 /// The URI prefix of every fleetq identity.
@@ -114,9 +117,88 @@ fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-._".contains(&b))
 }
 
+/// Identities read from certificates, remembered by certificate. A
+/// connection presents the same certificate with every request, and the
+/// service door and the handler both ask who it is: parsing the X.509
+/// each time was a cost per request, not per connection. Bounded: past
+/// [`IdentityCache::CAPACITY`] certificates it starts afresh (only
+/// certificates the CA signed reach it, so a caller cannot flood it
+/// cheaply).
+#[derive(Debug, Default)]
+pub struct IdentityCache {
+    by_certificate: Mutex<HashMap<Box<[u8]>, Result<Identity, String>>>,
+}
+
+impl IdentityCache {
+    /// The most certificates remembered.
+    pub const CAPACITY: usize = 4096;
+
+    /// [`Identity::of_certificate`], parsed once per certificate.
+    pub fn identity(&self, cert: &CertificateDer<'_>) -> Result<Identity, String> {
+        if let Some(known) = self.lock().get(cert.as_ref()) {
+            return known.clone();
+        }
+        let parsed = Identity::of_certificate(cert);
+        let mut known = self.lock();
+        if known.len() >= Self::CAPACITY {
+            known.clear();
+        }
+        known.insert(cert.as_ref().into(), parsed.clone());
+        parsed
+    }
+
+    /// How many certificates it remembers.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<[u8]>, Result<Identity, String>>> {
+        // A panic while holding it cannot leave the map half-written in
+        // a way that matters: every entry is whole.
+        self.by_certificate
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cache_answers_as_the_certificate_does_and_stays_bounded() {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert_of = |identity: &Identity| {
+            let mut params =
+                rcgen::CertificateParams::new(vec!["localhost".to_string()]).expect("params");
+            params.subject_alt_names.push(rcgen::SanType::URI(
+                rcgen::string::Ia5String::try_from(identity.uri()).expect("uri"),
+            ));
+            params.self_signed(&key).expect("cert").der().clone()
+        };
+        let cache = IdentityCache::default();
+        let east = cert_of(&Identity::Agent("east".into()));
+        let team = cert_of(&Identity::Tenant("team-a".into()));
+        for _ in 0..3 {
+            assert_eq!(cache.identity(&east), Ok(Identity::Agent("east".into())));
+            assert_eq!(cache.identity(&team), Ok(Identity::Tenant("team-a".into())));
+        }
+        assert_eq!(cache.len(), 2);
+        // A refusal is remembered too, and still says why.
+        let junk = CertificateDer::from(vec![0u8; 16]);
+        let err = cache.identity(&junk).expect_err("not a certificate");
+        assert!(err.contains("unreadable certificate"), "{err}");
+        assert_eq!(cache.identity(&junk), Err(err));
+        for i in 0..IdentityCache::CAPACITY {
+            let _ = cache.identity(&CertificateDer::from(i.to_be_bytes().to_vec()));
+        }
+        assert!(cache.len() <= IdentityCache::CAPACITY);
+        assert_eq!(cache.identity(&east), Ok(Identity::Agent("east".into())));
+    }
 
     #[test]
     fn uris_round_trip_and_bad_ones_say_why() {

@@ -27,7 +27,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 pub use accept::{accept, HandshakeRefused, HANDSHAKE_TIMEOUT};
 pub use connect::{dial, tls_channel, TlsConnector};
-pub use identity::{Identity, TRUST_DOMAIN};
+pub use identity::{Identity, IdentityCache, TRUST_DOMAIN};
 
 /// Where a process finds its TLS material (PEM files).
 #[derive(Clone, Debug, PartialEq, Eq)]

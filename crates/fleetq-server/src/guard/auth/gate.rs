@@ -119,7 +119,7 @@ impl<S> Gate<S> {
                 "no client certificate: only member nodes may use the Raft service".into(),
             );
         };
-        match Identity::of_certificate(leaf) {
+        match auth.identity_of(leaf) {
             Ok(Identity::Node(id)) if auth.is_member(id) => None,
             Ok(Identity::Node(id)) => Some(format!("node {id} is not a member of this group")),
             Ok(other) => Some(format!(

@@ -25,7 +25,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use fleetq_model::Workload;
-use fleetq_proto::tls::Identity;
+use fleetq_proto::tls::{Identity, IdentityCache};
 use tonic::{Request, Status};
 
 use crate::metrics::reason;
@@ -233,6 +233,8 @@ pub struct Authorizer {
     /// The group's members now (set once the node's Raft exists): a node
     /// certificate of anyone else is refused everywhere.
     members: Arc<RwLock<Option<MembersFn>>>,
+    /// Who each client certificate names, parsed once per certificate.
+    identities: Arc<IdentityCache>,
 }
 
 /// The ids of the Raft group's members as this node knows them.
@@ -266,6 +268,7 @@ impl Authorizer {
             policy_file: None,
             metrics: ServerMetrics::default(),
             members: Arc::default(),
+            identities: Arc::default(),
         }
     }
 
@@ -281,6 +284,7 @@ impl Authorizer {
             policy_file,
             metrics: ServerMetrics::default(),
             members: Arc::default(),
+            identities: Arc::default(),
         })
     }
 
@@ -316,7 +320,7 @@ impl Authorizer {
             // A client certificate (HTTPS, `--http-tls`): the same
             // identities as on the API. Nodes and agents see what anyone
             // sees; their rights are the peer and agent services'.
-            (None, Some(leaf)) => match Identity::of_certificate(leaf).map_err(refused)? {
+            (None, Some(leaf)) => match self.identity_of(leaf).map_err(refused)? {
                 Identity::Tenant(name) => policy.tenant(&name).cloned().ok_or_else(|| {
                     refused(format!("tenant {name} is not in the authorization policy"))
                 })?,
@@ -410,6 +414,15 @@ impl Authorizer {
         });
     }
 
+    /// Who a client certificate names ([`Identity::of_certificate`], read
+    /// once per certificate rather than once per request).
+    pub fn identity_of(
+        &self,
+        cert: &tonic::transport::CertificateDer<'static>,
+    ) -> Result<Identity, String> {
+        self.identities.identity(cert)
+    }
+
     /// Logs and counts a refusal; returns the status to answer with.
     pub fn refuse<T>(
         &self,
@@ -470,7 +483,7 @@ impl Authorizer {
         let leaf = certs
             .first()
             .ok_or_else(|| Status::unauthenticated("an empty client certificate chain"))?;
-        let identity = Identity::of_certificate(leaf).map_err(Status::unauthenticated)?;
+        let identity = self.identity_of(leaf).map_err(Status::unauthenticated)?;
         Ok(match identity {
             Identity::Node(id) if !self.is_member(id) => {
                 return Err(Status::permission_denied(format!(
