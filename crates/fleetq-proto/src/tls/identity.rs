@@ -126,8 +126,11 @@ fn valid_name(name: &str) -> bool {
 /// cheaply).
 #[derive(Debug, Default)]
 pub struct IdentityCache {
-    by_certificate: Mutex<HashMap<Box<[u8]>, Result<Identity, String>>>,
+    by_certificate: Mutex<ByCertificate>,
 }
+
+/// A certificate's DER bytes -> who it names, or why it names no one.
+type ByCertificate = HashMap<Box<[u8]>, Result<Identity, String>>;
 
 impl IdentityCache {
     /// The most certificates remembered.
@@ -156,7 +159,7 @@ impl IdentityCache {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Box<[u8]>, Result<Identity, String>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ByCertificate> {
         // A panic while holding it cannot leave the map half-written in
         // a way that matters: every entry is whole.
         self.by_certificate
