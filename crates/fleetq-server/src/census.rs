@@ -34,16 +34,29 @@ pub struct Census<'a> {
     /// By LocalQueue key (`namespace/name`).
     pub local_queues: BTreeMap<&'a str, Counts>,
     /// What pending workloads request, by ClusterQueue: milli-units by
-    /// resource, every pod of every pod set.
+    /// resource, every pod of every pod set ([`Census::with_amounts`]
+    /// only).
     pub pending_requests: BTreeMap<&'a str, BTreeMap<String, u64>>,
     /// Quota reserved, by LocalQueue key: milli-units by (flavor,
-    /// resource).
+    /// resource) ([`Census::with_amounts`] only).
     pub local_queue_usage: BTreeMap<&'a str, BTreeMap<(String, String), u64>>,
 }
 
 impl<'a> Census<'a> {
-    /// Counts `ledger`'s pending and admitted workloads.
-    pub fn take(ledger: &'a Ledger) -> Census<'a> {
+    /// Counts `ledger`'s pending and admitted workloads (what the
+    /// dashboard shows).
+    pub fn counts(ledger: &'a Ledger) -> Census<'a> {
+        Census::take(ledger, false)
+    }
+
+    /// [`Census::counts`], and in the same pass the amounts pending
+    /// workloads request and LocalQueues hold (what `/metrics` reports
+    /// too; the dashboard does not pay for them).
+    pub fn with_amounts(ledger: &'a Ledger) -> Census<'a> {
+        Census::take(ledger, true)
+    }
+
+    fn take(ledger: &'a Ledger, amounts: bool) -> Census<'a> {
         let snapshot = ledger.snapshot();
         let mut census = Census::default();
         for p in snapshot.pending() {
@@ -67,6 +80,9 @@ impl<'a> Census<'a> {
                     counts.pending_active += 1;
                 }
             }
+            if !amounts {
+                continue;
+            }
             let requested = census
                 .pending_requests
                 .entry(p.cluster_queue.as_str())
@@ -86,6 +102,9 @@ impl<'a> Census<'a> {
             );
             census.cluster_queues.entry(cq).or_default().admitted += 1;
             census.local_queues.entry(lq).or_default().admitted += 1;
+            if !amounts {
+                continue;
+            }
             let usage = census.local_queue_usage.entry(lq).or_default();
             for (fr, q) in &a.assignment.usage {
                 let e = usage

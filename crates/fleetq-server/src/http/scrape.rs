@@ -304,7 +304,7 @@ impl LedgerSample {
         let tree = snapshot.tree();
         let usage = snapshot.usage();
 
-        let census = Census::take(ledger);
+        let census = Census::with_amounts(ledger);
         // Finished workloads still kept, by the queues their LocalQueue
         // names now (a finished record holds no reservation).
         let by_queue: BTreeMap<(&str, &str), (&str, &str)> = state

@@ -723,7 +723,7 @@ impl LedgerOverview {
         };
 
         // ClusterQueues, counted as /metrics counts them.
-        let census = Census::take(ledger);
+        let census = Census::counts(ledger);
         let cluster_queues = state
             .config
             .cluster_queues
