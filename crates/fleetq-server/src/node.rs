@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use fleetq_ledger::raft::{NodeId, Raft};
 use fleetq_ledger::store::{LedgerHandle, SnapshotStore, StateMachineStore};
-use fleetq_ledger::LedgerConfig;
+use fleetq_ledger::{Ledger, LedgerConfig};
 use fleetq_proto::v1::agent_server::AgentServer;
 use fleetq_proto::v1::fleet_q_server::FleetQServer;
 use fleetq_proto::v1::raft_server::RaftServer;
@@ -218,8 +218,11 @@ impl Node {
         )
         .with_metrics(metrics.clone())
         .with_pending_limit(limits.pending_limit());
+        // Admission on submit: the leader plans admissions for what a
+        // submission is about to queue and writes them in the same entry,
+        // one Raft commit instead of two (apply() re-validates the plan).
         if config.leader.admit_on_submit {
-            proposer = proposer.with_submit_planner(admission::plan_on_submit);
+            proposer = proposer.with_submit_planner(Ledger::plan_on_submit);
         }
         let proposer = Arc::new(proposer);
         let batcher = SubmitBatcher::start(Arc::clone(&proposer));

@@ -5,17 +5,19 @@
 //! or run twice without harm; it waits for each batch to apply before the
 //! next cycle so that it does not propose the same decisions twice.
 //!
-//! Admission on submit ([`plan_on_submit`]) is planned here too, and
-//! handed to the proposer, which calls it on the leader as it writes a
-//! submission: the proposer itself knows nothing of admission.
+//! Admission on submit is the ledger's plan (`Ledger::plan_on_submit`),
+//! which the node hands to the proposer when [`LeaderPolicies`] have it
+//! on; the proposer calls it on the leader as it writes a submission and
+//! itself knows nothing of admission.
+//!
+//! [`LeaderPolicies`]: crate::leader::LeaderPolicies
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use fleetq_ledger::store::LedgerHandle;
 use fleetq_ledger::{
-    AdmissionOnSubmit, AdmitBatch, Command, CycleId, Ledger, Outcome, RunningWorkload, Submission,
-    WorkloadState,
+    AdmitBatch, Command, CycleId, Ledger, Outcome, RunningWorkload, WorkloadState,
 };
 use fleetq_model::Timestamp;
 use fleetq_scheduler::{schedule, Decisions};
@@ -40,21 +42,6 @@ pub struct AdmissionStats {
 /// How often the loop looks again without a change (budgets refill and
 /// backoffs pass with time).
 const IDLE_TICK: Duration = Duration::from_secs(1);
-
-/// Admission on submit: the leader plans admissions for the workloads a
-/// submission is about to queue and writes them in the same entry, so a
-/// workload that finds room is admitted with one Raft commit instead of
-/// two (apply() re-validates the plan like any batch). Wired into the
-/// proposer's write path (`Proposer::with_submit_planner`), which runs it
-/// on the leader only, unless [`crate::leader::LeaderPolicies`] turns it
-/// off.
-pub fn plan_on_submit(
-    ledger: &Ledger,
-    submissions: &[Submission],
-    at: Timestamp,
-) -> Vec<AdmissionOnSubmit> {
-    ledger.plan_on_submit(submissions, at)
-}
 
 /// The admission loop ([`crate::leader::task`]): on a change to the
 /// ledger, on any Raft change and at least every second (budgets refill

@@ -89,8 +89,9 @@ pub struct Proposer {
     /// Stamped into every submission this node proposes as leader.
     pending_limit: Option<u64>,
     /// Plans admissions for the workloads a submission is about to queue,
-    /// written in the same entry; the leader's admission room decides how
-    /// (`crate::leader::admission::plan_on_submit`). None: never.
+    /// written in the same entry (`Ledger::plan_on_submit`, handed over by
+    /// the node when the leader's policies have admission on submit on).
+    /// None: never.
     submit_planner: Option<SubmitPlanner>,
 }
 
