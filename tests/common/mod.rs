@@ -329,6 +329,26 @@ impl Drop for Group {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // The logs live in a temporary directory that goes with the group:
+        // a failing test shows their ends, so a failure seen only in CI
+        // can be read from CI's output.
+        if std::thread::panicking() {
+            self.print_log_tails(60);
+        }
+    }
+}
+
+impl Group {
+    fn print_log_tails(&self, lines: usize) {
+        for id in 1..=self.addrs.len() {
+            let log = self.log(id);
+            let all: Vec<&str> = log.lines().collect();
+            let tail = &all[all.len().saturating_sub(lines)..];
+            eprintln!("==== node {id}: last {} lines of its log", tail.len());
+            for line in tail {
+                eprintln!("{line}");
+            }
+        }
     }
 }
 
