@@ -101,43 +101,7 @@ fn peak_rss_bytes() -> u64 {
 /// 100 ClusterQueues in cohorts of 10 (10 GPUs, 160 CPUs each), a
 /// LocalQueue `team-<q>/default` for each.
 fn config_yaml() -> String {
-    let mut yaml = format!(
-        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata:\n  name: {FLAVOR}\n"
-    );
-    for q in 0..QUEUES {
-        yaml.push_str(&format!(
-            r#"---
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata:
-  name: cq-{q}
-spec:
-  namespaceSelector: {{}}
-  cohortName: cohort-{cohort}
-  resourceGroups:
-  - coveredResources: ["{GPU}", "cpu"]
-    flavors:
-    - name: {FLAVOR}
-      resources:
-      - name: {GPU}
-        nominalQuota: {gpus}
-      - name: cpu
-        nominalQuota: {cpus}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata:
-  namespace: team-{q}
-  name: default
-spec:
-  clusterQueue: cq-{q}
-"#,
-            cohort = q / COHORT_SIZE,
-            gpus = GPUS_PER_QUEUE,
-            cpus = GPUS_PER_QUEUE * 16,
-        ));
-    }
-    yaml
+    fleetq_testkit::kueue::scale(FLAVOR, QUEUES, COHORT_SIZE, GPUS_PER_QUEUE)
 }
 
 fn objects(yaml: &str) -> Vec<Object> {

@@ -103,3 +103,46 @@ kind: WorkloadPriorityClass
 metadata: {name: high}
 value: 1000
 "#;
+
+/// The fleet the scale benches fill: `queues` ClusterQueues `cq-<q>` in
+/// cohorts of `cohort_size` (`cohort-<q / cohort_size>`), each holding
+/// `gpus` `nvidia.com/gpu` and 16 CPUs per GPU of `flavor`, and a
+/// LocalQueue `team-<q>/default` for each.
+pub fn scale(flavor: &str, queues: usize, cohort_size: usize, gpus: u64) -> String {
+    let mut yaml = format!(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata:\n  name: {flavor}\n"
+    );
+    for q in 0..queues {
+        yaml.push_str(&format!(
+            r#"---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata:
+  name: cq-{q}
+spec:
+  namespaceSelector: {{}}
+  cohortName: cohort-{cohort}
+  resourceGroups:
+  - coveredResources: ["nvidia.com/gpu", "cpu"]
+    flavors:
+    - name: {flavor}
+      resources:
+      - name: nvidia.com/gpu
+        nominalQuota: {gpus}
+      - name: cpu
+        nominalQuota: {cpus}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  namespace: team-{q}
+  name: default
+spec:
+  clusterQueue: cq-{q}
+"#,
+            cohort = q / cohort_size.max(1),
+            cpus = gpus * 16,
+        ));
+    }
+    yaml
+}

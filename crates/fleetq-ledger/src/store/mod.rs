@@ -23,7 +23,9 @@ pub mod state_machine;
 pub use mem::{MemDisk, MemLogStore, MemSnapshotStore};
 pub use sled_log::SledLogStore;
 pub use snapshot_store::{SledSnapshotStore, SnapshotStore, StoredSnapshot};
-pub use state_machine::{Applied, ApplyObserver, Change, LedgerHandle, StateMachineStore};
+pub use state_machine::{
+    Applied, ApplyObserver, Change, LedgerHandle, LongestHolds, ReadGuard, StateMachineStore,
+};
 
 use crate::raft::{NodeId, StorageError};
 

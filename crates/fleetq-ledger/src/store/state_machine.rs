@@ -6,8 +6,10 @@
 //! snapshot and openraft re-applies the committed log after it.
 
 use std::io::Cursor;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
 
 use crate::config::LedgerConfig;
 use fleetq_scheduler::WorkloadId;
@@ -66,6 +68,7 @@ pub type ApplyObserver = Arc<dyn Fn(Applied<'_>) + Send + Sync>;
 #[derive(Clone)]
 pub struct LedgerHandle {
     inner: Arc<RwLock<StateMachine>>,
+    holds: Arc<LockHolds>,
     /// Woken after a command that may make new admissions possible.
     changed: Arc<Notify>,
     applied: watch::Sender<u64>,
@@ -77,6 +80,7 @@ impl LedgerHandle {
         let index = sm.last_applied.map(|l| l.index).unwrap_or(0);
         LedgerHandle {
             inner: Arc::new(RwLock::new(sm)),
+            holds: Arc::default(),
             changed: Arc::new(Notify::new()),
             applied: watch::channel(index).0,
             changes: broadcast::channel(4096).0,
@@ -90,12 +94,28 @@ impl LedgerHandle {
     }
 
     /// Read access; hold it briefly (apply waits for it).
-    pub fn read(&self) -> RwLockReadGuard<'_, StateMachine> {
-        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    pub fn read(&self) -> ReadGuard<'_> {
+        ReadGuard {
+            guard: self.inner.read().unwrap_or_else(|p| p.into_inner()),
+            _held: Held::since_now(&self.holds.read),
+        }
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, StateMachine> {
-        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    fn write(&self) -> WriteGuard<'_> {
+        WriteGuard {
+            guard: self.inner.write().unwrap_or_else(|p| p.into_inner()),
+            _held: Held::since_now(&self.holds.write),
+        }
+    }
+
+    /// The longest the lock was held for reading and for writing since
+    /// the last call (then starts over): what a reader costs apply, and
+    /// what apply costs every reader.
+    pub fn take_longest_holds(&self) -> LongestHolds {
+        LongestHolds {
+            read: Duration::from_nanos(self.holds.read.swap(0, Ordering::Relaxed)),
+            write: Duration::from_nanos(self.holds.write.swap(0, Ordering::Relaxed)),
+        }
     }
 
     /// Notified when the admission cycle has new work to look at.
@@ -112,6 +132,77 @@ impl LedgerHandle {
     pub async fn wait_applied(&self, index: u64) {
         let mut rx = self.applied();
         let _ = rx.wait_for(|&i| i >= index).await;
+    }
+}
+
+/// The longest holds of a [`LedgerHandle`]'s lock, in nanoseconds.
+#[derive(Debug, Default)]
+struct LockHolds {
+    read: AtomicU64,
+    write: AtomicU64,
+}
+
+/// See [`LedgerHandle::take_longest_holds`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LongestHolds {
+    pub read: Duration,
+    pub write: Duration,
+}
+
+/// Times one hold of the lock and records it when the guard goes. Two
+/// clock reads per hold: next to what any holder does, nothing.
+struct Held<'a> {
+    since: Instant,
+    longest: &'a AtomicU64,
+}
+
+impl<'a> Held<'a> {
+    fn since_now(longest: &'a AtomicU64) -> Held<'a> {
+        Held {
+            since: Instant::now(),
+            longest,
+        }
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let nanos = u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.longest.fetch_max(nanos, Ordering::Relaxed);
+    }
+}
+
+/// Read access to the state machine, timed ([`LedgerHandle::read`]).
+pub struct ReadGuard<'a> {
+    // Declared before `held`: the lock is released before the hold is
+    // recorded, so the figure never includes the recording.
+    guard: RwLockReadGuard<'a, StateMachine>,
+    _held: Held<'a>,
+}
+
+impl Deref for ReadGuard<'_> {
+    type Target = StateMachine;
+    fn deref(&self) -> &StateMachine {
+        &self.guard
+    }
+}
+
+/// Write access to the state machine, timed; apply's alone.
+struct WriteGuard<'a> {
+    guard: RwLockWriteGuard<'a, StateMachine>,
+    _held: Held<'a>,
+}
+
+impl Deref for WriteGuard<'_> {
+    type Target = StateMachine;
+    fn deref(&self) -> &StateMachine {
+        &self.guard
+    }
+}
+
+impl DerefMut for WriteGuard<'_> {
+    fn deref_mut(&mut self) -> &mut StateMachine {
+        &mut self.guard
     }
 }
 

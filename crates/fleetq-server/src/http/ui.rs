@@ -174,12 +174,9 @@ impl Dashboard {
         let metrics = self.raft.metrics().borrow().clone();
         let now = self.clock.now();
         let sample = RaftSample::from_metrics(&metrics);
-        let (ledger, applied, hash) = {
-            let sm = self.handle.read();
-            let applied = sm.last_applied.map_or(0, |l| l.index);
-            let hash = self.state_hash(&sm.ledger, applied);
-            (LedgerOverview::read(&sm.ledger), applied, hash)
-        };
+        let read = Dashboard::read_ledger(&self.handle, self.hash_due());
+        let (ledger, applied) = (read.overview, read.applied);
+        let hash = self.state_hash(read.hash, applied);
         let membership = metrics.membership_config.membership();
         let voters: Vec<u64> = membership.voter_ids().collect();
         let members = membership
@@ -243,25 +240,52 @@ impl Dashboard {
         }
     }
 
-    /// The state hash (and the applied index it is of), from the cache
-    /// unless that is stale and due.
-    fn state_hash(&self, ledger: &Ledger, applied: u64) -> (String, u64) {
-        let mut cache = self.hash.lock().unwrap_or_else(|e| e.into_inner());
-        match cache.as_ref() {
-            Some(c) if !c.stale(applied) => (c.hash.clone(), c.index),
-            _ => {
-                let started = Instant::now();
-                let hash = ledger.state_hash();
-                *cache = Some(HashCache {
-                    index: applied,
-                    hash: hash.clone(),
-                    computed: Instant::now(),
-                    took: started.elapsed(),
-                });
-                (hash, applied)
-            }
+    /// Whether the cached state hash is missing or stale at the index
+    /// applied now.
+    fn hash_due(&self) -> bool {
+        let applied = *self.handle.applied().borrow();
+        let cache = self.hash.lock().unwrap_or_else(|e| e.into_inner());
+        cache.as_ref().is_none_or(|c| c.stale(applied))
+    }
+
+    /// What the overview reads from the ledger, under its lock, and the
+    /// state hash when `with_hash` asks for one.
+    pub fn read_ledger(handle: &LedgerHandle, with_hash: bool) -> LedgerRead {
+        let sm = handle.read();
+        let started = Instant::now();
+        let hash = with_hash.then(|| sm.ledger.state_hash());
+        LedgerRead {
+            overview: LedgerOverview::read(&sm.ledger),
+            applied: sm.last_applied.map_or(0, |l| l.index),
+            hash: hash.map(|h| (h, started.elapsed())),
         }
     }
+
+    /// The state hash (and the applied index it is of): `fresh`, just
+    /// computed at `applied` with the time it took, becomes the cache;
+    /// otherwise the cache's.
+    fn state_hash(&self, fresh: Option<(String, Duration)>, applied: u64) -> (String, u64) {
+        let mut cache = self.hash.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((hash, took)) = fresh {
+            *cache = Some(HashCache {
+                index: applied,
+                hash,
+                computed: Instant::now(),
+                took,
+            });
+        }
+        cache
+            .as_ref()
+            .map_or_else(Default::default, |c| (c.hash.clone(), c.index))
+    }
+}
+
+/// [`Dashboard::read_ledger`]'s answer.
+pub struct LedgerRead {
+    pub overview: LedgerOverview,
+    pub applied: u64,
+    /// The state hash and the time it took, when asked for.
+    pub hash: Option<(String, Duration)>,
 }
 
 /// `/api/v1/overview`.
