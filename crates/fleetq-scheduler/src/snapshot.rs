@@ -384,32 +384,63 @@ impl Snapshot {
 
     /// Replaces the cluster list (registration, inventory change, state).
     pub fn set_clusters(&mut self, clusters: &[Cluster]) {
-        self.clusters = ClusterTable::build(&self.tree, clusters);
-        (_, self.cluster_usage, self.node_usage) = self.recomputed_usage();
+        let table = ClusterTable::build(&self.tree, clusters);
+        (self.cluster_usage, self.node_usage) = self.usage_on(&table);
+        self.clusters = table;
+    }
+
+    /// Replaces the cluster list unless what is assigned on the clusters
+    /// would then exceed what they have, in total or on a node: then
+    /// nothing changes and the excesses are returned. Costs the admitted
+    /// workloads, not the pending ones (no copy of the snapshot).
+    pub fn try_set_clusters(&mut self, clusters: &[Cluster]) -> Result<(), Vec<String>> {
+        let table = ClusterTable::build(&self.tree, clusters);
+        let (cluster_usage, node_usage) = self.usage_on(&table);
+        let mut excesses = table.violations(&self.tree, &cluster_usage);
+        excesses.extend(crate::nodes::violations(&table.clusters, &node_usage));
+        if !excesses.is_empty() {
+            return Err(excesses);
+        }
+        (self.clusters, self.cluster_usage, self.node_usage) = (table, cluster_usage, node_usage);
+        Ok(())
     }
 
     /// Usage of the tree and of the clusters derived from scratch as the
     /// sum over reservations.
     fn recomputed_usage(&self) -> (Usage, ClusterUsage, NodeUsage) {
         let mut usage = self.tree.new_usage();
-        let mut cluster_usage = self.clusters.new_usage(self.tree.cells.len());
-        let mut node_usage = NodeUsage::new(&self.clusters.clusters);
         for a in self.admitted.values() {
-            let cells = self.cells_of(&a.assignment);
             if let Some(node) = self.tree.cluster_queue(&a.pending.cluster_queue) {
-                for &(fr, q) in &cells {
+                for (fr, q) in self.cells_of(&a.assignment) {
                     self.tree.charge(&mut usage, node, fr, q);
                 }
             }
-            if let Some(c) = self.clusters.index_of(&a.assignment.cluster) {
-                for &(fr, q) in &cells {
-                    cluster_usage.add(c, fr, q);
-                }
-                let info = &self.clusters.clusters[c];
-                node_usage.charge(info, c, &a.pending.workload, &a.assignment, true);
-            }
         }
+        let (cluster_usage, node_usage) = self.usage_on(&self.clusters);
         (usage, cluster_usage, node_usage)
+    }
+
+    /// What the reservations use of the clusters in `table`, in total and
+    /// per node, summed from scratch.
+    fn usage_on(&self, table: &ClusterTable) -> (ClusterUsage, NodeUsage) {
+        let mut cluster_usage = table.new_usage(self.tree.cells.len());
+        let mut node_usage = NodeUsage::new(&table.clusters);
+        for a in self.admitted.values() {
+            let Some(c) = table.index_of(&a.assignment.cluster) else {
+                continue;
+            };
+            for (fr, q) in self.cells_of(&a.assignment) {
+                cluster_usage.add(c, fr, q);
+            }
+            node_usage.charge(
+                &table.clusters[c],
+                c,
+                &a.pending.workload,
+                &a.assignment,
+                true,
+            );
+        }
+        (cluster_usage, node_usage)
     }
 
     /// The interned cells an assignment charges.

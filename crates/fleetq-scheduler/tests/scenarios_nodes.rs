@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{set, Sim};
+use common::{cluster, set, Sim};
 use fleetq_model::assignment::NodePods;
 use fleetq_scheduler::{ReasonKind, SnapshotError};
 
@@ -77,6 +77,36 @@ fn without_nodes_the_same_pod_is_admitted_by_totals() {
     sim.cycle();
     assert_eq!(sim.admitted_now(), set(&["big"]));
     assert!(sim.nodes_of("big").is_empty());
+}
+
+#[test]
+fn an_inventory_below_what_is_assigned_is_refused_and_never_swapped_in() {
+    let mut sim = Sim::new(RACKS, &["east: h100/nvidia.com/gpu=12"]);
+    sim.submit("a q=q gpu=8");
+    sim.cycle();
+    assert_eq!(sim.admitted_now(), set(&["a"]));
+    let refused = sim
+        .snap
+        .try_set_clusters(&[cluster("east: h100/nvidia.com/gpu=4")]);
+    let excesses = refused.expect_err("8 GPUs are assigned on east");
+    assert!(excesses.iter().any(|e| e.contains("east")), "{excesses:?}");
+    // East still has its 12: 8 assigned, room for 4 more.
+    assert_eq!(sim.on_cluster("east", "h100/nvidia.com/gpu").milli(), 8_000);
+    sim.submit("b q=q gpu=4");
+    sim.cycle();
+    assert_eq!(sim.admitted_now(), set(&["b"]));
+    assert!(
+        sim.snap.violations().is_empty(),
+        "{:?}",
+        sim.snap.violations()
+    );
+    // An inventory that holds what is assigned is swapped in.
+    let exact = [cluster("east: h100/nvidia.com/gpu=12")];
+    assert_eq!(sim.snap.try_set_clusters(&exact), Ok(()));
+    assert_eq!(
+        sim.on_cluster("east", "h100/nvidia.com/gpu").milli(),
+        12_000
+    );
 }
 
 #[test]
