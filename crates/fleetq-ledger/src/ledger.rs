@@ -45,17 +45,19 @@ mod submission;
 
 pub use export::Exported;
 
+pub use fleetq_scheduler::BigMap;
+
 /// The replicated part of the ledger: what snapshots carry and the state
 /// hash covers.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LedgerState {
     pub config: Config,
     pub clusters: BTreeMap<String, ClusterRecord>,
-    pub workloads: BTreeMap<WorkloadId, WorkloadRecord>,
+    pub workloads: BigMap<WorkloadId, WorkloadRecord>,
     /// `namespace/name` -> id (idempotent submission by name).
-    pub by_name: BTreeMap<String, WorkloadId>,
+    pub by_name: BigMap<String, WorkloadId>,
     /// Client request id -> id (idempotent retries).
-    pub by_request: BTreeMap<String, WorkloadId>,
+    pub by_request: BigMap<String, WorkloadId>,
     pub next_id: WorkloadId,
     pub next_epoch: Epoch,
     /// The newest admission cycle accepted.
@@ -542,7 +544,7 @@ fn reclaimed_of(record: &WorkloadRecord) -> u32 {
 /// eviction.
 fn reclaimed_for_of(
     record: &WorkloadRecord,
-    workloads: &BTreeMap<WorkloadId, WorkloadRecord>,
+    workloads: &BigMap<WorkloadId, WorkloadRecord>,
 ) -> Option<WorkloadId> {
     let last =
         record.history.iter().rev().find(|e| {

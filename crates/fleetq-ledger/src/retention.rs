@@ -27,13 +27,13 @@
 //! assert_eq!(removed.len(), 4);
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use fleetq_model::Timestamp;
 use fleetq_scheduler::WorkloadId;
 use serde::{Deserialize, Serialize};
 
+use crate::ledger::BigMap;
 use crate::record::WorkloadRecord;
+use fleetq_scheduler::BigSet;
 
 /// A set of workload ids kept as disjoint, non-adjacent half-open ranges
 /// `[start, end)`. Serialised as a list of `[start, end]` pairs in order.
@@ -43,8 +43,10 @@ use crate::record::WorkloadRecord;
     into = "Vec<(WorkloadId, WorkloadId)>"
 )]
 pub struct RemovedIds {
-    /// start -> end (exclusive).
-    ranges: BTreeMap<WorkloadId, WorkloadId>,
+    /// start -> end (exclusive). Fragmented by removals in any order, it
+    /// can grow with the workloads: a persistent map, copied with the
+    /// state in O(1).
+    ranges: BigMap<WorkloadId, WorkloadId>,
 }
 
 impl RemovedIds {
@@ -101,7 +103,7 @@ impl From<Vec<(WorkloadId, WorkloadId)>> for RemovedIds {
         let mut sorted: Vec<(WorkloadId, WorkloadId)> =
             list.into_iter().filter(|(s, e)| s < e).collect();
         sorted.sort_unstable();
-        let mut ranges: BTreeMap<WorkloadId, WorkloadId> = BTreeMap::new();
+        let mut ranges: BigMap<WorkloadId, WorkloadId> = BigMap::new();
         let mut last: Option<(WorkloadId, WorkloadId)> = None;
         for (s, e) in sorted {
             last = match last {
@@ -130,7 +132,9 @@ impl From<RemovedIds> for Vec<(WorkloadId, WorkloadId)> {
 /// `RemoveFinished` takes them in. Derived from the records.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FinishedIndex {
-    by_end: BTreeSet<(Timestamp, WorkloadId)>,
+    /// Grows with the finished workloads kept: persistent, like the
+    /// records, so a copy of the ledger stays O(1).
+    by_end: BigSet<(Timestamp, WorkloadId)>,
 }
 
 impl FinishedIndex {
@@ -183,8 +187,9 @@ impl FinishedIndex {
     /// violation's message).
     pub fn differences(&self, other: &FinishedIndex, n: usize) -> Vec<(Timestamp, WorkloadId)> {
         self.by_end
-            .symmetric_difference(&other.by_end)
-            .copied()
+            .clone()
+            .symmetric_difference(other.by_end.clone())
+            .into_iter()
             .take(n)
             .collect()
     }
@@ -200,6 +205,7 @@ pub fn cutoff(at: Timestamp, retention_ms: u64) -> Timestamp {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::BTreeSet;
 
     proptest! {
         /// Whatever order ids arrive in, the set holds exactly them, as

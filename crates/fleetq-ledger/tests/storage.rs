@@ -486,6 +486,50 @@ async fn raft_over_mem_restarts_after_a_crash_with_every_acknowledged_write() {
     node.stop().await;
 }
 
+/// A view is a copy: what is applied after it is taken does not reach it,
+/// and it hashes as the ledger did when it was taken. Every hold of the
+/// lock is timed, the longest reported once.
+#[tokio::test]
+async fn a_view_is_a_copy_and_the_lock_holds_are_timed() {
+    let disk = MemDisk::new(Duration::ZERO);
+    let sm = StateMachineStore::open(
+        MemSnapshotStore::new(disk.clone()),
+        SchedulerConfig::default(),
+    )
+    .expect("open state machine");
+    let node = Node::start(MemLogStore::new(disk), sm, true).await;
+    write_script(&node, true).await;
+    let (view, index) = node.handle.view();
+    assert_eq!(index, node.last_applied());
+    let hash = node.hash();
+    let workloads = view.state().workloads.len();
+    let (after, _) = node
+        .write(request(
+            500,
+            Command::SubmitWorkloads {
+                submissions: vec![submission("after-the-view", 1)],
+                max_pending_per_local_queue: None,
+                admit: Vec::new(),
+            },
+        ))
+        .await;
+    assert!(after > index);
+    assert_ne!(node.hash(), hash, "the ledger moved on");
+    assert_eq!(view.state_hash(), hash, "the view did not");
+    assert_eq!(view.state().workloads.len(), workloads);
+    assert!(view.workload_by_name("default", "after-the-view").is_none());
+
+    node.handle.take_longest_holds();
+    {
+        let _held = node.handle.read();
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let holds = node.handle.take_longest_holds();
+    assert!(holds.read >= Duration::from_millis(30), "{holds:?}");
+    assert!(node.handle.take_longest_holds().read < Duration::from_millis(30));
+    node.stop().await;
+}
+
 /// Builds a snapshot through Raft, lets Raft purge the log it covers,
 /// writes one more command, and restarts: the state comes back from the
 /// snapshot plus the log after it.

@@ -24,6 +24,7 @@ use crate::preempt;
 use crate::quota::{FrId, NodeId, NodeKind, QuotaTree, Usage};
 use crate::snapshot::{PendingWorkload, QueueKey, Snapshot};
 use crate::tournament;
+use crate::BigSet;
 use crate::{SchedulerConfig, WorkloadId};
 
 /// Order of ClusterQueue heads, Kueue's `entryOrdering`: its borrowing
@@ -839,7 +840,7 @@ impl<'a> Cycle<'a> {
         node: NodeId,
         cq: &ClusterQueue,
         sub: usize,
-        set: &'a BTreeSet<QueueKey>,
+        set: &'a BigSet<QueueKey>,
         resource: &str,
     ) {
         let Some(head) = self.next_in(node, sub, set) else {
@@ -885,12 +886,7 @@ impl<'a> Cycle<'a> {
 
     /// The next workload of a sub-queue after its cursor, skipping (with a
     /// reason) those still backing off.
-    fn next_in(
-        &mut self,
-        node: NodeId,
-        sub: usize,
-        set: &'a BTreeSet<QueueKey>,
-    ) -> Option<QueueKey> {
+    fn next_in(&mut self, node: NodeId, sub: usize, set: &'a BigSet<QueueKey>) -> Option<QueueKey> {
         loop {
             let cursor = self.cursors.entry(node).or_default();
             let next = match cursor.last.get(sub).copied().flatten() {

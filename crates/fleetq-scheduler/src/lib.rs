@@ -83,6 +83,17 @@ pub use snapshot::{AdmittedWorkload, PendingWorkload, Snapshot, SnapshotError};
 /// type: agents read it without the scheduler).
 pub use fleetq_model::assignment::WorkloadId;
 
+/// An ordered map that grows with the workloads. Persistent (shared,
+/// copied on write by node): a copy of the ledger costs O(1), so what
+/// reads all of it (a snapshot, the state hash, a scrape) copies it
+/// under the state machine's lock and does its O(N) work after. It
+/// serialises as the `BTreeMap` it replaced, so snapshots and state
+/// hashes are unchanged.
+pub type BigMap<K, V> = imbl::OrdMap<K, V>;
+
+/// The ordered set of the same kind as [`BigMap`].
+pub type BigSet<T> = imbl::OrdSet<T>;
+
 /// Kueue's fair-sharing preemption strategies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FairSharingStrategy {

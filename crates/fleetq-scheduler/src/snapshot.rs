@@ -6,6 +6,7 @@
 //! per ClusterQueue in preemption order; usage is a flat table per tree
 //! node and per cluster.
 
+use crate::{BigMap, BigSet};
 use fleetq_model::mutants::Mutant;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -87,7 +88,7 @@ pub struct SubQueueKey {
 /// Pending workloads of one ClusterQueue in ordered sub-queues.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterQueueQueue {
-    pub sub_queues: BTreeMap<SubQueueKey, BTreeSet<QueueKey>>,
+    pub sub_queues: BTreeMap<SubQueueKey, BigSet<QueueKey>>,
     pub len: usize,
 }
 
@@ -160,23 +161,23 @@ pub struct Snapshot {
     /// What is assigned on each node of the clusters that report nodes.
     pub(crate) node_usage: NodeUsage,
     pub(crate) queues: Vec<ClusterQueueQueue>,
-    pub(crate) pending: BTreeMap<WorkloadId, PendingWorkload>,
-    pub(crate) admitted: BTreeMap<WorkloadId, AdmittedWorkload>,
-    pub(crate) admitted_by_node: Vec<BTreeSet<VictimKey>>,
+    pub(crate) pending: BigMap<WorkloadId, PendingWorkload>,
+    pub(crate) admitted: BigMap<WorkloadId, AdmittedWorkload>,
+    pub(crate) admitted_by_node: Vec<BigSet<VictimKey>>,
     pub(crate) local_queues: BTreeMap<String, LocalQueueState>,
     /// How many pending workloads each LocalQueue (`namespace/name`) has
     /// queued, for the ledger's limit on them.
     pub(crate) pending_by_local_queue: BTreeMap<String, usize>,
     /// Workloads being evicted that hold each cell, for the preemption
     /// search's "already freed" shortcut.
-    pub(crate) evicting: BTreeSet<WorkloadId>,
+    pub(crate) evicting: BigSet<WorkloadId>,
     /// Pending workloads that are [`PendingWorkload::nominated`]: a cycle
     /// tries these first.
-    pub(crate) nominated: BTreeSet<WorkloadId>,
+    pub(crate) nominated: BigSet<WorkloadId>,
     /// The cluster a nominated workload's victims were on: it is admitted
     /// there only, so it cannot take room freed for another preemptor
     /// elsewhere (soak seed 121199). Absent: anywhere.
-    pub(crate) nominated_on: BTreeMap<WorkloadId, String>,
+    pub(crate) nominated_on: BigMap<WorkloadId, String>,
 }
 
 impl Snapshot {
@@ -196,14 +197,14 @@ impl Snapshot {
             cluster_usage,
             node_usage,
             queues: vec![ClusterQueueQueue::default(); nodes],
-            pending: BTreeMap::new(),
-            admitted: BTreeMap::new(),
-            admitted_by_node: vec![BTreeSet::new(); nodes],
+            pending: BigMap::new(),
+            admitted: BigMap::new(),
+            admitted_by_node: vec![BigSet::new(); nodes],
             local_queues: BTreeMap::new(),
             pending_by_local_queue: BTreeMap::new(),
-            evicting: BTreeSet::new(),
-            nominated: BTreeSet::new(),
-            nominated_on: BTreeMap::new(),
+            evicting: BigSet::new(),
+            nominated: BigSet::new(),
+            nominated_on: BigMap::new(),
         }
     }
 
@@ -267,14 +268,14 @@ impl Snapshot {
             cluster_usage: self.cluster_usage.clone(),
             node_usage: self.node_usage.clone(),
             queues: vec![ClusterQueueQueue::default(); nodes],
-            pending: BTreeMap::new(),
-            admitted: BTreeMap::new(),
-            admitted_by_node: vec![BTreeSet::new(); nodes],
+            pending: BigMap::new(),
+            admitted: BigMap::new(),
+            admitted_by_node: vec![BigSet::new(); nodes],
             local_queues,
             pending_by_local_queue: BTreeMap::new(),
-            evicting: BTreeSet::new(),
-            nominated: BTreeSet::new(),
-            nominated_on: BTreeMap::new(),
+            evicting: BigSet::new(),
+            nominated: BigSet::new(),
+            nominated_on: BigMap::new(),
         }
     }
 
@@ -370,11 +371,11 @@ impl Snapshot {
         let local_queues = std::mem::take(&mut self.local_queues);
         *self = Snapshot::new(config, clusters);
         self.local_queues = local_queues;
-        for a in admitted.into_values() {
+        for (_, a) in admitted {
             self.insert_admitted(a);
         }
         let mut orphans = Vec::new();
-        for p in pending.into_values() {
+        for (_, p) in pending {
             if let Err(SnapshotError::UnknownClusterQueue(_)) = self.add_pending(p.clone()) {
                 orphans.push(p);
             }
@@ -568,7 +569,10 @@ impl Snapshot {
             let sub = self.sub_queue_key(node, &workload);
             let queue = &mut self.queues[node];
             if let Some(set) = queue.sub_queues.get_mut(&sub) {
-                if set.remove(&(Reverse(workload.priority), workload.created_at, id)) {
+                if set
+                    .remove(&(Reverse(workload.priority), workload.created_at, id))
+                    .is_some()
+                {
                     queue.len -= 1;
                 }
                 if set.is_empty() {

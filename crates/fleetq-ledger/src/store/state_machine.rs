@@ -108,6 +108,15 @@ impl LedgerHandle {
         }
     }
 
+    /// A copy of the applied ledger and the index it is at, taken in
+    /// O(1) under the lock (the maps that grow with the workloads are
+    /// persistent): what reads all of it (a scrape, the dashboard, a
+    /// hash) does its O(N) work on the copy, while apply goes on.
+    pub fn view(&self) -> (Ledger, u64) {
+        let sm = self.read();
+        (sm.ledger.clone(), sm.last_applied.map_or(0, |l| l.index))
+    }
+
     /// The longest the lock was held for reading and for writing since
     /// the last call (then starts over): what a reader costs apply, and
     /// what apply costs every reader.

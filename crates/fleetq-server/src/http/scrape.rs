@@ -57,11 +57,8 @@ impl Collector for NodeCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let raft = RaftSample::from_metrics(&self.raft.metrics().borrow());
         let now = self.clock.now();
-        // Hold the read lock only while copying out what is reported.
-        let ledger = {
-            let sm = self.handle.read();
-            LedgerSample::take(&sm.ledger, now, self.config.reserved_not_running_after)
-        };
+        let ledger =
+            LedgerSample::of_handle(&self.handle, now, self.config.reserved_not_running_after);
         // Only the leader hears heartbeats; a follower's table is stale.
         let leases: Vec<(String, f64)> = if raft.is_leader {
             self.leases
@@ -295,6 +292,17 @@ fn root_of(tree: &fleetq_scheduler::quota::QuotaTree, node: usize) -> String {
 }
 
 impl LedgerSample {
+    /// [`LedgerSample::take`] from a copy of the ledger: the lock is held
+    /// only to take it (O(1)), not for the pass over every workload.
+    pub fn of_handle(
+        handle: &LedgerHandle,
+        now: Timestamp,
+        not_running_after: Duration,
+    ) -> LedgerSample {
+        let (ledger, _) = handle.view();
+        LedgerSample::take(&ledger, now, not_running_after)
+    }
+
     /// Reads what a scrape reports from `ledger`; `now` is this node's
     /// clock (the canary needs wall time: a quiet ledger's stamps stand
     /// still).
