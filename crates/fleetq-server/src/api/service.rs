@@ -356,13 +356,15 @@ impl ApiService {
     }
 
     fn list_workloads(&self, req: &pb::ListWorkloadsRequest) -> pb::WorkloadList {
-        let sm = self.handle.read();
-        let ledger = &sm.ledger;
+        // A pass over every workload, on a copy: a list over a deep queue
+        // must not hold apply back.
+        let (ledger, _) = self.handle.view();
+        let ledger = &ledger;
         let mut workloads = Vec::new();
         let mut total = 0;
         // Only what is returned is rendered: a count (limit 1, as `fleetq
         // bench` polls it) over a deep queue costs a filter per workload,
-        // not a status, while it holds the state machine.
+        // not a status.
         for record in ledger.state().workloads.values() {
             if !selects(ledger, req, record) {
                 continue;
@@ -974,8 +976,10 @@ impl FleetQ for ApiService {
             let mut ids: Option<Vec<u64>> = None;
             loop {
                 let changed: Vec<pb::WorkloadStatus> = {
-                    let sm = handle.read();
-                    let ledger = &sm.ledger;
+                    // On a copy: the first pass (and queue positions)
+                    // walk every workload.
+                    let (view, _) = handle.view();
+                    let ledger = &view;
                     let records: Vec<_> = match ids.take() {
                         None => ledger.state().workloads.values().collect(),
                         // A changed id with no record was removed after it
@@ -1040,9 +1044,9 @@ impl FleetQ for ApiService {
         let selector =
             visibility::Selector::from_request(&req).map_err(Status::invalid_argument)?;
         self.barrier().await?;
-        let sm = self.handle.read();
+        let (ledger, _) = self.handle.view();
         let limit = (req.limit != 0).then_some(u64::from(req.limit));
-        let page = visibility::pending_page(&sm.ledger, &selector, u64::from(req.offset), limit)
+        let page = visibility::pending_page(&ledger, &selector, u64::from(req.offset), limit)
             .map_err(|u| Status::not_found(u.grpc_message()))?;
         Ok(tonic::Response::new(pb::WorkloadList {
             workloads: page.items,

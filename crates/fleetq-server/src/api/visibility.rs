@@ -600,8 +600,9 @@ async fn answer(
             message: format!("cannot read the ledger linearizably: {e}"),
             details: None,
         })?;
-    let sm = visibility.handle.read();
-    let mut summary = summary(&sm.ledger, &query)?;
+    // On a copy: a summary walks the whole queue.
+    let (ledger, _) = visibility.handle.view();
+    let mut summary = summary(&ledger, &query)?;
     // A tenant sees its own namespaces' workloads; positions still count
     // everyone's, as the queue really is.
     summary.items.retain(|i| viewer.sees(&i.metadata.namespace));
