@@ -92,3 +92,58 @@ fn add_learner_promote_and_remove_a_node() {
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(workloads(&group, leader).len(), 6);
 }
+
+/// A follower's answers name the leader (`fleetq-leader`), reads and
+/// forwarded writes alike; the leader's name nobody. `fleetq bench`'s
+/// clients follow the name to send their writes to the leader directly.
+#[test]
+fn a_follower_names_the_leader_on_its_answers() {
+    use fleetq_proto::v1 as pb;
+    use fleetq_server::api::leader_hint::LEADER_HEADER;
+
+    let group = Group::configured(&[]);
+    let leader = group
+        .wait_leader(Duration::from_secs(15))
+        .expect("a leader is elected");
+    let follower = (1..=3).find(|&id| id != leader).expect("a follower");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let hint = |id: usize, write: bool| {
+        runtime.block_on(async {
+            let url = format!("http://{}", group.addr(id));
+            let mut api = pb::fleet_q_client::FleetQClient::connect(url)
+                .await
+                .expect("connect");
+            let metadata = if write {
+                let workload = r#"{"namespace":"default","name":"hinted","spec":{"queueName":"team-a","podSets":[{"name":"main","count":1,"requests":{"nvidia.com/gpu":"1"}}]}}"#;
+                api.submit(pb::SubmitRequest {
+                    request_id: format!("hint-{id}"),
+                    workload_json: workload.into(),
+                    workloads_json: Vec::new(),
+                })
+                .await
+                .expect("submit")
+                .metadata()
+                .clone()
+            } else {
+                api.node_status(pb::NodeStatusRequest {
+                    skip_state_hash: true,
+                })
+                .await
+                .expect("status")
+                .metadata()
+                .clone()
+            };
+            metadata
+                .get(LEADER_HEADER)
+                .map(|v| v.to_str().expect("ascii").to_string())
+        })
+    };
+    let leader_addr = group.addr(leader).to_string();
+    assert_eq!(hint(follower, false), Some(leader_addr.clone()), "a read");
+    assert_eq!(hint(follower, true), Some(leader_addr), "a forwarded write");
+    assert_eq!(hint(leader, false), None, "the leader names nobody");
+    assert_eq!(hint(leader, true), None);
+}

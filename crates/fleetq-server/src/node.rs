@@ -24,6 +24,7 @@ use tonic::transport::server::Connected;
 use crate::agents::leases::{LeadershipConfirmation, LeaseConfig, LeaseExpiry, LeaseTable};
 use crate::agents::service::AgentService;
 use crate::agents::simulated::{self, SimulatedCluster};
+use crate::api::leader_hint::LeaderHintLayer;
 use crate::api::service::ApiService;
 use crate::clock::SharedClock;
 use crate::guard::auth::gate::GateLayer;
@@ -317,6 +318,7 @@ impl Node {
             .concurrency_limit_per_connection(limits.concurrency_per_connection)
             .layer(RequestSizeLayer::new(metrics.clone()))
             .layer(GateLayer::new(peer.auth.clone()))
+            .layer(LeaderHintLayer::new(raft.clone(), config.id))
             .add_service(
                 RaftServer::new(peer)
                     .max_decoding_message_size(raft_bytes)

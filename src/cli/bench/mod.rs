@@ -2,8 +2,11 @@
 //! own 3-node group in this process (loopback TCP, sled with fsync on, a
 //! simulated cluster with room for every workload), configures N
 //! ClusterQueues with free quota, then submits workloads from concurrent
-//! clients spread over all nodes (followers forward to the leader) and
-//! reports submission, admission and completion rates and latencies.
+//! clients spread over all nodes and reports submission, admission and
+//! completion rates and latencies. A client that a follower answers moves
+//! to the leader the answer names (the `fleetq-leader` header), as a
+//! client library that keeps its connection would; `--any-node` keeps
+//! them where they started, every write forwarded by a follower.
 //!
 //! Two latencies per workload, both from the client's send time (in open
 //! loop, the scheduled send time): to *admitted*, the moment a node first
@@ -26,7 +29,7 @@ mod report;
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -103,6 +106,11 @@ pub struct BenchArgs {
     /// starting one; it must run a simulated cluster with room.
     #[arg(long, value_delimiter = ',', value_name = "ADDR")]
     pub target: Vec<String>,
+    /// Keep each client on the node it started on: writes sent to a
+    /// follower are forwarded to the leader (one more hop each). By
+    /// default a client moves to the leader a follower's answer names.
+    #[arg(long)]
+    pub any_node: bool,
     /// Start the group with the leader's admission on submit off (as
     /// `fleetq server --no-admit-on-submit`): every admission then waits
     /// for a cycle after its submission commits, one more commit. For
@@ -323,11 +331,53 @@ fn batch_docs(start: u64, end: u64, mix: &Mix, runtime: Duration) -> Result<Vec<
         .collect()
 }
 
+/// The bench's connections, one per node, and which one a client uses.
+struct Route {
+    clients: Vec<client::Client>,
+    addrs: Vec<String>,
+    /// Index of the node named leader by a follower's answer
+    /// (`usize::MAX` until one is).
+    leader: AtomicUsize,
+    follow: bool,
+}
+
+impl Route {
+    fn new(clients: Vec<client::Client>, addrs: Vec<String>, follow: bool) -> Arc<Route> {
+        Arc::new(Route {
+            clients,
+            addrs,
+            leader: AtomicUsize::new(usize::MAX),
+            follow,
+        })
+    }
+
+    /// The connection for client `k`: the leader's once known (unless
+    /// --any-node), else spread over the nodes.
+    fn pick(&self, k: usize) -> client::Client {
+        let leader = self.leader.load(Ordering::Relaxed);
+        let i = if self.follow && leader < self.clients.len() {
+            leader
+        } else {
+            k % self.clients.len()
+        };
+        self.clients[i].clone()
+    }
+
+    /// Remembers the leader a follower named, if it is one of ours.
+    fn learn(&self, hint: Option<String>) {
+        if let Some(i) = hint.and_then(|h| self.addrs.iter().position(|a| *a == h)) {
+            self.leader.store(i, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Submits one batch; the leader the answering node names, if it is a
+/// follower.
 async fn send(
     client: &mut client::Client,
     request_id: String,
     docs: Vec<String>,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     let reply = client
         .submit(pb::SubmitRequest {
             request_id,
@@ -335,11 +385,16 @@ async fn send(
             workloads_json: docs,
         })
         .await
-        .map_err(|s| client::status_line(&s))?
-        .into_inner();
+        .map_err(|s| client::status_line(&s))?;
+    let hint = reply
+        .metadata()
+        .get(fleetq_server::api::leader_hint::LEADER_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let reply = reply.into_inner();
     match reply.results.iter().find(|r| !r.errors.is_empty()) {
         Some(r) => Err(format!("submission refused: {:?}", r.errors)),
-        None => Ok(()),
+        None => Ok(hint),
     }
 }
 
@@ -512,14 +567,15 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
     for addr in &addrs {
         clients.push(connect(addr.clone()).await?);
     }
+    let route = Route::new(clients, addrs.clone(), !args.any_node);
     let sent_at: Arc<Vec<AtomicU64>> =
         Arc::new((0..args.workloads).map(|_| AtomicU64::new(0)).collect());
     let mut cpu_before = cpu_seconds();
     let started = Instant::now();
     let mut first_send = now_ms();
     let tasks = match args.rate {
-        Some(rate) => open_loop(args, rate, mix, runtime, &clients, &sent_at, first_send).await,
-        None => closed_loop(args, mix, runtime, &clients, &sent_at),
+        Some(rate) => open_loop(args, rate, mix, runtime, &route, &sent_at, first_send).await,
+        None => closed_loop(args, mix, runtime, &route, &sent_at),
     };
     for t in tasks {
         t.await.map_err(|e| e.to_string())??;
@@ -657,6 +713,10 @@ async fn bench(args: &BenchArgs) -> Result<Report, String> {
                 "deep queue (submitted by {} clients while held, then released)",
                 args.clients
             ),
+        } + if args.any_node {
+            ", clients on every node"
+        } else {
+            ", clients follow the leader"
         },
         timed_from: if args.deep_queue {
             TimedFrom::Release
@@ -731,7 +791,7 @@ async fn open_loop(
     rate: f64,
     mix: Mix,
     runtime: Duration,
-    clients: &[client::Client],
+    route: &Arc<Route>,
     sent_at: &Arc<Vec<AtomicU64>>,
     first_send: u64,
 ) -> Vec<SendTask> {
@@ -749,10 +809,12 @@ async fn open_loop(
         for i in start..end {
             sent_at[i as usize].store(scheduled, Ordering::Relaxed);
         }
-        let mut client = clients[(k as usize) % clients.len()].clone();
+        let mut client = route.pick(k as usize);
+        let route = Arc::clone(route);
         tasks.push(tokio::spawn(async move {
             let docs = batch_docs(start, end, &mix, runtime)?;
-            send(&mut client, format!("bench-{start}"), docs).await
+            route.learn(send(&mut client, format!("bench-{start}"), docs).await?);
+            Ok(())
         }));
         k += 1;
     }
@@ -765,14 +827,14 @@ fn closed_loop(
     args: &BenchArgs,
     mix: Mix,
     runtime: Duration,
-    clients: &[client::Client],
+    route: &Arc<Route>,
     sent_at: &Arc<Vec<AtomicU64>>,
 ) -> Vec<SendTask> {
     let (total, batch) = (args.workloads, args.batch);
     let next = Arc::new(AtomicU64::new(0));
     (0..args.clients)
         .map(|c| {
-            let mut client = clients[(c as usize) % clients.len()].clone();
+            let route = Arc::clone(route);
             let next = Arc::clone(&next);
             let sent_at = Arc::clone(sent_at);
             tokio::spawn(async move {
@@ -787,7 +849,8 @@ fn closed_loop(
                     for i in start..end {
                         sent_at[i as usize].store(t, Ordering::Relaxed);
                     }
-                    send(&mut client, format!("bench-{start}"), docs).await?;
+                    let mut client = route.pick(c as usize);
+                    route.learn(send(&mut client, format!("bench-{start}"), docs).await?);
                 }
             })
         })
