@@ -24,6 +24,10 @@ pub const MAX_DOCUMENTS: usize = 1000;
 /// The first limit `yaml` breaks, as an error naming the line.
 pub fn check(yaml: &str) -> Result<(), FieldError> {
     let mut documents = 1usize;
+    // Whether anything but blank lines and comments came yet: the first
+    // document may open with its own `---` (as kubectl and Helm write
+    // them), which starts document 1, not 2.
+    let mut begun = false;
     let mut depth = 0usize;
     // Inside a block scalar: lines indented more than this are its text.
     let mut block_parent: Option<usize> = None;
@@ -46,13 +50,18 @@ pub fn check(yaml: &str) -> Result<(), FieldError> {
             ));
         }
         if open_quote.is_none() && content.starts_with("---") {
-            documents += 1;
-            if documents > MAX_DOCUMENTS {
-                return Err(error(
-                    number,
-                    format!("starts document {documents}; at most {MAX_DOCUMENTS} documents per request"),
-                ));
+            if begun {
+                documents += 1;
+                if documents > MAX_DOCUMENTS {
+                    return Err(error(
+                        number,
+                        format!("starts document {documents}; at most {MAX_DOCUMENTS} documents per request"),
+                    ));
+                }
             }
+            begun = true;
+        } else if !content.is_empty() && !content.starts_with('#') {
+            begun = true;
         }
         let mut previous = ' ';
         let mut chars = content.char_indices().peekable();
@@ -160,5 +169,11 @@ mod tests {
             .contains("indented 300"));
         let many = "---\na: 1\n".repeat(MAX_DOCUMENTS + 1);
         assert!(check(&many).unwrap_err().message.contains("documents"));
+        // The limit's own count, with and without the first `---`.
+        let most = "---\na: 1\n".repeat(MAX_DOCUMENTS);
+        assert_eq!(check(&most), Ok(()));
+        assert_eq!(check(&most["---\n".len()..]), Ok(()));
+        let over = format!("# a comment\n\n{}", "---\na: 1\n".repeat(MAX_DOCUMENTS + 1));
+        assert!(check(&over).unwrap_err().message.contains("document 1001"));
     }
 }
