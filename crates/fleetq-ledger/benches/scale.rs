@@ -26,7 +26,6 @@
 //! Progress goes to stderr; the table and a machine-readable last line to
 //! stdout.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use fleetq_ledger::raft::{LogId, SnapshotMeta, StoredMembership};
@@ -34,8 +33,7 @@ use fleetq_ledger::store::{open_sled, SledSnapshotStore, SnapshotStore, StoredSn
 use fleetq_ledger::{Command, LeasePolicy, Ledger, Outcome, Request, Submission, SubmitResult};
 use fleetq_model::config::Object;
 use fleetq_model::kueue::import_manifests;
-use fleetq_model::workload::{PodSet, WorkloadSpec};
-use fleetq_model::{Cluster, ClusterState, Quantity, Timestamp, Workload};
+use fleetq_model::{Cluster, Timestamp, Workload};
 use fleetq_scheduler::{schedule, SchedulerConfig};
 
 #[global_allocator]
@@ -48,7 +46,6 @@ const COHORT_SIZE: usize = 10;
 const GPUS_PER_QUEUE: u64 = 10;
 const BATCH: usize = 10_000;
 const FLAVOR: &str = "h100";
-const GPU: &str = "nvidia.com/gpu";
 
 /// N from the first non-flag argument, else `--quick`, else
 /// `FLEETQ_SCALE_PENDING`, else 1,000,000. (`cargo bench` passes `--bench`
@@ -112,43 +109,12 @@ fn objects(yaml: &str) -> Vec<Object> {
         .collect()
 }
 
-/// One pod asking for one GPU and 8 CPUs.
 fn workload(i: usize) -> Workload {
-    Workload {
-        namespace: format!("team-{}", i % QUEUES),
-        name: format!("job-{i}"),
-        labels: BTreeMap::new(),
-        spec: WorkloadSpec {
-            queue_name: "default".into(),
-            pod_sets: vec![PodSet {
-                name: "main".into(),
-                count: 1,
-                min_count: None,
-                requests: BTreeMap::from([
-                    (GPU.to_string(), Quantity::units(1)),
-                    ("cpu".to_string(), Quantity::units(8)),
-                ]),
-                topology_request: None,
-            }],
-            ..WorkloadSpec::default()
-        },
-    }
+    fleetq_testkit::scale::workload(i, QUEUES)
 }
 
 fn cluster(name: &str, gpus: u64) -> Cluster {
-    Cluster {
-        nodes: Vec::new(),
-        name: name.to_string(),
-        labels: BTreeMap::new(),
-        capacity: BTreeMap::from([(
-            FLAVOR.to_string(),
-            BTreeMap::from([
-                (GPU.to_string(), Quantity::units(gpus)),
-                ("cpu".to_string(), Quantity::units(gpus * 16)),
-            ]),
-        )]),
-        state: ClusterState::Ready,
-    }
+    fleetq_testkit::scale::cluster(name, FLAVOR, gpus)
 }
 
 /// Leader clock for the bench: one millisecond per command.

@@ -20,10 +20,8 @@ use criterion::{criterion_group, BenchmarkId, Criterion};
 use fleetq_model::cluster_queue::{ClusterQueueSpec, FlavorQuotas, ResourceGroup, ResourceQuota};
 use fleetq_model::flavor::ResourceFlavorSpec;
 use fleetq_model::local_queue::LocalQueueSpec;
-use fleetq_model::workload::{PodSet, WorkloadSpec};
 use fleetq_model::{
     Cluster, ClusterQueue, ClusterState, Config, LocalQueue, Quantity, ResourceFlavor, Timestamp,
-    Workload,
 };
 use fleetq_scheduler::{schedule, PendingWorkload, SchedulerConfig, Snapshot};
 
@@ -135,26 +133,7 @@ fn snapshot_on(pending: usize, queues: usize, clusters: &[Cluster]) -> Snapshot 
     let mut snap = Snapshot::new(config, clusters);
     for i in 0..pending {
         let q = i % queues;
-        let workload = Workload {
-            namespace: format!("team-{q}"),
-            name: format!("job-{i}"),
-            labels: BTreeMap::new(),
-            spec: WorkloadSpec {
-                queue_name: "default".into(),
-                pod_sets: vec![PodSet {
-                    name: "main".into(),
-                    count: 1,
-                    min_count: None,
-                    requests: [
-                        (GPU.to_string(), Quantity::units(1)),
-                        ("cpu".to_string(), Quantity::units(8)),
-                    ]
-                    .into(),
-                    topology_request: None,
-                }],
-                ..WorkloadSpec::default()
-            },
-        };
+        let workload = fleetq_testkit::scale::workload(i, queues);
         snap.add_pending(PendingWorkload {
             id: i as u64 + 1,
             workload: Arc::new(workload),

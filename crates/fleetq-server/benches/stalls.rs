@@ -29,7 +29,6 @@
 //! target is that none exceeds 50 ms at 1M pending. Progress goes to
 //! stderr, the table to stdout.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -38,8 +37,7 @@ use fleetq_ledger::raft::{Entry, LogId};
 use fleetq_ledger::store::{MemDisk, MemSnapshotStore, StateMachineStore};
 use fleetq_ledger::{Command, CycleId, LeasePolicy, LedgerConfig, Request, Submission};
 use fleetq_model::kueue::import_manifests;
-use fleetq_model::workload::{PodSet, WorkloadSpec};
-use fleetq_model::{Cluster, ClusterState, Quantity, Timestamp, Workload};
+use fleetq_model::{Cluster, Timestamp, Workload};
 use fleetq_server::http::scrape::LedgerSample;
 use fleetq_server::http::ui::Dashboard;
 use fleetq_server::leader::admission::next_batch;
@@ -52,7 +50,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const QUEUES: usize = 100;
 const FLAVOR: &str = "h100";
-const GPU: &str = "nvidia.com/gpu";
 const BATCH: usize = 10_000;
 /// The steady stream: one apply per tick.
 const TICK: Duration = Duration::from_millis(1);
@@ -78,43 +75,12 @@ fn sizes() -> Vec<usize> {
     }
 }
 
-/// One pod asking for one GPU and 8 CPUs, in queue `team-<i % QUEUES>`.
 fn workload(i: usize) -> Workload {
-    Workload {
-        namespace: format!("team-{}", i % QUEUES),
-        name: format!("job-{i}"),
-        labels: BTreeMap::new(),
-        spec: WorkloadSpec {
-            queue_name: "default".into(),
-            pod_sets: vec![PodSet {
-                name: "main".into(),
-                count: 1,
-                min_count: None,
-                requests: BTreeMap::from([
-                    (GPU.to_string(), Quantity::units(1)),
-                    ("cpu".to_string(), Quantity::units(8)),
-                ]),
-                topology_request: None,
-            }],
-            ..WorkloadSpec::default()
-        },
-    }
+    fleetq_testkit::scale::workload(i, QUEUES)
 }
 
 fn cluster(name: &str, gpus: u64) -> Cluster {
-    Cluster {
-        nodes: Vec::new(),
-        name: name.to_string(),
-        labels: BTreeMap::new(),
-        capacity: BTreeMap::from([(
-            FLAVOR.to_string(),
-            BTreeMap::from([
-                (GPU.to_string(), Quantity::units(gpus)),
-                ("cpu".to_string(), Quantity::units(gpus * 16)),
-            ]),
-        )]),
-        state: ClusterState::Ready,
-    }
+    fleetq_testkit::scale::cluster(name, FLAVOR, gpus)
 }
 
 fn submit(from: usize, n: usize, tag: &str) -> Command {

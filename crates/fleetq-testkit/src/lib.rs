@@ -11,3 +11,4 @@
 //! ```
 
 pub mod kueue;
+pub mod scale;
