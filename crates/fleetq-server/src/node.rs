@@ -39,6 +39,7 @@ use crate::raft::network::PeerNetwork;
 use crate::raft::proposer::Proposer;
 use crate::raft::service::RaftService;
 use crate::transport::SharedConnector;
+use tower::Layer;
 
 /// Raft timing and log compaction.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -318,16 +319,17 @@ impl Node {
             .concurrency_limit_per_connection(limits.concurrency_per_connection)
             .layer(RequestSizeLayer::new(metrics.clone()))
             .layer(GateLayer::new(peer.auth.clone()))
-            .layer(LeaderHintLayer::new(raft.clone(), config.id))
             .add_service(
                 RaftServer::new(peer)
                     .max_decoding_message_size(raft_bytes)
                     .max_encoding_message_size(raft_bytes),
             )
             .add_service(
-                FleetQServer::new(api)
-                    .max_decoding_message_size(limits.max_request_bytes)
-                    .max_encoding_message_size(256 << 20),
+                LeaderHintLayer::new(raft.clone(), config.id).layer(
+                    FleetQServer::new(api)
+                        .max_decoding_message_size(limits.max_request_bytes)
+                        .max_encoding_message_size(256 << 20),
+                ),
             )
             .add_service(
                 AgentServer::new(agent)

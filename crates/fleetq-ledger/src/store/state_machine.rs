@@ -183,7 +183,7 @@ impl Drop for Held<'_> {
 
 /// Read access to the state machine, timed ([`LedgerHandle::read`]).
 pub struct ReadGuard<'a> {
-    // Declared before `held`: the lock is released before the hold is
+    // Declared before `_held`: the lock is released before the hold is
     // recorded, so the figure never includes the recording.
     guard: RwLockReadGuard<'a, StateMachine>,
     _held: Held<'a>,

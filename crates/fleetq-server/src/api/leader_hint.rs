@@ -7,6 +7,10 @@
 //! response, so a client that keeps a connection can move to the leader
 //! and send its writes there directly (`fleetq bench` does; a client
 //! that ignores the header loses nothing). The leader adds nothing.
+//!
+//! It wraps the client API's service alone: a peer's Raft call or an
+//! agent's session has no use for it, and AppendEntries is the hottest
+//! path a follower answers.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,6 +18,7 @@ use std::task::{Context, Poll};
 
 use fleetq_ledger::raft::Raft;
 use tonic::codegen::http;
+use tonic::server::NamedService;
 use tower::{Layer, Service};
 
 /// The response header naming the leader's address.
@@ -49,6 +54,11 @@ pub struct LeaderHint<S> {
     inner: S,
     raft: Raft,
     id: u64,
+}
+
+/// Served under the wrapped service's name.
+impl<S: NamedService> NamedService for LeaderHint<S> {
+    const NAME: &'static str = S::NAME;
 }
 
 /// The leader's address, when it is known and not this node.

@@ -249,10 +249,9 @@ impl Dashboard {
     }
 
     /// What the overview reads from the ledger, and the state hash when
-    /// `with_hash` asks for one.
-    /// Both read a copy of the ledger: the lock is held only to take it
-    /// (O(1)); the pass over the records and the hash (seconds at 1M
-    /// workloads) run while apply goes on.
+    /// `with_hash` asks for one. Both read a copy of the ledger: the lock
+    /// is held only to take it (O(1)); the pass over the records and the
+    /// hash (seconds at 1M workloads) run while apply goes on.
     pub fn read_ledger(handle: &LedgerHandle, with_hash: bool) -> LedgerRead {
         let (ledger, applied) = handle.view();
         let hash = with_hash.then(|| {
